@@ -1,0 +1,1 @@
+"""The compiled core (Cython). Private: use the classes in bloomwise instead."""

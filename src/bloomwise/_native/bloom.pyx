@@ -1,0 +1,858 @@
+# cython: freethreading_compatible = False
+"""Compiled core of the bit filters: aligned storage, key hashing, single-key and batch kernels, threads.
+
+Private: `bloomwise.BloomFilter` subclasses `BloomCore` and adds the Python-level API. The hot methods
+(`add`, `__contains__`, `update`, `contains_many`) live here so a call costs one C method dispatch.
+"""
+cimport cython
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_ANY_CONTIGUOUS
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t, uintptr_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memset, memcmp, memcpy
+
+from bloomwise._native.hashing cimport (
+    hash_key, hash_int64, hash_uint64, bw_xxh64, key_type_message,
+)
+from bloomwise._native.layouts cimport (
+    Geometry, geometry_init, set_bits, test_bits, prefetch_key, block_index, second_hash, probe, bw_prefetch_write,
+    BW_SALT,
+    LAYOUT_CLASSIC, LAYOUT_PARTITIONED, LAYOUT_BLOCKED, MAX_HASHES, MAX_BLOCKED_HASHES, BLOCK_WORDS, BLOCK_BITS,
+)
+
+cdef extern from "common.h" nogil:
+    int bw_try_lock(int* flag)
+    void bw_lock(int* flag)
+    void bw_unlock(int* flag)
+    int __builtin_popcountll(unsigned long long)
+
+cdef extern from "<sys/mman.h>" nogil:
+    void* mmap(void* addr, size_t length, int prot, int flags, int fd, long offset)
+    int munmap(void* addr, size_t length)
+    int madvise(void* addr, size_t length, int advice)
+    int PROT_READ, PROT_WRITE, MAP_PRIVATE, MAP_ANONYMOUS, MADV_HUGEPAGE
+    void* MAP_FAILED
+
+cdef extern from "<stdlib.h>" nogil:
+    int posix_memalign(void** memptr, size_t alignment, size_t size)
+
+cdef enum:
+    CHUNK = 1024            # keys hashed per step of a batch
+    PREFETCH_DISTANCE = 16  # keys ahead whose cache lines are requested
+
+MAX_NUM_BITS = 2 ** 48  # 32 TiB of bits: far beyond any real filter, small enough to catch nonsense
+cdef char* BYTE_FORMAT = "B"
+cdef size_t HUGE_PAGE_THRESHOLD = 4 << 20  # filters from 4 MiB on get anonymous memory advised for huge pages
+
+
+# ---- hashing, exposed for tests and the file format ---------------------------------------------------
+def xxh64(data, uint64_t seed=0):
+    """XXH64 of a bytes-like object (bit-exact with the reference implementation)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            result = bw_xxh64(view.buf, view.len, seed)
+    finally:
+        PyBuffer_Release(&view)
+    return result
+
+
+def key_hash(key, uint64_t seed=0):
+    """The 64-bit hash bloomwise uses for one key (see docs/architecture.md)."""
+    cdef uint64_t h
+    hash_key(key, seed, &h)
+    return h
+
+
+# ---- storage ------------------------------------------------------------------------------------------
+@cython.auto_pickle(False)
+cdef class AlignedBuffer:
+    """Zeroed, 64-byte aligned memory; from 4 MiB on, anonymous pages advised for transparent huge pages."""
+    cdef void* ptr
+    cdef size_t size
+    cdef bint mapped
+
+    def __cinit__(self, size_t size):
+        cdef int err
+        self.size = size
+        if size >= HUGE_PAGE_THRESHOLD:
+            self.ptr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+            if self.ptr == MAP_FAILED:
+                self.ptr = NULL
+                raise MemoryError(f"cannot allocate {size} bytes for the filter")
+            self.mapped = True
+            madvise(self.ptr, size, MADV_HUGEPAGE)  # a hint: failure is harmless
+        else:
+            err = posix_memalign(&self.ptr, 64, size if size >= 64 else 64)
+            if err != 0:
+                self.ptr = NULL
+                raise MemoryError(f"cannot allocate {size} bytes for the filter")
+            memset(self.ptr, 0, size)
+
+    def __dealloc__(self):
+        if self.ptr != NULL:
+            if self.mapped:
+                munmap(self.ptr, self.size)
+            else:
+                free(self.ptr)
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        view.buf = self.ptr
+        view.obj = self
+        view.len = self.size
+        view.readonly = 0
+        view.itemsize = 1
+        view.format = BYTE_FORMAT
+        view.ndim = 1
+        view.shape = <Py_ssize_t*>&self.size
+        view.strides = NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+
+# ---- batch inputs ------------------------------------------------------------------------------------------
+cdef enum BatchKind:
+    BATCH_OBJECTS = 0   # list or tuple of Python keys
+    BATCH_UINT64 = 1
+    BATCH_INT64 = 2
+    BATCH_BYTES = 3     # numpy 'S': fixed width, trailing NULs stripped
+    BATCH_UNICODE = 4   # numpy 'U': UCS-4, trailing NULs stripped, hashed as UTF-8
+
+cdef struct FixedKeys:
+    int kind
+    Py_ssize_t length
+    Py_ssize_t width        # bytes per element (numpy S), code points per element (numpy U)
+    const uint8_t* data
+
+cdef object _numpy = None
+
+cdef object numpy():
+    global _numpy
+    if _numpy is None:
+        import numpy
+        _numpy = numpy
+    return _numpy
+
+
+cdef class Batch:
+    """Keys in a form the kernels read without Python objects (numpy values), or a list of Python keys."""
+    cdef FixedKeys keys
+    cdef object items            # BATCH_OBJECTS: the list of keys; else the array that owns the data
+    cdef object shape            # a numpy input's shape, for contains_many's result
+    cdef Py_buffer view
+    cdef bint has_view
+
+    def __dealloc__(self):
+        if self.has_view:
+            PyBuffer_Release(&self.view)
+
+    cdef int take_buffer(self, object array) except -1:
+        PyObject_GetBuffer(array, &self.view, PyBUF_ANY_CONTIGUOUS)
+        self.has_view = True
+        self.keys.data = <const uint8_t*>self.view.buf
+        self.items = array
+        return 0
+
+
+cdef Batch make_batch(object keys, bint objects_only):
+    """Normalise update()/contains_many() input; TypeError with a hint for what cannot be keys.
+
+    objects_only: the filter has a key function, so numpy values are handed to it one by one too.
+    """
+    cdef Batch batch = Batch.__new__(Batch)
+    if isinstance(keys, (str, bytes, bytearray, memoryview)):
+        raise TypeError(f"expected an iterable of keys, got a single {type(keys).__name__}: use add() or `in` "
+                        "for one key, or wrap it in a list")
+    if hasattr(keys, "__array_interface__") and hasattr(keys, "dtype"):
+        batch.shape = keys.shape
+        if objects_only:
+            keys = keys.reshape(-1).tolist()
+        else:
+            return numpy_batch(batch, keys)
+    if not isinstance(keys, (list, tuple)):
+        if isinstance(keys, (int, float)) or keys is None:
+            raise TypeError(f"expected an iterable of keys, got {type(keys).__name__}")
+        try:
+            keys = list(keys)
+        except TypeError:
+            raise TypeError(f"expected an iterable of keys (list, tuple, numpy array, iterator), "
+                            f"got {type(keys).__name__}") from None
+    batch.keys.kind = BATCH_OBJECTS
+    batch.items = keys
+    batch.keys.length = len(keys)
+    return batch
+
+
+cdef Batch numpy_batch(Batch batch, object array):
+    np = numpy()
+    flat = array.reshape(-1)
+    kind = flat.dtype.kind
+    if kind == "u":
+        flat = np.ascontiguousarray(flat, dtype=np.uint64)
+        batch.keys.kind = BATCH_UINT64
+    elif kind == "i":
+        flat = np.ascontiguousarray(flat, dtype=np.int64)
+        batch.keys.kind = BATCH_INT64
+    elif kind == "S":
+        flat = np.ascontiguousarray(flat)
+        batch.keys.kind = BATCH_BYTES
+        batch.keys.width = flat.dtype.itemsize
+    elif kind == "U":
+        flat = np.ascontiguousarray(flat, dtype=np.dtype(f"=U{max(flat.dtype.itemsize // 4, 1)}"))
+        batch.keys.kind = BATCH_UNICODE
+        batch.keys.width = flat.dtype.itemsize // 4
+    elif kind == "O":
+        batch.keys.kind = BATCH_OBJECTS
+        batch.items = flat.tolist()
+        batch.keys.length = len(batch.items)
+        return batch
+    elif kind == "b":
+        raise TypeError("a boolean array is not a batch of keys (did you mean a mask?); "
+                        "convert it explicitly, e.g. keys.astype(np.uint8)")
+    else:
+        raise TypeError(f"numpy arrays of dtype {flat.dtype} are not keys: use integer, bytes ('S') or "
+                        "str ('U') arrays (floats: convert explicitly, e.g. arr.view(np.uint64))")
+    batch.keys.length = flat.shape[0]
+    batch.items = flat
+    if batch.keys.length:
+        batch.take_buffer(flat)
+    if batch.keys.kind == BATCH_UNICODE:
+        validate_unicode(&batch.keys)  # before any kernel runs, so nothing is half-added
+    return batch
+
+
+cdef Py_ssize_t ucs4_to_utf8(const uint32_t* src, Py_ssize_t n, uint8_t* out) noexcept nogil:
+    """UTF-8 of n code points (trailing NULs already stripped); -1 for a surrogate or a value > 0x10FFFF."""
+    cdef Py_ssize_t i, j = 0
+    cdef uint32_t c
+    for i in range(n):
+        c = src[i]
+        if c < 0x80:
+            out[j] = <uint8_t>c; j += 1
+        elif c < 0x800:
+            out[j] = <uint8_t>(0xC0 | (c >> 6)); out[j + 1] = <uint8_t>(0x80 | (c & 0x3F)); j += 2
+        elif c < 0x10000:
+            if 0xD800 <= c <= 0xDFFF:
+                return -1
+            out[j] = <uint8_t>(0xE0 | (c >> 12)); out[j + 1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+            out[j + 2] = <uint8_t>(0x80 | (c & 0x3F)); j += 3
+        elif c <= 0x10FFFF:
+            out[j] = <uint8_t>(0xF0 | (c >> 18)); out[j + 1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
+            out[j + 2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F)); out[j + 3] = <uint8_t>(0x80 | (c & 0x3F)); j += 4
+        else:
+            return -1
+    return j
+
+
+cdef inline Py_ssize_t stripped_length(const FixedKeys* keys, Py_ssize_t index) noexcept nogil:
+    """Length of element `index` without its trailing NULs (bytes for 'S', code points for 'U')."""
+    cdef Py_ssize_t n = keys.width
+    cdef const uint8_t* p
+    cdef const uint32_t* u
+    if keys.kind == BATCH_BYTES:
+        p = keys.data + index * keys.width
+        while n > 0 and p[n - 1] == 0:
+            n -= 1
+    else:
+        u = (<const uint32_t*>keys.data) + index * keys.width
+        while n > 0 and u[n - 1] == 0:
+            n -= 1
+    return n
+
+
+cdef void hash_fixed(const FixedKeys* keys, Py_ssize_t start, Py_ssize_t count, uint64_t seed,
+                     uint64_t* out, uint8_t* scratch) noexcept nogil:
+    """Hash numpy keys [start, start+count) without the GIL (Unicode was validated by numpy_batch)."""
+    cdef Py_ssize_t i, n
+    if keys.kind == BATCH_UINT64:
+        for i in range(count):
+            out[i] = hash_uint64((<const uint64_t*>keys.data)[start + i], seed)
+    elif keys.kind == BATCH_INT64:
+        for i in range(count):
+            out[i] = hash_int64((<const int64_t*>keys.data)[start + i], seed)
+    elif keys.kind == BATCH_BYTES:
+        for i in range(count):
+            out[i] = bw_xxh64(keys.data + (start + i) * keys.width, stripped_length(keys, start + i), seed)
+    else:
+        for i in range(count):
+            n = ucs4_to_utf8((<const uint32_t*>keys.data) + (start + i) * keys.width,
+                             stripped_length(keys, start + i), scratch)
+            out[i] = bw_xxh64(scratch, n, seed)
+
+
+cdef int validate_unicode(const FixedKeys* keys) except -1:
+    cdef uint8_t* scratch = <uint8_t*>malloc(4 * keys.width + 4)
+    cdef Py_ssize_t i, bad = -1
+    if scratch == NULL:
+        raise MemoryError()
+    with nogil:
+        for i in range(keys.length):
+            if ucs4_to_utf8((<const uint32_t*>keys.data) + i * keys.width, stripped_length(keys, i), scratch) < 0:
+                bad = i
+                break
+    free(scratch)
+    if bad >= 0:
+        raise ValueError(f"key {bad} of the array is not valid Unicode (a lone surrogate?)")
+    return 0
+
+
+cdef class HashStream:
+    """Hashes a batch chunk by chunk into a reusable buffer (the GIL is needed only for Python objects)."""
+    cdef Batch batch
+    cdef uint64_t seed
+    cdef object key_func
+    cdef uint8_t* scratch
+    cdef uint64_t* hashes
+
+    def __cinit__(self, Batch batch, uint64_t seed, object key_func):
+        self.batch = batch
+        self.seed = seed
+        self.key_func = key_func
+        self.hashes = <uint64_t*>malloc(CHUNK * sizeof(uint64_t))
+        self.scratch = <uint8_t*>malloc(4 * batch.keys.width + 4)
+        if self.hashes == NULL or self.scratch == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.hashes)
+        free(self.scratch)
+
+    cdef int hash_objects(self, Py_ssize_t start, Py_ssize_t count, uint64_t* out) except -1:
+        cdef Py_ssize_t i
+        cdef object items = self.batch.items
+        for i in range(count):
+            hash_object(items[start + i], self.seed, self.key_func, &out[i])
+        return 0
+
+
+cdef inline int hash_object(object key, uint64_t seed, object key_func, uint64_t* out) except -1:
+    if key_func is not None:
+        key = key_func(key)
+        if not isinstance(key, (bytes, bytearray, memoryview)):
+            raise TypeError(f"the filter's key function must return bytes, returned {type(key).__name__}")
+    return hash_key(key, seed, out)
+
+
+# ---- kernels over a chunk of hashes ----------------------------------------------------------------------
+cdef uint64_t add_hashes(const Geometry* g, uint64_t* words, const uint64_t* hs, Py_ssize_t n) noexcept nogil:
+    """Set the bits of n keys, requesting cache lines PREFETCH_DISTANCE keys ahead; returns how many were new."""
+    cdef Py_ssize_t i
+    cdef uint64_t new_keys = 0
+    for i in range(n if n < PREFETCH_DISTANCE else PREFETCH_DISTANCE):
+        prefetch_key(g, words, hs[i], True)
+    for i in range(n):
+        if i + PREFETCH_DISTANCE < n:
+            prefetch_key(g, words, hs[i + PREFETCH_DISTANCE], True)
+        new_keys += set_bits(g, words, hs[i])
+    return new_keys
+
+
+cdef void test_hashes(const Geometry* g, const uint64_t* words, const uint64_t* hs, Py_ssize_t n,
+                      uint8_t* out) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n if n < PREFETCH_DISTANCE else PREFETCH_DISTANCE):
+        prefetch_key(g, words, hs[i], False)
+    for i in range(n):
+        if i + PREFETCH_DISTANCE < n:
+            prefetch_key(g, words, hs[i + PREFETCH_DISTANCE], False)
+        out[i] = test_bits(g, words, hs[i])
+
+
+cdef uint64_t add_fixed(const Geometry* g, uint64_t* words, const FixedKeys* keys, Py_ssize_t start,
+                        Py_ssize_t stop, uint64_t seed, uint64_t* hs, uint8_t* scratch) noexcept nogil:
+    cdef uint64_t new_keys = 0
+    cdef Py_ssize_t count
+    while start < stop:
+        count = min(<Py_ssize_t>CHUNK, stop - start)
+        hash_fixed(keys, start, count, seed, hs, scratch)
+        new_keys += add_hashes(g, words, hs, count)
+        start += count
+    return new_keys
+
+
+cdef void test_fixed(const Geometry* g, const uint64_t* words, const FixedKeys* keys, Py_ssize_t start,
+                     Py_ssize_t stop, uint64_t seed, uint64_t* hs, uint8_t* scratch, uint8_t* out) noexcept nogil:
+    cdef Py_ssize_t count
+    while start < stop:
+        count = min(<Py_ssize_t>CHUNK, stop - start)
+        hash_fixed(keys, start, count, seed, hs, scratch)
+        test_hashes(g, words, hs, count, out + start)
+        start += count
+
+
+cdef uint64_t add_hashes_in_range(const Geometry* g, uint64_t* words, const uint64_t* hs, Py_ssize_t n,
+                                  uint64_t lo, uint64_t hi, uint64_t* scratch) noexcept nogil:
+    """Set only the bits in [lo, hi) of n keys (threaded inserts: each thread owns a range of the array).
+
+    Blocked: ranges count blocks and a key belongs to the thread that owns its block. Others: ranges count
+    bits; the probes that fall in range are gathered first (branch-free), then applied with prefetch.
+    Returns the number of new keys (blocked) or whether any bit changed (others).
+    """
+    cdef Py_ssize_t i, j, count = 0
+    cdef uint64_t step, pos, block, bit, changed = 0
+    if g.layout == LAYOUT_BLOCKED:
+        for i in range(n):
+            block = block_index(g, hs[i])
+            scratch[count] = hs[i]
+            count += (block >= lo) & (block < hi)
+        return add_hashes(g, words, scratch, count)
+    for i in range(n):
+        step = second_hash(hs[i])
+        for j in range(g.num_hashes):
+            pos = probe(g, hs[i], step, <uint32_t>j)
+            scratch[count] = pos
+            count += (pos >= lo) & (pos < hi)
+    for i in range(count):
+        if i + PREFETCH_DISTANCE < count:
+            bw_prefetch_write(words + (scratch[i + PREFETCH_DISTANCE] >> 6))
+        bit = (<uint64_t>1) << (scratch[i] & 63)
+        changed |= bit & ~words[scratch[i] >> 6]
+        words[scratch[i] >> 6] |= bit
+    return changed != 0
+
+
+# ---- the filter ---------------------------------------------------------------------------------------------
+@cython.auto_pickle(False)
+cdef class BloomCore:
+    """m bits, k probes per key, one of three layouts. Subclassed by bloomwise.BloomFilter."""
+    cdef Geometry _g
+    cdef uint64_t* _words
+    cdef uint64_t _nbytes
+    cdef uint64_t _seed
+    cdef uint64_t _keys_added
+    cdef uint64_t _capacity_limit   # warn (once) when keys_added passes it; 0 = no limit
+    cdef bint _warned
+    cdef bint _writable
+    cdef bint _ready
+    cdef int _lock
+    cdef object _storage
+    cdef Py_buffer _view
+    cdef bint _has_view
+    cdef object _key_func
+
+    def __dealloc__(self):
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+
+    def _init_core(self, num_bits, num_hashes, int layout, seed=0, storage=None, keys_added=0, key=None):
+        """Set the geometry and the storage (new zeroed memory, or a buffer such as a mapped file's payload)."""
+        if self._ready:
+            raise RuntimeError("filter already initialised")
+        if layout not in (LAYOUT_CLASSIC, LAYOUT_PARTITIONED, LAYOUT_BLOCKED):
+            raise ValueError(f"unknown layout id {layout}")
+        num_bits = check_int("num_bits", num_bits, 1, MAX_NUM_BITS)
+        max_hashes = MAX_BLOCKED_HASHES if layout == LAYOUT_BLOCKED else MAX_HASHES
+        num_hashes = check_int("num_hashes", num_hashes, 1, max_hashes)
+        seed = check_int("seed", seed, 0, 2 ** 64 - 1)
+        if layout == LAYOUT_PARTITIONED and num_bits < num_hashes:
+            raise ValueError(f"num_bits must be at least num_hashes ({num_hashes}) for the partitioned layout, "
+                             f"got {num_bits}")
+        if layout == LAYOUT_BLOCKED and num_bits % BLOCK_BITS:
+            raise ValueError(f"num_bits must be a multiple of 512 for the blocked layout, got {num_bits} "
+                             f"(nearest: {(num_bits + BLOCK_BITS - 1) // BLOCK_BITS * BLOCK_BITS})")
+        if key is not None and not callable(key):
+            raise TypeError(f"key must be a function turning a key into bytes, got {type(key).__name__}")
+        geometry_init(&self._g, num_bits, num_hashes, layout)
+        self._nbytes = (num_bits + 63) // 64 * 8
+        self._seed = seed
+        self._keys_added = keys_added
+        self._key_func = key
+        self._attach(AlignedBuffer(self._nbytes) if storage is None else storage)
+        self._ready = True
+
+    cdef int _attach(self, object storage) except -1:
+        try:
+            PyObject_GetBuffer(storage, &self._view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+            self._writable = True
+        except BufferError:
+            PyObject_GetBuffer(storage, &self._view, PyBUF_SIMPLE)
+            self._writable = False
+        self._has_view = True
+        if <uint64_t>self._view.len != self._nbytes:
+            raise ValueError(f"storage holds {self._view.len} bytes, the filter needs {self._nbytes}")
+        if (<uintptr_t>self._view.buf) % 8:
+            raise ValueError("storage must be 8-byte aligned")
+        self._words = <uint64_t*>self._view.buf
+        self._storage = storage
+        return 0
+
+    cdef inline int _check_ready(self) except -1:
+        if not self._ready:
+            raise RuntimeError("filter is not initialised: build it with BloomFilter(...), from_size() or load()")
+        return 0
+
+    cdef inline int _check_writable(self) except -1:
+        self._check_ready()
+        if not self._writable:
+            raise TypeError("this filter is read-only (opened from a file with mode 'r'); "
+                            "open it with mode='r+' or load() a private copy to change it")
+        return 0
+
+    cdef inline int _lock_writer(self) except -1:
+        if not bw_try_lock(&self._lock):
+            with nogil:  # never wait for the lock while holding the GIL
+                bw_lock(&self._lock)
+        return 0
+
+    cdef int _count_new(self, uint64_t new_keys) except -1:
+        self._keys_added += new_keys
+        if self._capacity_limit and not self._warned and self._keys_added > self._capacity_limit:
+            self._warned = True
+            self._over_capacity()
+        return 0
+
+    # -- single keys --------------------------------------------------------------------------------------
+    def add(self, key):
+        """Add a key. Returns True when it was certainly not present before (some bit changed), else False. O(k)."""
+        cdef uint64_t h
+        cdef bint new_key
+        if self._key_func is not None:
+            hash_object(key, self._seed, self._key_func, &h)
+        else:
+            hash_key(key, self._seed, &h)
+        if not self._writable:
+            self._check_writable()
+        self._lock_writer()
+        new_key = set_bits(&self._g, self._words, h)
+        bw_unlock(&self._lock)
+        if new_key:
+            self._count_new(1)
+        return new_key
+
+    def __contains__(self, key):
+        """`key in f`: False means certainly absent; True means "might be present". O(k)."""
+        cdef uint64_t h
+        if self._key_func is not None:
+            hash_object(key, self._seed, self._key_func, &h)
+        else:
+            hash_key(key, self._seed, &h)
+        if not self._ready:
+            self._check_ready()
+        return test_bits(&self._g, self._words, h)
+
+    # -- batches --------------------------------------------------------------------------------------------
+    def update(self, keys, *, threads=None):
+        """Add every key of an iterable or numpy array (integer, 'S' or 'U' dtype). Returns None.
+
+        The bits are set without the GIL; `threads=N` splits the work over N threads.
+        """
+        self._check_writable()
+        cdef Batch batch = make_batch(keys, self._key_func is not None)
+        cdef int nthreads = check_threads(threads)
+        if nthreads > 1 and batch.keys.length >= 4 * CHUNK:
+            self._update_threaded(batch, nthreads)
+            return None
+        cdef HashStream stream = HashStream(batch, self._seed, self._key_func)
+        cdef Py_ssize_t start = 0, count, n = batch.keys.length
+        cdef uint64_t new_keys = 0
+        if batch.keys.kind != BATCH_OBJECTS:  # numpy values: the whole batch without the GIL
+            with nogil:
+                bw_lock(&self._lock)
+                new_keys = add_fixed(&self._g, self._words, &batch.keys, 0, n, self._seed,
+                                     stream.hashes, stream.scratch)
+                bw_unlock(&self._lock)
+        else:
+            while start < n:
+                count = min(<Py_ssize_t>CHUNK, n - start)
+                stream.hash_objects(start, count, stream.hashes)
+                with nogil:
+                    bw_lock(&self._lock)
+                    new_keys += add_hashes(&self._g, self._words, stream.hashes, count)
+                    bw_unlock(&self._lock)
+                start += count
+        self._count_new(new_keys)
+        return None
+
+    def contains_many(self, keys, *, threads=None):
+        """A numpy bool array: whether each key might be present (the shape of a numpy input)."""
+        self._check_ready()
+        cdef Batch batch = make_batch(keys, self._key_func is not None)
+        cdef int nthreads = check_threads(threads)
+        np = numpy()
+        result = np.zeros(batch.keys.length, dtype=np.bool_)
+        if nthreads > 1 and batch.keys.length >= 4 * CHUNK:
+            self._contains_threaded(batch, result, nthreads)
+        elif batch.keys.length:
+            self._contains_range(batch, result, 0, batch.keys.length)
+        return result.reshape(batch.shape) if batch.shape is not None else result
+
+    def _contains_range(self, Batch batch, result, Py_ssize_t start, Py_ssize_t stop):
+        cdef uint8_t[::1] out = result.view(numpy().uint8)
+        cdef HashStream stream = HashStream(batch, self._seed, self._key_func)
+        cdef Py_ssize_t count
+        if batch.keys.kind != BATCH_OBJECTS:
+            with nogil:
+                test_fixed(&self._g, self._words, &batch.keys, start, stop, self._seed,
+                           stream.hashes, stream.scratch, &out[0])
+            return
+        while start < stop:
+            count = min(<Py_ssize_t>CHUNK, stop - start)
+            stream.hash_objects(start, count, stream.hashes)
+            with nogil:
+                test_hashes(&self._g, self._words, stream.hashes, count, &out[start])
+            start += count
+
+    # -- threads -----------------------------------------------------------------------------------------------
+    def _contains_threaded(self, Batch batch, result, int nthreads):
+        if batch.keys.kind == BATCH_OBJECTS:  # Python objects: hash with the GIL, then test in parallel
+            batch = make_batch(self._hash_all(batch), False)
+            run_threads(nthreads, batch.keys.length, lambda lo, hi: self._test_prehashed(batch, result, lo, hi))
+        else:
+            run_threads(nthreads, batch.keys.length, lambda lo, hi: self._contains_range(batch, result, lo, hi))
+
+    def _test_prehashed(self, Batch batch, result, Py_ssize_t lo, Py_ssize_t hi):
+        cdef uint8_t[::1] out = result.view(numpy().uint8)
+        cdef const uint64_t* hs = <const uint64_t*>batch.keys.data
+        with nogil:
+            test_hashes(&self._g, self._words, hs + lo, hi - lo, &out[lo])
+
+    def _update_threaded(self, Batch batch, int nthreads):
+        """Hash every key (in parallel for numpy values), then each thread sets the bits of its own range."""
+        if batch.keys.kind == BATCH_OBJECTS:
+            hashes = self._hash_all(batch)
+        else:
+            hashes = numpy().empty(batch.keys.length, dtype=numpy().uint64)
+            run_threads(nthreads, batch.keys.length, lambda lo, hi: hash_range(batch, self._seed, hashes, lo, hi))
+        units = self._g.num_blocks if self._g.layout == LAYOUT_BLOCKED else self._g.num_bits
+        with nogil:
+            bw_lock(&self._lock)
+        try:
+            counts = run_threads(nthreads, units, lambda lo, hi: self._add_prehashed_range(hashes, lo, hi))
+        finally:
+            bw_unlock(&self._lock)
+        if self._g.layout == LAYOUT_BLOCKED:
+            self._count_new(sum(counts))
+        else:  # a key's bits are spread over the threads: count the batch as new when any bit changed
+            self._count_new(batch.keys.length if any(counts) else 0)
+
+    def _add_prehashed_range(self, hashes, uint64_t lo, uint64_t hi):
+        cdef uint64_t[::1] hv = hashes
+        cdef Py_ssize_t start = 0, count, n = hv.shape[0]
+        cdef uint64_t new_keys = 0
+        cdef uint64_t* scratch = <uint64_t*>malloc(CHUNK * MAX_HASHES * sizeof(uint64_t))
+        if scratch == NULL:
+            raise MemoryError()
+        with nogil:
+            while start < n:
+                count = min(<Py_ssize_t>CHUNK, n - start)
+                new_keys += add_hashes_in_range(&self._g, self._words, &hv[start], count, lo, hi, scratch)
+                start += count
+        free(scratch)
+        return new_keys
+
+    def _hash_all(self, Batch batch):
+        hashes = numpy().empty(batch.keys.length, dtype=numpy().uint64)
+        cdef uint64_t[::1] hv = hashes
+        cdef HashStream stream = HashStream(batch, self._seed, self._key_func)
+        cdef Py_ssize_t start = 0, count
+        while start < batch.keys.length:
+            count = min(<Py_ssize_t>CHUNK, batch.keys.length - start)
+            stream.hash_objects(start, count, &hv[start])
+            start += count
+        return hashes
+
+    # -- whole-array operations ------------------------------------------------------------------------------------
+    def _count_set_bits(self):
+        cdef uint64_t total = 0, i
+        cdef uint64_t nwords = self._nbytes // 8
+        self._check_ready()
+        with nogil:
+            for i in range(nwords):
+                total += __builtin_popcountll(self._words[i])
+        return total
+
+    def clear(self):
+        """Remove every key (all bits to 0)."""
+        self._check_writable()
+        self._lock_writer()
+        memset(self._words, 0, self._nbytes)
+        bw_unlock(&self._lock)
+        self._keys_added = 0
+        self._warned = False
+
+    def _combine(self, BloomCore other, bint union):
+        """In place: self |= other (union) or self &= other. The caller checks compatibility."""
+        cdef uint64_t i, nwords = self._nbytes // 8
+        self._check_writable()
+        if other._nbytes != self._nbytes:
+            raise ValueError("filters differ in size")
+        with nogil:
+            bw_lock(&self._lock)
+            if union:
+                for i in range(nwords):
+                    self._words[i] |= other._words[i]
+            else:
+                for i in range(nwords):
+                    self._words[i] &= other._words[i]
+            bw_unlock(&self._lock)
+
+    def _same_bits(self, BloomCore other):
+        return other._nbytes == self._nbytes and memcmp(self._words, other._words, self._nbytes) == 0
+
+    def _copy_bits_from(self, data):
+        """Overwrite the bits with a bytes-like payload of exactly nbytes."""
+        cdef Py_buffer view
+        self._check_writable()
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            if <uint64_t>view.len != self._nbytes:
+                raise ValueError(f"payload holds {view.len} bytes, the filter needs {self._nbytes}")
+            self._lock_writer()
+            memcpy(self._words, view.buf, self._nbytes)
+            bw_unlock(&self._lock)
+        finally:
+            PyBuffer_Release(&view)
+
+    def _release_storage(self):
+        """Drop the reference to the storage (before a mapped file is closed); the filter is unusable after."""
+        self._lock_writer()
+        self._ready = False
+        self._writable = False
+        self._words = NULL
+        bw_unlock(&self._lock)
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+            self._has_view = False
+        self._storage = None
+
+    def _payload(self):
+        """A read-only memoryview of the bit array (little-endian 64-bit words)."""
+        self._check_ready()
+        return memoryview(self._storage).cast("B")[: self._nbytes].toreadonly()
+
+    def _set_positions(self, positions):
+        """Set explicit bit positions (filters built from hash functions); True when any bit changed."""
+        cdef uint64_t pos, changed = 0, bit
+        self._check_writable()
+        checked = [self._check_position(p) for p in positions]
+        self._lock_writer()
+        for pos in checked:
+            bit = (<uint64_t>1) << (pos & 63)
+            changed |= bit & ~self._words[pos >> 6]
+            self._words[pos >> 6] |= bit
+        bw_unlock(&self._lock)
+        if changed:
+            self._count_new(1)
+        return changed != 0
+
+    def _test_positions(self, positions):
+        """True when every explicit bit position is set."""
+        cdef uint64_t pos
+        self._check_ready()
+        for p in positions:
+            pos = self._check_position(p)
+            if not (self._words[pos >> 6] >> (pos & 63)) & 1:
+                return False
+        return True
+
+    cdef uint64_t _check_position(self, object p) except? 0xFFFFFFFFFFFFFFFF:
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < self._g.num_bits:
+            raise ValueError(f"a hash function returned {p!r}; expected an int in [0, {self._g.num_bits})")
+        return p
+
+    def _hash(self, key):
+        cdef uint64_t h
+        hash_object(key, self._seed, self._key_func, &h)
+        return h
+
+    def _bit_indices(self, key):
+        """The bit positions a key maps to, in probe order (teaching, tests, the schema test)."""
+        cdef uint64_t h, step
+        cdef uint32_t i, x
+        hash_object(key, self._seed, self._key_func, &h)
+        indices = []
+        if self._g.layout == LAYOUT_BLOCKED:
+            x = <uint32_t>h
+            for i in range(self._g.num_hashes):
+                indices.append(block_index(&self._g, h) * BLOCK_BITS + (i & 7) * 64
+                               + ((<uint32_t>(x * BW_SALT[i])) >> 26))
+            return indices
+        step = second_hash(h)
+        for i in range(self._g.num_hashes):
+            indices.append(probe(&self._g, h, step, i))
+        return indices
+
+    @property
+    def num_bits(self):
+        """m: the number of bits."""
+        return self._g.num_bits
+
+    @property
+    def num_hashes(self):
+        """k: the number of bits set per key."""
+        return self._g.num_hashes
+
+    @property
+    def seed(self):
+        """The hash seed (filters combine only with filters of the same seed)."""
+        return self._seed
+
+    @property
+    def nbytes(self):
+        """Bytes of the bit array."""
+        return self._nbytes
+
+    @property
+    def _layout_id(self):
+        return self._g.layout
+
+    @property
+    def _keys_added_count(self):
+        return self._keys_added
+
+    @property
+    def _is_writable(self):
+        return self._writable
+
+    @property
+    def _key_function(self):
+        return self._key_func
+
+    def _set_capacity_limit(self, limit):
+        self._capacity_limit = limit or 0
+
+    def _over_capacity(self):
+        """Called once when more keys were added than the capacity; BloomFilter warns."""
+
+
+def hash_range(Batch batch, uint64_t seed, hashes, Py_ssize_t lo, Py_ssize_t hi):
+    """Hash numpy keys [lo, hi) into hashes[lo:hi] without the GIL (one thread's share)."""
+    cdef uint64_t[::1] out = hashes
+    cdef uint8_t* scratch = <uint8_t*>malloc(4 * batch.keys.width + 4)
+    if scratch == NULL:
+        raise MemoryError()
+    with nogil:
+        hash_fixed(&batch.keys, lo, hi - lo, seed, &out[lo], scratch)
+    free(scratch)
+
+
+def run_threads(int nthreads, total, work):
+    """Split [0, total) into nthreads ranges and run work(lo, hi) on each in its own thread."""
+    from concurrent.futures import ThreadPoolExecutor
+    bounds = [total * t // nthreads for t in range(nthreads + 1)]
+    with ThreadPoolExecutor(max_workers=nthreads) as pool:
+        futures = [pool.submit(work, bounds[t], bounds[t + 1]) for t in range(nthreads)]
+        return [f.result() for f in futures]
+
+
+cdef int check_threads(object threads) except -1:
+    if threads is None:
+        return 1
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+    return min(<int>threads, 64)
+
+
+cdef object check_int(str name, object value, object low, object high):
+    """value as an int within [low, high]; TypeError/ValueError naming the parameter otherwise."""
+    if isinstance(value, bool) or isinstance(value, float) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    value = value.__index__()
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+    return value

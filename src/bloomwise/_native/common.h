@@ -1,0 +1,138 @@
+/* bloomwise compiled core: C primitives shared by the Cython kernels.
+ *
+ * XXH64 is written here from Yann Collet's published specification (xxhash.com, "xxHash fast digest
+ * algorithm", v0.1.1); tests check it bit for bit against the PyPI `xxhash` package.
+ * Everything is static inline: each Cython module that includes this header gets its own copy.
+ */
+#ifndef BLOOMWISE_COMMON_H
+#define BLOOMWISE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sched.h>
+
+/* ---- XXH64 ---------------------------------------------------------------------------------- */
+#define BW_P1 0x9E3779B185EBCA87ULL
+#define BW_P2 0xC2B2AE3D27D4EB4FULL
+#define BW_P3 0x165667B19E3779F9ULL
+#define BW_P4 0x85EBCA77C2B2AE63ULL
+#define BW_P5 0x27D4EB2F165667C5ULL
+
+static inline uint64_t bw_rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static inline uint64_t bw_read64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; } /* LE host */
+static inline uint32_t bw_read32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+static inline uint64_t bw_round(uint64_t acc, uint64_t input) {
+    acc += input * BW_P2;
+    acc = bw_rotl(acc, 31);
+    return acc * BW_P1;
+}
+
+static inline uint64_t bw_merge_round(uint64_t acc, uint64_t val) {
+    acc ^= bw_round(0, val);
+    return acc * BW_P1 + BW_P4;
+}
+
+static inline uint64_t bw_avalanche(uint64_t h) {
+    h ^= h >> 33; h *= BW_P2;
+    h ^= h >> 29; h *= BW_P3;
+    h ^= h >> 32;
+    return h;
+}
+
+static inline uint64_t bw_xxh64(const void *data, size_t len, uint64_t seed) {
+    const uint8_t *p = (const uint8_t *)data;
+    const uint8_t *end = p + len;
+    uint64_t h;
+    if (len >= 32) {
+        const uint8_t *limit = end - 32;
+        uint64_t v1 = seed + BW_P1 + BW_P2, v2 = seed + BW_P2, v3 = seed, v4 = seed - BW_P1;
+        do {
+            v1 = bw_round(v1, bw_read64(p));
+            v2 = bw_round(v2, bw_read64(p + 8));
+            v3 = bw_round(v3, bw_read64(p + 16));
+            v4 = bw_round(v4, bw_read64(p + 24));
+            p += 32;
+        } while (p <= limit);
+        h = bw_rotl(v1, 1) + bw_rotl(v2, 7) + bw_rotl(v3, 12) + bw_rotl(v4, 18);
+        h = bw_merge_round(h, v1);
+        h = bw_merge_round(h, v2);
+        h = bw_merge_round(h, v3);
+        h = bw_merge_round(h, v4);
+    } else {
+        h = seed + BW_P5;
+    }
+    h += (uint64_t)len;
+    while (p + 8 <= end) {
+        h ^= bw_round(0, bw_read64(p));
+        h = bw_rotl(h, 27) * BW_P1 + BW_P4;
+        p += 8;
+    }
+    if (p + 4 <= end) {
+        h ^= (uint64_t)bw_read32(p) * BW_P1;
+        h = bw_rotl(h, 23) * BW_P2 + BW_P3;
+        p += 4;
+    }
+    while (p < end) {
+        h ^= (uint64_t)(*p) * BW_P5;
+        h = bw_rotl(h, 11) * BW_P1;
+        p++;
+    }
+    return bw_avalanche(h);
+}
+
+/* XXH64 of the 8 little-endian bytes of v: the same value as bw_xxh64(&v, 8, seed), unrolled. */
+static inline uint64_t bw_xxh64_u64(uint64_t v, uint64_t seed) {
+    uint64_t h = seed + BW_P5 + 8;
+    h ^= bw_round(0, v);
+    h = bw_rotl(h, 27) * BW_P1 + BW_P4;
+    return bw_avalanche(h);
+}
+
+/* Integers are their own key domain: the hash seed is XORed with one of these (ASCII tags). */
+#define BW_INT_DOMAIN     0x3436752d746e6921ULL /* "!int-u64" */
+#define BW_NEG_INT_DOMAIN 0x3436692d746e6921ULL /* "!int-i64" */
+#define BW_BIG_INT_DOMAIN 0x6769622d746e6921ULL /* "!int-big" */
+
+/* ---- from one hash to positions --------------------------------------------------------------- */
+/* MurmurHash3's 64-bit finaliser: the second hash of double hashing. */
+static inline uint64_t bw_fmix64(uint64_t x) {
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* floor(x * range / 2^64): maps a 64-bit hash uniformly onto [0, range) without a division (Lemire). */
+static inline uint64_t bw_mulhi(uint64_t x, uint64_t range) {
+    return (uint64_t)(((unsigned __int128)x * range) >> 64);
+}
+
+/* Split-block layout: probe i sets bit (x * BW_SALT[i]) >> 26 (32-bit product) of lane i % 8.
+ * Sixteen odd constants: splitmix64(i) (Steele et al.'s state step, state = i) for i = 1..16,
+ * low 32 bits, forced odd. Part of the format. */
+static const uint32_t BW_SALT[16] = {
+    0x89025cc1u, 0x1c9756cfu, 0xdb018fedu, 0xe2338acbu, 0xa389c35bu, 0xadefe001u, 0x59320dd7u, 0xef953637u,
+    0xbe706065u, 0x8a582fcbu, 0x2380309du, 0x99de8f03u, 0xf8ad8affu, 0x35dbe63fu, 0xabf55005u, 0xba779207u,
+};
+
+/* ---- memory hints ------------------------------------------------------------------------------ */
+static inline void bw_prefetch_read(const void *p) { __builtin_prefetch(p, 0, 3); }
+static inline void bw_prefetch_write(const void *p) { __builtin_prefetch(p, 1, 3); }
+
+/* ---- the writer lock --------------------------------------------------------------------------- *
+ * One flag per filter. Every writer holds it while it changes bits; batch writers hold it with the GIL
+ * released, single-key writers with the GIL held (so they never wait for the GIL while holding it). */
+static inline int bw_try_lock(int *flag) {
+    return __atomic_exchange_n(flag, 1, __ATOMIC_ACQUIRE) == 0;
+}
+static inline void bw_lock(int *flag) {
+    while (!bw_try_lock(flag)) {
+        while (__atomic_load_n(flag, __ATOMIC_RELAXED)) sched_yield();
+    }
+}
+static inline void bw_unlock(int *flag) { __atomic_store_n(flag, 0, __ATOMIC_RELEASE); }
+
+#endif

@@ -1,0 +1,94 @@
+# Key -> 64-bit hash (hash scheme "xxh64-v1"; docs/architecture.md, "Key encoding and hashing").
+# Inline, so each compiled module that cimports it gets its own copy of the hot path.
+from cpython.bytes cimport PyBytes_Check, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytearray cimport PyByteArray_Check, PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.float cimport PyFloat_Check
+from cpython.long cimport PyLong_Check
+from cpython.unicode cimport PyUnicode_Check
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
+    long long PyLong_AsLongLongAndOverflow(object, int*) except? -1
+    unsigned long long PyLong_AsUnsignedLongLongMask(object) except? -1
+    bint PyIndex_Check(object)
+    bint PyMemoryView_Check(object)
+
+cdef extern from "common.h" nogil:
+    uint64_t bw_xxh64(const void* data, size_t length, uint64_t seed)
+    uint64_t bw_xxh64_u64(uint64_t value, uint64_t seed)
+    uint64_t BW_INT_DOMAIN
+    uint64_t BW_NEG_INT_DOMAIN
+    uint64_t BW_BIG_INT_DOMAIN
+
+
+cdef inline uint64_t hash_int64(int64_t value, uint64_t seed) noexcept nogil:
+    """Hash of an integer known to fit in int64 (numpy signed arrays)."""
+    if value >= 0:
+        return bw_xxh64_u64(<uint64_t>value, seed ^ BW_INT_DOMAIN)
+    return bw_xxh64_u64(<uint64_t>value, seed ^ BW_NEG_INT_DOMAIN)
+
+
+cdef inline uint64_t hash_uint64(uint64_t value, uint64_t seed) noexcept nogil:
+    """Hash of a non-negative integer below 2**64 (numpy unsigned arrays)."""
+    return bw_xxh64_u64(value, seed ^ BW_INT_DOMAIN)
+
+
+cdef inline int hash_pyint(object key, uint64_t seed, uint64_t* out) except -1:
+    cdef int overflow = 0
+    cdef long long small = PyLong_AsLongLongAndOverflow(key, &overflow)
+    if overflow == 0:
+        out[0] = hash_int64(small, seed)
+        return 0
+    if overflow > 0 and key.bit_length() <= 64:
+        out[0] = hash_uint64(PyLong_AsUnsignedLongLongMask(key), seed)
+        return 0
+    # Beyond 64 bits: minimal two's-complement little-endian bytes, in a domain of their own.
+    cdef bytes data = key.to_bytes((key.bit_length() + 8) // 8, "little", signed=True)
+    out[0] = bw_xxh64(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), seed ^ BW_BIG_INT_DOMAIN)
+    return 0
+
+
+cdef inline int hash_key(object key, uint64_t seed, uint64_t* out) except -1:
+    """Write the 64-bit hash of one key to out[0]; TypeError for a value that is not a key."""
+    cdef Py_ssize_t size
+    cdef const char* data
+    cdef Py_buffer view
+    if PyUnicode_Check(key):
+        data = PyUnicode_AsUTF8AndSize(key, &size)  # ASCII str: its own buffer, no copy
+        out[0] = bw_xxh64(data, size, seed)
+        return 0
+    if PyBytes_Check(key):
+        out[0] = bw_xxh64(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), seed)
+        return 0
+    if PyLong_Check(key):
+        return hash_pyint(key, seed, out)
+    if PyByteArray_Check(key):
+        out[0] = bw_xxh64(PyByteArray_AS_STRING(key), PyByteArray_GET_SIZE(key), seed)
+        return 0
+    if PyMemoryView_Check(key):
+        PyObject_GetBuffer(key, &view, PyBUF_SIMPLE)  # BufferError when not contiguous
+        out[0] = bw_xxh64(view.buf, view.len, seed)
+        PyBuffer_Release(&view)
+        return 0
+    if PyIndex_Check(key) and getattr(key, "ndim", 0) == 0:
+        # numpy integer scalars (and other int-likes) hash as the int they equal
+        try:
+            value = key.__index__()
+        except TypeError:
+            raise TypeError(key_type_message(key)) from None
+        return hash_pyint(value, seed, out)
+    raise TypeError(key_type_message(key))
+
+
+cdef inline str key_type_message(object key):
+    name = type(key).__name__
+    if PyFloat_Check(key) or name.startswith("float"):
+        return (f"a float ({key!r}) is not a key: float equality is unreliable for membership. "
+                "Convert it explicitly, e.g. BloomFilter(..., key=struct.Struct('<d').pack)")
+    if hasattr(key, "shape") and hasattr(key, "dtype"):
+        return (f"a numpy array is a batch of keys, not one key: use update() or contains_many() "
+                f"(got an array of shape {key.shape})")
+    return (f"keys must be str, bytes, bytearray, memoryview or int, got {name}. "
+            "Pass key=<function returning bytes> to the filter to accept other objects")

@@ -1,0 +1,375 @@
+"""BloomFilter: m bits, k hash functions, no false negatives (Bloom 1970; Fan et al., Summary Cache).
+
+The hot methods (``add``, ``in``, ``update``, ``contains_many``) are compiled (``bloomwise._native.bloom``);
+this module adds construction, statistics, set algebra and persistence.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Callable, Iterable, Optional, Sequence
+
+from bloomwise import _format, theory
+from bloomwise._native.bloom import BloomCore
+from bloomwise.errors import CapacityWarning, FormatError
+
+__all__ = ["BloomFilter", "LAYOUTS"]
+
+#: layout name -> id (the file format's Layout enum; append-only)
+LAYOUTS = {"classic": 1, "partitioned": 2, "blocked": 3}
+_LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
+
+
+def _layout_id(layout) -> int:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}, got {layout!r}")
+    return LAYOUTS[layout]
+
+
+class BloomFilter(BloomCore):
+    """A set that answers "certainly absent" or "might be present", in ``num_bits`` bits.
+
+    Build it by accuracy, ``BloomFilter(capacity, fpr)``, or by size, ``BloomFilter.from_size(num_bits,
+    num_hashes)``. Layouts:
+
+    - ``"blocked"`` (default): each key sets its k bits inside one 64-byte block (one cache miss per key):
+      the fastest; needs a few percent more bits for the same FPR, and is sized by its own formula.
+    - ``"classic"``: k positions anywhere in m bits; FPR (1 - (1 - 1/m)^(kn))^k.
+    - ``"partitioned"``: k slices of m/k bits, probe i in slice i (the Bloom-paradox paper's model).
+
+    Keys: ``str`` (hashed as its UTF-8 bytes, so ``"a"`` and ``b"a"`` are the same key), ``bytes``,
+    ``bytearray``, ``memoryview``, and ``int`` of any size (a domain of its own: ``5``, ``"5"`` and
+    ``b"\\x05"`` are different keys; numpy integers hash as the int they equal). Other objects raise
+    TypeError unless the filter has ``key=``, a function turning them into bytes.
+
+    >>> f = BloomFilter(capacity=1000, fpr=0.01, layout="classic")
+    >>> f.add("apple"), f.add("apple")
+    (True, False)
+    >>> "apple" in f, "pear" in f
+    (True, False)
+    >>> f.num_hashes
+    7
+    """
+
+    __slots__ = ("_capacity", "__weakref__")
+
+    def __init__(self, capacity, fpr=0.01, *, layout="blocked", seed=0,
+                 key: Optional[Callable[[object], bytes]] = None):
+        """Sized so that ``fpr`` holds at ``capacity`` keys, by the layout's own FPR formula.
+
+        :param capacity: the number of distinct keys the filter is sized for (an int >= 1).
+        :param fpr: the target false-positive rate at capacity, in (0, 1).
+        :param layout: ``"blocked"``, ``"classic"`` or ``"partitioned"``.
+        :param seed: hash seed, an int in [0, 2**64).
+        :param key: optional function turning any key into bytes.
+        """
+        num_bits, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
+        self._init_core(num_bits, num_hashes, _layout_id(layout), seed, key=key)
+        self._capacity = capacity
+        self._set_capacity_limit(capacity)
+
+    @classmethod
+    def from_size(cls, num_bits, num_hashes, *, layout="classic", seed=0,
+                  key: Optional[Callable[[object], bytes]] = None) -> "BloomFilter":
+        """A filter of exactly ``num_bits`` bits and ``num_hashes`` probes per key.
+
+        >>> BloomFilter.from_size(1024, 3).num_bits
+        1024
+        """
+        self = cls.__new__(cls)
+        self._init_core(num_bits, num_hashes, _layout_id(layout), seed, key=key)
+        self._capacity = None
+        return self
+
+    @classmethod
+    def from_hash_functions(cls, num_bits, functions: Sequence[Callable[[object], int]]) -> "BloomFilter":
+        """A teaching filter whose k index functions are given explicitly (evaluated in Python).
+
+        Each function maps a key to an int in [0, num_bits). The CS 170 example (m = 5):
+
+        >>> f = BloomFilter.from_hash_functions(5, [lambda x: x % 5, lambda x: (2 * x + 3) % 5])
+        >>> f.add(9); f.add(11)
+        True
+        True
+        >>> 15 in f, 16 in f   # 16 is a false positive
+        (False, True)
+
+        Such a filter saves with hash scheme "custom"; loading it needs the same functions again.
+        """
+        functions = list(functions)
+        if not functions or not all(callable(fn) for fn in functions):
+            raise TypeError("functions must be a non-empty sequence of callables key -> int")
+        self = _ExplicitHashBloomFilter.__new__(_ExplicitHashBloomFilter)
+        self._init_core(num_bits, len(functions), LAYOUTS["classic"], 0)
+        self._capacity = None
+        self._functions = functions
+        return self
+
+    # -- description ----------------------------------------------------------------------------------------
+    @property
+    def layout(self) -> str:
+        """``"classic"``, ``"partitioned"`` or ``"blocked"``."""
+        return _LAYOUT_NAMES[self._layout_id]
+
+    @property
+    def capacity(self) -> Optional[int]:
+        """The number of keys the filter was sized for (None when built by size)."""
+        return self._capacity
+
+    @property
+    def fill_ratio(self) -> float:
+        """The fraction of bits set."""
+        return self._count_set_bits() / self.num_bits
+
+    def approx_count(self) -> float:
+        """Distinct keys added, estimated from the fill (Swamidass & Baldi; ``theory.approx_count``)."""
+        return theory.approx_count(self.num_bits, self.num_hashes, self._count_set_bits(),
+                                   layout=self.layout).estimate
+
+    def estimated_fpr(self) -> float:
+        """The false-positive rate the filter has now, estimated from its fill."""
+        return theory.fpr_from_fill(self.num_bits, self.num_hashes, self._count_set_bits(), layout=self.layout)
+
+    def __repr__(self) -> str:
+        capacity = "" if self._capacity is None else f", capacity={self._capacity:,}"
+        return (f"<{type(self).__name__} {self.layout}: {self.num_bits:,} bits, k={self.num_hashes}, "
+                f"fill={self.fill_ratio:.1%}{capacity}>")
+
+    __hash__ = None  # mutable, like set
+
+    def _over_capacity(self) -> None:
+        warnings.warn(
+            f"{type(self).__name__} sized for {self._capacity:,} keys now holds about {self._keys_added_count:,}: "
+            f"its false-positive rate is now about {self.estimated_fpr():.3g}, above the target. "
+            "Build a larger filter, or use ScalableBloomFilter when the number of keys is unknown.",
+            CapacityWarning, stacklevel=3)
+
+    # -- set algebra -------------------------------------------------------------------------------------------
+    def _parameters(self) -> dict:
+        return {"structure": self._STRUCTURE.name.lower(), "num_bits": self.num_bits, "num_hashes": self.num_hashes,
+                "layout": self.layout, "seed": self.seed, "hash": self._hash_scheme.name.lower()}
+
+    def is_compatible(self, other) -> bool:
+        """True when ``other`` hashes keys to the same bits (same type, size, k, layout, seed, hash)."""
+        return isinstance(other, BloomFilter) and self._parameters() == other._parameters()
+
+    def _check_compatible(self, other, operation: str) -> None:
+        if not isinstance(other, BloomFilter):
+            raise TypeError(f"cannot {operation} a BloomFilter with {type(other).__name__}")
+        mine, theirs = self._parameters(), other._parameters()
+        if mine != theirs:
+            differ = ", ".join(f"{k}: {mine[k]!r} vs {theirs[k]!r}" for k in mine if mine[k] != theirs[k])
+            raise ValueError(f"cannot {operation} incompatible filters ({differ})")
+
+    def copy(self) -> "BloomFilter":
+        """An independent copy (same parameters and bits)."""
+        clone = type(self).__new__(type(self))
+        clone._init_core(self.num_bits, self.num_hashes, self._layout_id, self.seed,
+                         keys_added=self._keys_added_count, key=self._key_function)
+        clone._copy_bits_from(self._payload())
+        clone._capacity = self._capacity
+        clone._set_capacity_limit(self._capacity)
+        clone._copy_extra_from(self)
+        return clone
+
+    def _copy_extra_from(self, other) -> None:
+        """Subclasses with extra state copy it here."""
+
+    def __ior__(self, other):
+        self._check_compatible(other, "union")
+        self._combine(other, True)
+        return self
+
+    def __iand__(self, other):
+        self._check_compatible(other, "intersect")
+        self._combine(other, False)
+        return self
+
+    def __or__(self, other):
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        result = self.copy()
+        result |= other
+        return result
+
+    def __and__(self, other):
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        result = self.copy()
+        result &= other
+        return result
+
+    def union(self, *others) -> "BloomFilter":
+        """A new filter holding the keys of this one and of all ``others`` (bitwise OR; exact)."""
+        result = self.copy()
+        for other in others:
+            result |= other
+        return result
+
+    def intersection(self, *others) -> "BloomFilter":
+        """Bitwise AND: contains every key common to all filters, with an FPR at least that of each one."""
+        result = self.copy()
+        for other in others:
+            result &= other
+        return result
+
+    def __eq__(self, other):
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        return self.is_compatible(other) and self._same_bits(other)
+
+    # -- persistence -------------------------------------------------------------------------------------------
+    _STRUCTURE = _format.Structure.BLOOM
+
+    @property
+    def _hash_scheme(self) -> _format.HashScheme:
+        return _format.HashScheme.XXH64_V1
+
+    def _header(self) -> _format.Header:
+        flags = _format.Flags.KEYED if self._key_function is not None else _format.Flags(0)
+        meta = {} if self._capacity is None else {"capacity": self._capacity}
+        return _format.Header(
+            structure=self._STRUCTURE, layout=_format.Layout(self._layout_id), hash_scheme=self._hash_scheme,
+            seed=self.seed, num_bits=self.num_bits, num_hashes=self.num_hashes,
+            keys_added=self._keys_added_count, payload_length=self.nbytes, meta=meta, flags=flags)
+
+    def to_bytes(self) -> bytes:
+        """The filter in bloomwise's binary format (docs/format.md)."""
+        return _format.dumps(self._header(), self._payload())
+
+    @classmethod
+    def from_bytes(cls, data, *, key=None, functions=None) -> "BloomFilter":
+        """Rebuild a filter from ``to_bytes()`` output; FormatError when the bytes fail any check."""
+        header, payload = _format.loads(data, structure=cls._STRUCTURE)
+        return cls._from_parts(header, payload, key=key, functions=functions, copy=True)
+
+    def save(self, path) -> None:
+        """Write the filter to ``path`` atomically (temporary file, fsync, rename)."""
+        _format.save(path, self._header(), self._payload())
+
+    @classmethod
+    def load(cls, path, *, key=None, functions=None) -> "BloomFilter":
+        """Read a filter saved by ``save()`` into memory; FormatError when the file fails any check."""
+        header, payload = _format.load(path, structure=cls._STRUCTURE)
+        return cls._from_parts(header, payload, key=key, functions=functions, copy=True)
+
+    @classmethod
+    def open(cls, path, mode="r", *, key=None) -> "BloomFilter":
+        """Memory-map a saved filter: ``mode="r"`` read-only (default), ``"r+"`` writable and shared.
+
+        Every process that opens the same file sees the same bits. With ``"r+"``, call ``close()`` (or use
+        ``with``) so the checksum is rewritten; a file left open for writing refuses to load until then.
+        """
+        if mode not in ("r", "r+"):
+            raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
+        mapped = _format.open_mapped(path, writable=mode == "r+", structure=cls._STRUCTURE)
+        try:
+            self = _MappedBloomFilter._from_parts(mapped.header, mapped.payload, key=key, functions=None,
+                                                  copy=False)
+        except BaseException:
+            mapped.close()
+            raise
+        self._mapped = mapped
+        return self
+
+    @classmethod
+    def _from_parts(cls, header, payload, *, key, functions, copy: bool) -> "BloomFilter":
+        if header.hash_scheme == _format.HashScheme.CUSTOM:
+            if functions is None:
+                raise ValueError("this filter was built from explicit hash functions: "
+                                 "pass the same functions=[...] to load it")
+            self = cls.from_hash_functions(header.num_bits, functions)
+            if self.num_hashes != header.num_hashes:
+                raise ValueError(f"the file has {header.num_hashes} hash functions, {len(functions)} were given")
+        else:
+            if bool(header.flags & _format.Flags.KEYED) != (key is not None):
+                raise ValueError("this filter was built with a key function: pass the same key= to load it"
+                                 if key is None else "this filter was built without a key function; omit key=")
+            if header.layout == _format.Layout.BLOCKED and header.num_bits % 512:
+                raise FormatError(f"a blocked filter needs num_bits divisible by 512, the file says "
+                                  f"{header.num_bits}")
+            self = cls.__new__(cls)
+            expected = (header.num_bits + 63) // 64 * 8
+            if header.payload_length != expected:
+                raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} bits "
+                                  f"need {expected}")
+            try:
+                self._init_core(header.num_bits, header.num_hashes, int(header.layout), header.seed,
+                                storage=None if copy else payload, keys_added=header.keys_added, key=key)
+            except (ValueError, TypeError) as exc:
+                raise FormatError(f"the file describes an impossible filter: {exc}") from None
+        if copy:
+            self._copy_bits_from(payload)
+        self._capacity = header.meta.get("capacity")
+        self._set_capacity_limit(self._capacity)
+        return self
+
+    def __reduce__(self):
+        return (type(self).from_bytes, (self.to_bytes(),))
+
+
+class _ExplicitHashBloomFilter(BloomFilter):
+    """A BloomFilter whose positions come from user functions (``BloomFilter.from_hash_functions``)."""
+
+    __slots__ = ("_functions",)
+
+    def _positions(self, key):
+        return [fn(key) for fn in self._functions]
+
+    def add(self, key) -> bool:
+        return self._set_positions(self._positions(key))
+
+    def __contains__(self, key) -> bool:
+        return self._test_positions(self._positions(key))
+
+    def update(self, keys: Iterable, *, threads=None) -> None:
+        for key in keys:
+            self.add(key)
+
+    def contains_many(self, keys: Iterable, *, threads=None):
+        import numpy as np
+        return np.array([key in self for key in keys], dtype=bool)
+
+    def _bit_indices(self, key):
+        return self._positions(key)
+
+    @property
+    def _hash_scheme(self):
+        return _format.HashScheme.CUSTOM
+
+    def _parameters(self) -> dict:
+        return {**super()._parameters(), "functions": tuple(self._functions)}
+
+    def _copy_extra_from(self, other) -> None:
+        self._functions = list(other._functions)
+
+    def __reduce__(self):
+        raise TypeError("a filter built from explicit hash functions cannot be pickled: save its bits with "
+                        "to_bytes() and load them with from_bytes(data, functions=...)")
+
+
+class _MappedBloomFilter(BloomFilter):
+    """A BloomFilter whose bits live in a memory-mapped file (``BloomFilter.open``)."""
+
+    __slots__ = ("_mapped",)
+
+    def flush(self) -> None:
+        """Write the checksum and key count of the current bits to the file (mode ``"r+"``)."""
+        self._mapped.flush(keys_added=self._keys_added_count)
+
+    def close(self) -> None:
+        """Flush (mode ``"r+"``) and unmap. The filter must not be used afterwards."""
+        if not self._mapped.closed:
+            keys_added = self._keys_added_count if self._is_writable else None
+            self._release_storage()
+            self._mapped.close(keys_added=keys_added)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    @property
+    def path(self) -> str:
+        return self._mapped.path

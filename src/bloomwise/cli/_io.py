@@ -1,0 +1,90 @@
+"""Reading keys and filters for the subcommands: one key per line, `-` for standard input."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import BinaryIO, Iterator, List
+
+from bloomwise.cli import EXIT_FAILURE, CommandError
+from bloomwise.errors import FormatError
+
+
+def open_keys(path: str) -> BinaryIO:
+    """A binary stream of keys: the file at `path`, or standard input for `-`."""
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise CommandError(f"cannot read keys from {path}: {exc.strerror}") from None
+
+
+def strip_newline(line: bytes) -> bytes:
+    """A line without its terminator (\\n or \\r\\n). Keys are the bytes of the line: str keys are UTF-8."""
+    if line.endswith(b"\n"):
+        line = line[:-1]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+    return line
+
+
+def read_keys(path: str) -> List[bytes]:
+    with open_keys(path) as stream:
+        return [strip_newline(line) for line in stream]
+
+
+def iter_key_chunks(path: str, size: int = 65536) -> Iterator[List[bytes]]:
+    """Keys in lists of `size`, so huge inputs stream through."""
+    with open_keys(path) as stream:
+        chunk: List[bytes] = []
+        for line in stream:
+            chunk.append(strip_newline(line))
+            if len(chunk) == size:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+
+def load_filter(path: str):
+    """A saved filter, memory-mapped read-only; CommandError with the reason when it cannot be read."""
+    from bloomwise.bloom import BloomFilter
+
+    try:
+        return BloomFilter.open(path)
+    except FileNotFoundError:
+        raise CommandError(f"no such filter file: {path}") from None
+    except IsADirectoryError:
+        raise CommandError(f"{path} is a directory, not a filter file") from None
+    except PermissionError:
+        raise CommandError(f"permission denied: {path}") from None
+    except FormatError as exc:
+        raise CommandError(f"{path} is not a usable bloomwise filter: {exc}", EXIT_FAILURE) from None
+    except ValueError as exc:  # e.g. built from explicit hash functions or with a key function
+        raise CommandError(f"cannot use {path} from the command line: {exc}") from None
+
+
+class Progress:
+    """A one-line progress report on stderr, shown only when stderr is a terminal."""
+
+    def __init__(self, total: int, label: str):
+        self.total, self.label = total, label
+        self.enabled = sys.stderr.isatty() and total > 0
+        self.started = time.monotonic()
+
+    def update(self, done: int) -> None:
+        if self.enabled:
+            rate = done / max(time.monotonic() - self.started, 1e-9)
+            sys.stderr.write(f"\r{self.label}: {done:,}/{self.total:,} keys ({done / self.total:.0%}, "
+                             f"{rate:,.0f} keys/s)")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+def fspath_exists_dir(path: str) -> bool:
+    directory = os.path.dirname(os.path.abspath(path))
+    return os.path.isdir(directory)

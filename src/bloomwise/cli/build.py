@@ -1,0 +1,58 @@
+"""`bloomwise build KEYS -o FILTER`: build a filter from one key per line and save it."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from bloomwise.cli import EXIT_OK, EXIT_USAGE, CommandError
+from bloomwise.cli import _parse
+from bloomwise.cli._io import Progress, iter_key_chunks, read_keys
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "build", help="build a filter from keys (one per line) and save it",
+        description="Build a filter from KEYS (one key per line; `-` reads standard input) and save it to "
+                    "FILTER. Each line without its newline is one key (its bytes; text is UTF-8).")
+    parser.add_argument("keys", metavar="KEYS", help="file of keys, one per line, or - for stdin")
+    parser.add_argument("-o", "--output", metavar="FILTER", required=True, help="where to save the filter")
+    parser.add_argument("--capacity", metavar="N", type=_parse.parse_count,
+                        help="keys the filter is sized for (default: the number of lines)")
+    parser.add_argument("--fpr", metavar="P", type=_parse.parse_probability, default=0.01,
+                        help='target false-positive rate at capacity: 0.01, 1%%, "1 in 100" (default 1%%)')
+    parser.add_argument("--layout", choices=("blocked", "classic", "partitioned"), default="blocked",
+                        help="bit layout (default blocked: the fastest)")
+    parser.add_argument("--seed", type=int, default=0, help="hash seed (default 0)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bloomwise.bloom import BloomFilter
+
+    directory = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(directory):
+        raise CommandError(f"cannot write {args.output}: no such directory {directory}")
+    if args.capacity is None:
+        keys = read_keys(args.keys)
+        chunks = [keys[i:i + 65536] for i in range(0, len(keys), 65536)]
+        capacity = max(len(keys), 1)
+    else:
+        chunks, capacity = iter_key_chunks(args.keys), args.capacity
+    try:
+        bloom = BloomFilter(capacity, args.fpr, layout=args.layout, seed=args.seed)
+    except (ValueError, TypeError) as exc:
+        raise CommandError(str(exc), EXIT_USAGE) from None
+    progress = Progress(capacity, "building")
+    added = 0
+    for chunk in chunks:
+        bloom.update(chunk)
+        added += len(chunk)
+        progress.update(added)
+    progress.close()
+    try:
+        bloom.save(args.output)
+    except OSError as exc:
+        raise CommandError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print(f"{args.output}: {added:,} keys, {bloom.num_bits:,} bits ({bloom.nbytes:,} bytes), "
+          f"k={bloom.num_hashes}, {bloom.layout}, estimated FPR {bloom.estimated_fpr():.3g}")
+    return EXIT_OK
