@@ -63,6 +63,12 @@ class BloomFilter(BloomCore):
         :param seed: hash seed, an int in [0, 2**64).
         :param key: optional function turning any key into bytes.
         """
+        if isinstance(capacity, bool) or not isinstance(capacity, int) and not hasattr(capacity, "__index__"):
+            raise TypeError(f"capacity must be an int, got {type(capacity).__name__} ({capacity!r})")
+        capacity = capacity.__index__()
+        if capacity < 1:
+            raise ValueError(f"capacity must be at least 1, got {capacity}")
+        _layout_id(layout)
         num_bits, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
         self._init_core(num_bits, num_hashes, _layout_id(layout), seed, key=key)
         self._capacity = capacity
