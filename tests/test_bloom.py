@@ -462,3 +462,13 @@ def test_interrupted_save_leaves_the_old_file(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert "old" in BloomFilter.load(path)
     assert os.listdir(tmp_path) == ["f.bloom"]
+
+
+def test_set_padding_bits_are_rejected_even_with_valid_checksums():
+    from bloomwise import _format
+    f = BloomFilter.from_size(1001, 3)
+    header, payload = _format.loads(f.to_bytes())
+    damaged = bytearray(payload)
+    damaged[-1] |= 0x80  # bit 1023: past num_bits
+    with pytest.raises(FormatError, match="bits past num_bits"):
+        BloomFilter.from_bytes(_format.dumps(header, damaged))

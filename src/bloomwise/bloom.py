@@ -244,9 +244,12 @@ class BloomFilter(BloomCore):
         return _format.dumps(self._header(), self._payload())
 
     @classmethod
-    def from_bytes(cls, data, *, key=None, functions=None) -> "BloomFilter":
-        """Rebuild a filter from ``to_bytes()`` output; FormatError when the bytes fail any check."""
-        header, payload = _format.loads(data, structure=cls._STRUCTURE)
+    def from_bytes(cls, data, *, key=None, functions=None, verify=True) -> "BloomFilter":
+        """Rebuild a filter from ``to_bytes()`` output; FormatError when the bytes fail any check.
+
+        ``verify=False`` skips the payload checksum (unsafe: only to rescue a damaged file).
+        """
+        header, payload = _format.loads(data, structure=cls._STRUCTURE, verify=verify)
         return cls._from_parts(header, payload, key=key, functions=functions, copy=True)
 
     def save(self, path) -> None:
@@ -254,13 +257,16 @@ class BloomFilter(BloomCore):
         _format.save(path, self._header(), self._payload())
 
     @classmethod
-    def load(cls, path, *, key=None, functions=None) -> "BloomFilter":
-        """Read a filter saved by ``save()`` into memory; FormatError when the file fails any check."""
-        header, payload = _format.load(path, structure=cls._STRUCTURE)
+    def load(cls, path, *, key=None, functions=None, verify=True) -> "BloomFilter":
+        """Read a filter saved by ``save()`` into memory; FormatError when the file fails any check.
+
+        ``verify=False`` skips the payload checksum and accepts a file whose writer died (unsafe).
+        """
+        header, payload = _format.load(path, structure=cls._STRUCTURE, verify=verify)
         return cls._from_parts(header, payload, key=key, functions=functions, copy=True)
 
     @classmethod
-    def open(cls, path, mode="r", *, key=None) -> "BloomFilter":
+    def open(cls, path, mode="r", *, key=None, verify=True) -> "BloomFilter":
         """Memory-map a saved filter: ``mode="r"`` read-only (default), ``"r+"`` writable and shared.
 
         Every process that opens the same file sees the same bits. With ``"r+"``, call ``close()`` (or use
@@ -268,7 +274,7 @@ class BloomFilter(BloomCore):
         """
         if mode not in ("r", "r+"):
             raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
-        mapped = _format.open_mapped(path, writable=mode == "r+", structure=cls._STRUCTURE)
+        mapped = _format.open_mapped(path, writable=mode == "r+", structure=cls._STRUCTURE, verify=verify)
         try:
             self = _MappedBloomFilter._from_parts(mapped.header, mapped.payload, key=key, functions=None,
                                                   copy=False)
@@ -304,6 +310,7 @@ class BloomFilter(BloomCore):
                                 storage=None if copy else payload, keys_added=header.keys_added, key=key)
             except (ValueError, TypeError) as exc:
                 raise FormatError(f"the file describes an impossible filter: {exc}") from None
+        _check_padding(header.num_bits, payload)
         if copy:
             self._copy_bits_from(payload)
         self._capacity = header.meta.get("capacity")
@@ -312,6 +319,14 @@ class BloomFilter(BloomCore):
 
     def __reduce__(self):
         return (type(self).from_bytes, (self.to_bytes(),))
+
+
+def _check_padding(num_bits: int, payload) -> None:
+    """The bits past num_bits in the last 64-bit word are always 0; a set one means a damaged file."""
+    if num_bits % 64 and len(payload) >= 8:
+        last = int.from_bytes(payload[-8:], "little")
+        if last >> (num_bits % 64):
+            raise FormatError(f"bits past num_bits ({num_bits}) are set in the last word: the payload is damaged")
 
 
 class _ExplicitHashBloomFilter(BloomFilter):

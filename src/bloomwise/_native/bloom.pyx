@@ -6,7 +6,7 @@ Private: `bloomwise.BloomFilter` subclasses `BloomCore` and adds the Python-leve
 """
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_ANY_CONTIGUOUS
-from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_CheckExact
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t, uintptr_t
 from libc.stdlib cimport malloc, free
@@ -325,6 +325,13 @@ cdef class HashStream:
     cdef int hash_objects(self, Py_ssize_t start, Py_ssize_t count, uint64_t* out) except -1:
         cdef Py_ssize_t i
         cdef object items = self.batch.items
+        if self.key_func is None and PyList_CheckExact(items):
+            # Another thread may shrink the list while a kernel runs without the GIL: check before reading.
+            if PyList_GET_SIZE(items) < start + count:
+                raise RuntimeError("the list of keys changed size during the operation")
+            for i in range(count):
+                hash_key(<object>PyList_GET_ITEM(items, start + i), self.seed, &out[i])
+            return 0
         for i in range(count):
             hash_object(items[start + i], self.seed, self.key_func, &out[i])
         return 0
@@ -521,7 +528,9 @@ cdef class BloomCore:
         new_key = set_bits(&self._g, self._words, h)
         bw_unlock(&self._lock)
         if new_key:
-            self._count_new(1)
+            self._keys_added += 1
+            if self._keys_added > self._capacity_limit and self._capacity_limit and not self._warned:
+                self._count_new(0)
         return new_key
 
     def __contains__(self, key):
@@ -856,3 +865,20 @@ cdef object check_int(str name, object value, object low, object high):
     if not low <= value <= high:
         raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
     return value
+
+
+# ---- batch hashing for the counting filters (bloomwise._native.counting) ------------------------------------
+def hash_many(keys, uint64_t seed=0, key=None):
+    """The 64-bit hashes of a batch, exactly as the filters hash it: a numpy uint64 array of a numpy input's
+    shape (flat for a list, tuple or iterator). ``key``: the filter's key function, or None."""
+    cdef Batch batch = make_batch(keys, key is not None)
+    np = numpy()
+    hashes = np.empty(batch.keys.length, dtype=np.uint64)
+    cdef uint64_t[::1] out = hashes
+    cdef HashStream stream
+    if batch.keys.length and batch.keys.kind == BATCH_OBJECTS:
+        stream = HashStream(batch, seed, key)
+        stream.hash_objects(0, batch.keys.length, &out[0])
+    elif batch.keys.length:
+        hash_range(batch, seed, hashes, 0, batch.keys.length)
+    return hashes.reshape(batch.shape) if batch.shape is not None else hashes

@@ -9,6 +9,10 @@ from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 
 cdef extern from "Python.h":
+    bint PyUnicode_CheckExact(object)
+    bint PyUnicode_IS_COMPACT_ASCII(object)
+    void* PyUnicode_DATA(object)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
     const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
     long long PyLong_AsLongLongAndOverflow(object, int*) except? -1
     unsigned long long PyLong_AsUnsignedLongLongMask(object) except? -1
@@ -55,6 +59,9 @@ cdef inline int hash_key(object key, uint64_t seed, uint64_t* out) except -1:
     cdef Py_ssize_t size
     cdef const char* data
     cdef Py_buffer view
+    if PyUnicode_CheckExact(key) and PyUnicode_IS_COMPACT_ASCII(key):  # the common case: read it in place
+        out[0] = bw_xxh64(PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key), seed)
+        return 0
     if PyUnicode_Check(key):
         data = PyUnicode_AsUTF8AndSize(key, &size)  # ASCII str: its own buffer, no copy
         out[0] = bw_xxh64(data, size, seed)

@@ -1,0 +1,889 @@
+# cython: freethreading_compatible = False
+"""Compiled core of the counting filters: packed counter arrays with sticky saturation, the change journal of the
+bit view, and the kernels of the variable-increment (B_h / D_L) filter.
+
+Private: ``bloomwise.CountingBloomFilter`` subclasses `CountingCore`, ``bloomwise.VariableIncrementCountingBloomFilter``
+subclasses `VariableIncrementCore`. Keys are hashed exactly as the bit filters hash them (``hashing.pxd``; batches
+through ``bloom.hash_many``) and a key's positions come from ``layouts.pxd``, so the bit view "counter > 0" answers
+exactly like a BloomFilter of the same layout and seed.
+
+Cells (docs/counting.md): cell i of a ``w``-bit array is, for w = 4, nibble ``i % 2`` of byte ``i // 2`` (low nibble
+for even i); for w = 8, 16, 32 the little-endian unsigned integer at byte ``i * w / 8``. Writers hold the filter's
+writer lock (common.h); batch writers hold it with the GIL released, single-key writers with the GIL held (and never
+wait for it while holding the GIL). Readers do not lock.
+"""
+cimport cython
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
+from libc.stdlib cimport realloc, free
+from libc.string cimport memset, memcpy, memcmp, memmove
+
+from bloomwise._native.hashing cimport hash_key
+from bloomwise._native.layouts cimport (
+    Geometry, geometry_init, positions, second_hash, bw_fmix64, bw_mulhi,
+    LAYOUT_CLASSIC, LAYOUT_PARTITIONED, MAX_HASHES,
+)
+
+cdef extern from "common.h" nogil:
+    int bw_try_lock(int* flag)
+    void bw_lock(int* flag)
+    void bw_unlock(int* flag)
+
+cdef extern from *:
+    """
+    /* Seed of the variable-increment hash: increment index of probe i = mulhi(fmix64(g_i ^ SALT), |D|). */
+    #define BW_INCREMENT_SALT 0x72636e692d697621ULL /* "!vi-incr" */
+    """
+    uint64_t BW_INCREMENT_SALT
+
+from bloomwise._native.bloom import AlignedBuffer, hash_many
+
+MAX_NUM_CELLS = 2 ** 48
+MAX_INCREMENTS = 256
+cdef int JOURNAL_INITIAL = 1024
+
+
+# ---- packed cells -------------------------------------------------------------------------------------------
+cdef inline uint32_t cell_get(const uint8_t* data, int width, uint64_t i) noexcept nogil:
+    if width == 4:
+        return (data[i >> 1] >> ((i & 1) << 2)) & 0xF
+    if width == 8:
+        return data[i]
+    if width == 16:
+        return (<const uint16_t*>data)[i]
+    return (<const uint32_t*>data)[i]
+
+
+cdef inline void cell_set(uint8_t* data, int width, uint64_t i, uint32_t value) noexcept nogil:
+    cdef int shift
+    if width == 4:
+        shift = <int>((i & 1) << 2)
+        data[i >> 1] = <uint8_t>((data[i >> 1] & ~(0xF << shift)) | (value << shift))
+    elif width == 8:
+        data[i] = <uint8_t>value
+    elif width == 16:
+        (<uint16_t*>data)[i] = <uint16_t>value
+    else:
+        (<uint32_t*>data)[i] = value
+
+
+cdef inline uint64_t cells_nbytes(uint64_t num_cells, int width) noexcept nogil:
+    """Bytes of a packed array: whole 64-bit words, like the bit filters."""
+    return (num_cells * <uint64_t>width + 63) // 64 * 8
+
+
+# ---- the change journal -------------------------------------------------------------------------------------
+# Every 0->1 and 1->0 transition of the bit view, as position << 1 | new bit, once a mark() switched it on.
+# Marks are absolute entry numbers: entries[0] is number `base`.
+cdef struct Journal:
+    uint64_t* entries
+    uint64_t length
+    uint64_t allocated
+    uint64_t base
+    bint active
+
+
+cdef inline void journal_push(Journal* j, uint64_t position, uint64_t bit) noexcept nogil:
+    cdef uint64_t* grown
+    cdef uint64_t size
+    if not j.active:
+        return
+    if j.length == j.allocated:
+        size = j.allocated * 2 if j.allocated else JOURNAL_INITIAL
+        grown = <uint64_t*>realloc(j.entries, size * sizeof(uint64_t))
+        if grown == NULL:  # out of memory: drop everything and invalidate every mark (changes_since says so)
+            free(j.entries)
+            j.entries = NULL
+            j.base += j.length + 1
+            j.length = 0
+            j.allocated = 0
+            return
+        j.entries = grown
+        j.allocated = size
+    j.entries[j.length] = (position << 1) | bit
+    j.length += 1
+
+
+cdef inline int hash_one(object key, uint64_t seed, object key_func, uint64_t* out) except -1:
+    if key_func is not None:
+        key = key_func(key)
+        if not isinstance(key, (bytes, bytearray, memoryview)):
+            raise TypeError(f"the filter's key function must return bytes, returned {type(key).__name__}")
+    return hash_key(key, seed, out)
+
+
+cdef object check_int(str name, object value, object low, object high):
+    if isinstance(value, bool) or isinstance(value, float) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    value = value.__index__()
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+    return value
+
+
+cdef object _numpy = None
+
+cdef object numpy():
+    global _numpy
+    if _numpy is None:
+        import numpy
+        _numpy = numpy
+    return _numpy
+
+
+cdef object flat_hashes(object keys, uint64_t seed, object key_func):
+    """(flat uint64 hashes, shape of the result): a numpy input keeps its shape, anything else is flat."""
+    hashes = hash_many(keys, seed, key_func)
+    return numpy().ascontiguousarray(hashes.reshape(-1)), hashes.shape
+
+
+# ---- shared by both counting cores ----------------------------------------------------------------------------
+@cython.auto_pickle(False)
+cdef class CounterArrayCore:
+    """m cells of `width` bits, k probes per key (classic or partitioned layout), the writer lock, key hashing."""
+    cdef Geometry _g
+    cdef uint8_t* _cells
+    cdef uint64_t _nbytes
+    cdef int _width
+    cdef uint64_t _seed
+    cdef uint64_t _num_keys
+    cdef uint64_t _capacity_limit   # warn (once) when the number of keys passes it; 0 = no limit
+    cdef bint _warned
+    cdef bint _ready
+    cdef int _lock
+    cdef object _storage
+    cdef object _key_func
+    cdef Journal _journal
+
+    def __dealloc__(self):
+        free(self._journal.entries)
+
+    def _init_core(self, num_cells, num_hashes, int layout, int width, seed=0, num_keys=0, key=None,
+                   str cells_name="num_counters"):
+        """Geometry and zeroed storage. `width`: bits per cell (4, 8, 16 or 32)."""
+        if self._ready:
+            raise RuntimeError("filter already initialised")
+        if layout not in (LAYOUT_CLASSIC, LAYOUT_PARTITIONED):
+            raise ValueError("counting filters support the 'classic' and 'partitioned' layouts only")
+        if width not in (4, 8, 16, 32):
+            raise ValueError(f"cells are 4, 8, 16 or 32 bits wide, got {width}")
+        num_cells = check_int(cells_name, num_cells, 1, MAX_NUM_CELLS)
+        num_hashes = check_int("num_hashes", num_hashes, 1, MAX_HASHES)
+        seed = check_int("seed", seed, 0, 2 ** 64 - 1)
+        num_keys = check_int("num_keys", num_keys, 0, 2 ** 64 - 1)
+        if layout == LAYOUT_PARTITIONED and num_cells < num_hashes:
+            raise ValueError(f"{cells_name} must be at least num_hashes ({num_hashes}) for the partitioned layout, "
+                             f"got {num_cells}")
+        if key is not None and not callable(key):
+            raise TypeError(f"key must be a function turning a key into bytes, got {type(key).__name__}")
+        geometry_init(&self._g, num_cells, num_hashes, layout)
+        self._width = width
+        self._nbytes = cells_nbytes(num_cells, width)
+        self._seed = seed
+        self._num_keys = num_keys
+        self._key_func = key
+        self._storage = AlignedBuffer(self._nbytes)
+        cdef Py_buffer view
+        PyObject_GetBuffer(self._storage, &view, PyBUF_SIMPLE)
+        self._cells = <uint8_t*>view.buf
+        PyBuffer_Release(&view)  # the AlignedBuffer owns the memory and lives as long as the filter
+        self._ready = True
+
+    cdef inline int _check_ready(self) except -1:
+        if not self._ready:
+            raise RuntimeError("filter is not initialised: build it with its constructor, from_size() or load()")
+        return 0
+
+    cdef inline int _lock_writer(self) except -1:
+        if not bw_try_lock(&self._lock):
+            with nogil:  # never wait for the lock while holding the GIL
+                bw_lock(&self._lock)
+        return 0
+
+    cdef int _count_keys(self, int64_t change) except -1:
+        """Keys stored change by `change` (never below 0); warn once past the capacity."""
+        if change < 0:
+            self._num_keys -= min(self._num_keys, <uint64_t>(-change))
+            return 0
+        self._num_keys += <uint64_t>change
+        if self._capacity_limit and not self._warned and self._num_keys > self._capacity_limit:
+            self._warned = True
+            self._over_capacity()
+        return 0
+
+    # -- per-key kernels, one set per structure (called with the writer lock held for writers) --------------
+    cdef bint _add_hash(self, uint64_t h) noexcept nogil:
+        """Insert; True when the key was certainly absent before."""
+        return False
+
+    cdef bint _test_hash(self, uint64_t h) noexcept nogil:
+        return False
+
+    cdef bint _remove_hash(self, uint64_t h, uint32_t* undo) noexcept nogil:
+        """Remove unless certainly absent (then change nothing and return False); old cells of the k probes to undo."""
+        return False
+
+    cdef void _restore_hash(self, uint64_t h, const uint32_t* undo) noexcept nogil:
+        """Undo _remove_hash(h, undo) (in reverse order of a batch)."""
+        pass
+
+    # -- single keys ----------------------------------------------------------------------------------------
+    def add(self, key):
+        """Add one occurrence of a key. Returns True when it was certainly absent before. O(k)."""
+        cdef uint64_t h
+        cdef bint new_key
+        hash_one(key, self._seed, self._key_func, &h)
+        self._check_ready()
+        self._lock_writer()
+        new_key = self._add_hash(h)
+        bw_unlock(&self._lock)
+        self._count_keys(1)
+        return new_key
+
+    def __contains__(self, key):
+        """`key in f`: False means certainly absent; True means "might be present". O(k)."""
+        cdef uint64_t h
+        hash_one(key, self._seed, self._key_func, &h)
+        self._check_ready()
+        return self._test_hash(h)
+
+    cdef int _remove_one(self, object key) except -1:
+        cdef uint64_t h
+        cdef bint removed
+        hash_one(key, self._seed, self._key_func, &h)
+        self._check_ready()
+        self._lock_writer()
+        removed = self._remove_hash(h, NULL)
+        bw_unlock(&self._lock)
+        if removed:
+            self._count_keys(-1)
+        return removed
+
+    def remove(self, key):
+        """Remove one occurrence of a key; KeyError (and no change) when it is certainly absent. O(k)."""
+        if not self._remove_one(key):
+            raise KeyError(key)
+
+    def discard(self, key):
+        """Remove one occurrence of a key if it might be present; returns whether anything was removed. O(k)."""
+        return bool(self._remove_one(key))
+
+    # -- batches --------------------------------------------------------------------------------------------
+    def update(self, keys):
+        """Add every key of an iterable or numpy array (integer, 'S' or 'U' dtype); the counters change without the GIL."""
+        self._check_ready()
+        hashes, _ = flat_hashes(keys, self._seed, self._key_func)
+        cdef const uint64_t[::1] hs = hashes
+        cdef Py_ssize_t i, n = hs.shape[0]
+        if n == 0:
+            return None
+        with nogil:
+            bw_lock(&self._lock)
+            for i in range(n):
+                self._add_hash(hs[i])
+            bw_unlock(&self._lock)
+        self._count_keys(n)
+        return None
+
+    def contains_many(self, keys):
+        """A numpy bool array: whether each key might be present (the shape of a numpy input)."""
+        self._check_ready()
+        hashes, shape = flat_hashes(keys, self._seed, self._key_func)
+        cdef const uint64_t[::1] hs = hashes
+        cdef Py_ssize_t i, n = hs.shape[0]
+        result = numpy().zeros(n, dtype=numpy().bool_)
+        cdef uint8_t[::1] out = result.view(numpy().uint8)
+        with nogil:
+            for i in range(n):
+                out[i] = self._test_hash(hs[i])
+        return result.reshape(shape)
+
+    def remove_many(self, keys, *, missing="raise"):
+        """Remove one occurrence of each key, in order; returns how many were removed.
+
+        ``missing="raise"`` (default): when a key is certainly absent, nothing at all is removed (the keys before
+        it are put back) and KeyError names it. ``missing="ignore"``: certainly absent keys are skipped, like
+        ``discard``. The batch runs under the writer lock without the GIL; "raise" keeps an undo log of 4 k bytes
+        per key.
+        """
+        if missing not in ("raise", "ignore"):
+            raise ValueError(f"missing must be 'raise' or 'ignore', got {missing!r}")
+        self._check_ready()
+        np = numpy()
+        if not (isinstance(keys, (list, tuple)) or hasattr(keys, "__array_interface__")
+                or isinstance(keys, (str, bytes, bytearray, memoryview))):
+            keys = list(keys)  # keep the keys, to name a missing one
+        hashes, _ = flat_hashes(keys, self._seed, self._key_func)
+        cdef const uint64_t[::1] hs = hashes
+        cdef Py_ssize_t i, n = hs.shape[0], failed = -1, removed = 0
+        cdef Py_ssize_t k = self._g.num_hashes
+        cdef uint64_t saved_length, saved_base
+        if n == 0:
+            return 0
+        if missing == "ignore":
+            with nogil:
+                bw_lock(&self._lock)
+                for i in range(n):
+                    removed += self._remove_hash(hs[i], NULL)
+                bw_unlock(&self._lock)
+            self._count_keys(-removed)
+            return removed
+        undo_array = np.empty(n * k, dtype=np.uint32)
+        cdef uint32_t[::1] undo = undo_array
+        with nogil:
+            bw_lock(&self._lock)
+            saved_length = self._journal.length
+            saved_base = self._journal.base
+            for i in range(n):
+                if not self._remove_hash(hs[i], &undo[i * k]):
+                    failed = i
+                    break
+            if failed >= 0:
+                i = failed
+                while i > 0:
+                    i -= 1
+                    self._restore_hash(hs[i], &undo[i * k])
+                if self._journal.base == saved_base:  # the state is back as it was: so is the journal
+                    self._journal.length = saved_length
+            bw_unlock(&self._lock)
+        if failed >= 0:
+            key = keys.reshape(-1)[failed] if hasattr(keys, "reshape") else keys[failed]
+            raise KeyError(key)
+        self._count_keys(-n)
+        return n
+
+    # -- whole array --------------------------------------------------------------------------------------------
+    def clear(self):
+        """Remove every key (all cells to 0); the journal records the bits that drop to 0."""
+        cdef uint64_t i
+        self._check_ready()
+        self._lock_writer()
+        if self._journal.active:
+            for i in range(self._g.num_bits):
+                if cell_get(self._cells, self._width, i) != 0:
+                    journal_push(&self._journal, i, 0)
+        memset(self._cells, 0, self._nbytes)
+        bw_unlock(&self._lock)
+        self._num_keys = 0
+        self._warned = False
+
+    def _count_nonzero(self):
+        """How many cells are nonzero (the bits set in the bit view)."""
+        cdef uint64_t i, total = 0
+        self._check_ready()
+        with nogil:
+            for i in range(self._g.num_bits):
+                total += cell_get(self._cells, self._width, i) != 0
+        return total
+
+    def _payload(self):
+        """A read-only memoryview of the packed cells."""
+        self._check_ready()
+        return memoryview(self._storage).cast("B")[: self._nbytes].toreadonly()
+
+    def _copy_cells_from(self, data):
+        """Overwrite the cells with a payload of exactly nbytes; ValueError when its padding is not zero."""
+        cdef Py_buffer view
+        cdef uint64_t used_bits = self._g.num_bits * <uint64_t>self._width, byte
+        cdef const uint8_t* src
+        self._check_ready()
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            if <uint64_t>view.len != self._nbytes:
+                raise ValueError(f"payload holds {view.len} bytes, the filter needs {self._nbytes}")
+            src = <const uint8_t*>view.buf
+            if used_bits % 8 and src[used_bits // 8] >> (used_bits % 8):
+                raise ValueError("the padding after the last counter is not zero")
+            for byte in range((used_bits + 7) // 8, self._nbytes):
+                if src[byte]:
+                    raise ValueError("the padding after the last counter is not zero")
+            self._lock_writer()
+            memcpy(self._cells, view.buf, self._nbytes)
+            bw_unlock(&self._lock)
+        finally:
+            PyBuffer_Release(&view)
+
+    def _same_cells(self, CounterArrayCore other):
+        return (other._nbytes == self._nbytes and other._width == self._width
+                and memcmp(self._cells, other._cells, self._nbytes) == 0)
+
+    def _hash(self, key):
+        cdef uint64_t h
+        hash_one(key, self._seed, self._key_func, &h)
+        return h
+
+    def _positions(self, key):
+        """A key's k positions in probe order (the same as a BloomFilter's ``_bit_indices``)."""
+        cdef uint64_t h
+        cdef uint64_t pos[MAX_HASHES]
+        hash_one(key, self._seed, self._key_func, &h)
+        positions(&self._g, h, pos)
+        return [pos[i] for i in range(self._g.num_hashes)]
+
+    @property
+    def num_hashes(self):
+        """k: the number of positions per key."""
+        return self._g.num_hashes
+
+    @property
+    def seed(self):
+        """The hash seed."""
+        return self._seed
+
+    @property
+    def nbytes(self):
+        """Bytes of the cell array."""
+        return self._nbytes
+
+    @property
+    def num_keys(self):
+        """n: keys added minus keys removed (each occurrence counts; never below 0)."""
+        return self._num_keys
+
+    @property
+    def _num_cells(self):
+        return self._g.num_bits
+
+    @property
+    def _layout_id(self):
+        return self._g.layout
+
+    @property
+    def _key_function(self):
+        return self._key_func
+
+    def _set_capacity_limit(self, limit):
+        self._capacity_limit = limit or 0
+
+    def _over_capacity(self):
+        """Called once when more keys are stored than the capacity; the Python classes warn."""
+
+
+# ---- counting Bloom filter ------------------------------------------------------------------------------------
+@cython.auto_pickle(False)
+cdef class CountingCore(CounterArrayCore):
+    """m counters of 4, 8 or 16 bits, sticky at their maximum; the bit view is "counter > 0"."""
+    cdef uint32_t _maximum
+
+    def _init_counting(self, num_counters, num_hashes, int layout, int counter_bits, seed=0, num_keys=0, key=None):
+        if counter_bits not in (4, 8, 16):
+            raise ValueError(f"counter_bits must be 4, 8 or 16, got {counter_bits!r}")
+        self._init_core(num_counters, num_hashes, layout, counter_bits, seed, num_keys, key)
+        self._maximum = (1 << counter_bits) - 1
+
+    cdef bint _add_hash(self, uint64_t h) noexcept nogil:
+        cdef uint64_t pos[MAX_HASHES]
+        cdef uint32_t i, c
+        cdef bint new_key = False
+        positions(&self._g, h, pos)
+        for i in range(self._g.num_hashes):
+            c = cell_get(self._cells, self._width, pos[i])
+            if c == 0:
+                new_key = True
+                journal_push(&self._journal, pos[i], 1)
+            if c != self._maximum:
+                cell_set(self._cells, self._width, pos[i], c + 1)
+        return new_key
+
+    cdef bint _test_hash(self, uint64_t h) noexcept nogil:
+        cdef uint64_t pos[MAX_HASHES]
+        cdef uint32_t i
+        positions(&self._g, h, pos)
+        for i in range(self._g.num_hashes):
+            if cell_get(self._cells, self._width, pos[i]) == 0:
+                return False
+        return True
+
+    cdef bint _remove_hash(self, uint64_t h, uint32_t* undo) noexcept nogil:
+        cdef uint64_t pos[MAX_HASHES]
+        cdef uint32_t i, j, c, need
+        positions(&self._g, h, pos)
+        # Certainly absent: a counter below the number of the key's probes on it (probes may repeat in classic).
+        for i in range(self._g.num_hashes):
+            c = cell_get(self._cells, self._width, pos[i])
+            if c == self._maximum or c > i:
+                continue
+            need = 1
+            for j in range(i):
+                need += pos[j] == pos[i]
+            if c < need:
+                return False
+        for i in range(self._g.num_hashes):
+            c = cell_get(self._cells, self._width, pos[i])
+            if undo != NULL:
+                undo[i] = c
+            if c == self._maximum:
+                continue  # sticky: a saturated counter's true value is unknown
+            cell_set(self._cells, self._width, pos[i], c - 1)
+            if c == 1:
+                journal_push(&self._journal, pos[i], 0)
+        return True
+
+    cdef void _restore_hash(self, uint64_t h, const uint32_t* undo) noexcept nogil:
+        cdef uint64_t pos[MAX_HASHES]
+        cdef int i
+        positions(&self._g, h, pos)
+        for i in range(<int>self._g.num_hashes - 1, -1, -1):
+            cell_set(self._cells, self._width, pos[i], undo[i])
+
+    # -- counters -----------------------------------------------------------------------------------------------
+    def counters(self, key):
+        """The key's k counter values in probe (hash) order, as a tuple of ints."""
+        cdef uint64_t h
+        cdef uint64_t pos[MAX_HASHES]
+        hash_one(key, self._seed, self._key_func, &h)
+        self._check_ready()
+        positions(&self._g, h, pos)
+        return tuple(cell_get(self._cells, self._width, pos[i]) for i in range(self._g.num_hashes))
+
+    def count(self, key):
+        """The smallest of the key's counters: how often it was added, at most (unless that counter is saturated)."""
+        return min(self.counters(key))
+
+    def counters_many(self, keys):
+        """Counter values of a batch: an array of shape (*keys shape, k), uint8 (4 or 8-bit counters) or uint16."""
+        self._check_ready()
+        np = numpy()
+        hashes, shape = flat_hashes(keys, self._seed, self._key_func)
+        cdef const uint64_t[::1] hs = hashes
+        cdef Py_ssize_t i, n = hs.shape[0]
+        cdef uint32_t j, k = self._g.num_hashes
+        cdef uint64_t pos[MAX_HASHES]
+        result = np.zeros((n, k), dtype=np.uint16)
+        cdef uint16_t[:, ::1] out = result
+        with nogil:
+            for i in range(n):
+                positions(&self._g, hs[i], pos)
+                for j in range(k):
+                    out[i, j] = <uint16_t>cell_get(self._cells, self._width, pos[j])
+        if self._width <= 8:
+            result = result.astype(np.uint8)
+        return result.reshape(tuple(shape) + (k,))
+
+    @property
+    def counter_bits(self):
+        """Bits per counter: 4, 8 or 16."""
+        return self._width
+
+    @property
+    def counter_max(self):
+        """The largest count a counter holds (2**counter_bits - 1); a counter that reaches it stays there."""
+        return self._maximum
+
+    @property
+    def saturated_count(self):
+        """How many counters are saturated (stuck at counter_max: never decremented again). O(m)."""
+        cdef uint64_t i, total = 0
+        self._check_ready()
+        with nogil:
+            for i in range(self._g.num_bits):
+                total += cell_get(self._cells, self._width, i) == self._maximum
+        return total
+
+    def _bit_view(self):
+        """The bit view (bit i = counter i > 0) as a BloomFilter payload: little-endian 64-bit words."""
+        self._check_ready()
+        words_array = numpy().zeros((self._g.num_bits + 63) // 64, dtype=numpy().uint64)
+        cdef uint64_t[::1] words = words_array
+        cdef uint64_t i
+        with nogil:
+            for i in range(self._g.num_bits):
+                if cell_get(self._cells, self._width, i) != 0:
+                    words[i >> 6] |= (<uint64_t>1) << (i & 63)
+        return words_array
+
+    def _union_from(self, CountingCore other):
+        """In place: counter-wise saturating sum with a filter of the same geometry (checked by the caller)."""
+        cdef uint64_t i
+        cdef uint32_t a, b, total
+        self._check_ready()
+        other._check_ready()
+        if other._g.num_bits != self._g.num_bits or other._width != self._width:
+            raise ValueError("filters differ in size")
+        with nogil:
+            bw_lock(&self._lock)
+            for i in range(self._g.num_bits):
+                b = cell_get(other._cells, other._width, i)
+                if b == 0:
+                    continue
+                a = cell_get(self._cells, self._width, i)
+                total = a + b if a + b < self._maximum else self._maximum
+                if a == 0:
+                    journal_push(&self._journal, i, 1)
+                cell_set(self._cells, self._width, i, total)
+            bw_unlock(&self._lock)
+        self._num_keys += other._num_keys
+
+    # -- the journal ----------------------------------------------------------------------------------------------
+    def mark(self):
+        """The current position in the change journal (an int); the first call switches the journal on."""
+        self._check_ready()
+        self._lock_writer()
+        self._journal.active = True
+        result = self._journal.base + self._journal.length
+        bw_unlock(&self._lock)
+        return result
+
+    def _journal_since(self, mark):
+        """(raw entries since mark as a numpy uint64 array, the end mark); ValueError for an unknown mark."""
+        cdef uint64_t start, count
+        cdef uint64_t[::1] out
+        self._check_ready()
+        np = numpy()
+        if isinstance(mark, bool) or not isinstance(mark, int):
+            raise TypeError(f"mark must be an int returned by mark(), got {type(mark).__name__}")
+        self._lock_writer()
+        try:
+            base, end = self._journal.base, self._journal.base + self._journal.length
+            if not self._journal.active:
+                raise ValueError("the change journal is off: call mark() first")
+            if mark < base or mark > end:
+                raise ValueError(f"mark {mark} is outside the journal, which holds marks {base} to {end} (older "
+                                 "entries were trimmed, or dropped when memory ran out: resend the whole bit view)")
+            start = mark - base
+            count = self._journal.length - start
+            entries = np.empty(count, dtype=np.uint64)
+            if count:
+                out = entries
+                memcpy(&out[0], self._journal.entries + start, count * sizeof(uint64_t))
+        finally:
+            bw_unlock(&self._lock)
+        return entries, end
+
+    def trim_journal(self, mark):
+        """Forget the journal entries before ``mark`` (once every peer has the changes up to it)."""
+        self._check_ready()
+        self._journal_since(mark)  # validates the mark
+        self._lock_writer()
+        cdef uint64_t drop = <uint64_t>mark - self._journal.base
+        if drop:
+            memmove(self._journal.entries, self._journal.entries + drop,
+                    (self._journal.length - drop) * sizeof(uint64_t))
+            self._journal.length -= drop
+            self._journal.base += drop
+        bw_unlock(&self._lock)
+
+    def stop_journal(self):
+        """Switch the journal off and free it; every mark becomes invalid (the next mark() starts afresh)."""
+        self._check_ready()
+        self._lock_writer()
+        free(self._journal.entries)
+        self._journal.entries = NULL
+        self._journal.base += self._journal.length + 1
+        self._journal.length = 0
+        self._journal.allocated = 0
+        self._journal.active = False
+        bw_unlock(&self._lock)
+
+    @property
+    def _journal_length(self):
+        return self._journal.length
+
+
+# ---- variable-increment counting Bloom filter -------------------------------------------------------------------
+@cython.auto_pickle(False)
+cdef class VariableIncrementCore(CounterArrayCore):
+    """m cells, each a fixed-increment counter c (low `fixed_bits`) and a variable-increment sum a (the rest).
+
+    A key's probe i goes to position p_i (layouts.pxd) with increment v_i = D[mulhi(fmix64(g_i ^ SALT), |D|)],
+    g_i = h + i * (fmix64(h) | 1) the probe's double-hashing value. Insert adds (1, v_i), delete subtracts.
+    Both counters saturate and stay there (a position whose c or a is saturated admits every key); when an exact c
+    drops to 0 the position is empty again, so a is reset to 0 too.
+    """
+    cdef int _fixed_bits
+    cdef uint32_t _fixed_max
+    cdef uint32_t _variable_max
+    cdef uint32_t _num_increments
+    cdef uint32_t _increments[256]
+    cdef uint32_t _min_increment
+    cdef uint32_t _max_increment
+    cdef const uint8_t* _feasible    # [j * (variable_max + 1) + s]: s is a sum of exactly j increments
+    cdef uint32_t _table_rows
+    cdef object _feasible_table      # owns the table's bytes
+
+    def _init_variable(self, num_positions, num_hashes, int layout, int fixed_bits, int variable_bits,
+                       increments, bytes feasible_table, int table_rows, seed=0, num_keys=0, key=None):
+        """`feasible_table`: rows j = 0..table_rows-1 of (2**variable_bits) bytes, 1 where s is a sum of exactly
+        j increments (built by vicbf.py); beyond it the test is j*min(D) <= s <= j*max(D)."""
+        cdef int width = fixed_bits + variable_bits
+        if width not in (8, 16, 32) or fixed_bits < 1 or variable_bits < 1:
+            raise ValueError(f"fixed_bits + variable_bits must be 8, 16 or 32 (both >= 1), got {fixed_bits} + "
+                             f"{variable_bits}")
+        increments = sorted(set(increments))
+        if not 1 <= len(increments) <= MAX_INCREMENTS:
+            raise ValueError(f"increments must hold 1 to {MAX_INCREMENTS} values, got {len(increments)}")
+        variable_max = (1 << variable_bits) - 1
+        if increments[0] < 1 or increments[len(increments) - 1] >= variable_max:
+            raise ValueError(f"increments must be in [1, {variable_max - 1}] for {variable_bits}-bit variable "
+                             f"counters, got {increments}")
+        if len(feasible_table) != table_rows * (variable_max + 1):
+            raise ValueError("feasibility table has the wrong size")
+        self._init_core(num_positions, num_hashes, layout, width, seed, num_keys, key, "num_positions")
+        self._fixed_bits = fixed_bits
+        self._fixed_max = (1 << fixed_bits) - 1
+        self._variable_max = variable_max
+        self._num_increments = len(increments)
+        for i, value in enumerate(increments):
+            self._increments[i] = value
+        self._min_increment = increments[0]
+        self._max_increment = increments[len(increments) - 1]
+        self._feasible_table = feasible_table
+        self._feasible = <const uint8_t*>(<const char*>feasible_table)
+        self._table_rows = table_rows
+
+    cdef inline void _probes(self, uint64_t h, uint64_t* pos, uint32_t* inc) noexcept nogil:
+        cdef uint64_t step = second_hash(h)
+        cdef uint32_t i
+        positions(&self._g, h, pos)
+        for i in range(self._g.num_hashes):
+            inc[i] = self._increments[bw_mulhi(bw_fmix64((h + i * step) ^ BW_INCREMENT_SALT), self._num_increments)]
+
+    cdef inline bint _feasible_sum(self, uint32_t count, uint32_t total) noexcept nogil:
+        """Whether `total` can be the sum of exactly `count` increments of D."""
+        if count < self._table_rows:
+            return self._feasible[<uint64_t>count * (self._variable_max + 1) + total]
+        return (<uint64_t>count * self._min_increment <= total
+                and total <= <uint64_t>count * self._max_increment)
+
+    cdef inline bint _admits(self, uint32_t cell, uint32_t increment) noexcept nogil:
+        """Whether a position (c, a) can hold a key with this increment: c > 0 and a - v a sum of c - 1 increments."""
+        cdef uint32_t c = cell & self._fixed_max, a = cell >> self._fixed_bits
+        if c == 0:
+            return False
+        if c == self._fixed_max or a == self._variable_max:
+            return True  # saturated: nothing is known
+        if a < increment:
+            return False
+        return self._feasible_sum(c - 1, a - increment)
+
+    cdef inline uint32_t _pack(self, uint32_t c, uint32_t a) noexcept nogil:
+        return c | (a << self._fixed_bits)
+
+    cdef bint _add_hash(self, uint64_t h) noexcept nogil:
+        cdef uint64_t pos[MAX_HASHES]
+        cdef uint32_t inc[MAX_HASHES]
+        cdef uint32_t i, cell, c, a
+        cdef bint present = True
+        self._probes(h, pos, inc)
+        for i in range(self._g.num_hashes):
+            present = present and self._admits(cell_get(self._cells, self._width, pos[i]), inc[i])
+        for i in range(self._g.num_hashes):
+            cell = cell_get(self._cells, self._width, pos[i])
+            c = cell & self._fixed_max
+            a = cell >> self._fixed_bits
+            if c != self._fixed_max:
+                c += 1
+            if a != self._variable_max:
+                a = a + inc[i] if inc[i] < self._variable_max - a else self._variable_max
+            cell_set(self._cells, self._width, pos[i], self._pack(c, a))
+        return not present
+
+    cdef bint _test_hash(self, uint64_t h) noexcept nogil:
+        cdef uint64_t pos[MAX_HASHES]
+        cdef uint32_t inc[MAX_HASHES]
+        cdef uint32_t i
+        self._probes(h, pos, inc)
+        for i in range(self._g.num_hashes):
+            if not self._admits(cell_get(self._cells, self._width, pos[i]), inc[i]):
+                return False
+        return True
+
+    cdef bint _remove_hash(self, uint64_t h, uint32_t* undo) noexcept nogil:
+        cdef uint64_t pos[MAX_HASHES]
+        cdef uint32_t inc[MAX_HASHES]
+        cdef uint32_t after[MAX_HASHES]
+        cdef uint32_t i, cell, c, a
+        cdef int j
+        self._probes(h, pos, inc)
+        # Work on copies, so a position the key probes twice sees its first removal; write back only if all pass.
+        for i in range(self._g.num_hashes):
+            cell = cell_get(self._cells, self._width, pos[i])
+            for j in range(<int>i - 1, -1, -1):
+                if pos[j] == pos[i]:
+                    cell = after[j]
+                    break
+            if not self._admits(cell, inc[i]):
+                return False
+            c = cell & self._fixed_max
+            a = cell >> self._fixed_bits
+            if c != self._fixed_max:
+                c -= 1
+                if c == 0:
+                    a = 0  # an exact count of 0: the position is empty
+            if c != 0 and a != self._variable_max:
+                a = a - inc[i] if a >= inc[i] else 0
+            after[i] = self._pack(c, a)
+        for i in range(self._g.num_hashes):
+            if undo != NULL:
+                undo[i] = cell_get(self._cells, self._width, pos[i])
+            cell_set(self._cells, self._width, pos[i], after[i])
+        return True
+
+    cdef void _restore_hash(self, uint64_t h, const uint32_t* undo) noexcept nogil:
+        cdef uint64_t pos[MAX_HASHES]
+        cdef int i
+        positions(&self._g, h, pos)
+        for i in range(<int>self._g.num_hashes - 1, -1, -1):
+            cell_set(self._cells, self._width, pos[i], undo[i])
+
+    # -- what a key sees -------------------------------------------------------------------------------------------
+    def _probe_many(self, keys):
+        """(positions uint64, increments uint32, c uint32, a uint32), each of shape (*keys shape, k)."""
+        self._check_ready()
+        np = numpy()
+        hashes, shape = flat_hashes(keys, self._seed, self._key_func)
+        cdef const uint64_t[::1] hs = hashes
+        cdef Py_ssize_t i, n = hs.shape[0]
+        cdef uint32_t j, cell, k = self._g.num_hashes
+        cdef uint64_t pos[MAX_HASHES]
+        cdef uint32_t inc[MAX_HASHES]
+        pos_array = np.zeros((n, k), dtype=np.uint64)
+        inc_array = np.zeros((n, k), dtype=np.uint32)
+        c_array = np.zeros((n, k), dtype=np.uint32)
+        a_array = np.zeros((n, k), dtype=np.uint32)
+        cdef uint64_t[:, ::1] pos_out = pos_array
+        cdef uint32_t[:, ::1] inc_out = inc_array, c_out = c_array, a_out = a_array
+        with nogil:
+            for i in range(n):
+                self._probes(hs[i], pos, inc)
+                for j in range(k):
+                    cell = cell_get(self._cells, self._width, pos[j])
+                    pos_out[i, j] = pos[j]
+                    inc_out[i, j] = inc[j]
+                    c_out[i, j] = cell & self._fixed_max
+                    a_out[i, j] = cell >> self._fixed_bits
+        full = tuple(shape) + (k,)
+        return (pos_array.reshape(full), inc_array.reshape(full), c_array.reshape(full), a_array.reshape(full))
+
+    def _cell_counts(self):
+        """(positions with c > 0, positions with c or a saturated)."""
+        cdef uint64_t i, used = 0, saturated = 0
+        cdef uint32_t cell
+        self._check_ready()
+        with nogil:
+            for i in range(self._g.num_bits):
+                cell = cell_get(self._cells, self._width, i)
+                used += (cell & self._fixed_max) != 0
+                saturated += ((cell & self._fixed_max) == self._fixed_max
+                              or (cell >> self._fixed_bits) == self._variable_max)
+        return used, saturated
+
+    def _check_cells(self):
+        """ValueError unless every empty position (c = 0) has a = 0 (an invariant of the kernels)."""
+        cdef uint64_t i
+        cdef uint32_t cell
+        self._check_ready()
+        for i in range(self._g.num_bits):
+            cell = cell_get(self._cells, self._width, i)
+            if (cell & self._fixed_max) == 0 and cell != 0:
+                raise ValueError(f"position {i} has c = 0 but a = {cell >> self._fixed_bits}")
+
+    @property
+    def fixed_bits(self):
+        """Bits of the fixed-increment counter c of each position."""
+        return self._fixed_bits
+
+    @property
+    def variable_bits(self):
+        """Bits of the variable-increment counter a of each position."""
+        return self._width - self._fixed_bits
