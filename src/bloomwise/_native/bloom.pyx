@@ -350,10 +350,11 @@ cdef uint64_t add_hashes(const Geometry* g, uint64_t* words, const uint64_t* hs,
     """Set the bits of n keys, requesting cache lines PREFETCH_DISTANCE keys ahead; returns how many were new."""
     cdef Py_ssize_t i
     cdef uint64_t new_keys = 0
-    for i in range(n if n < PREFETCH_DISTANCE else PREFETCH_DISTANCE):
-        prefetch_key(g, words, hs[i], True)
+    if g.prefetch:
+        for i in range(n if n < PREFETCH_DISTANCE else PREFETCH_DISTANCE):
+            prefetch_key(g, words, hs[i], True)
     for i in range(n):
-        if i + PREFETCH_DISTANCE < n:
+        if g.prefetch and i + PREFETCH_DISTANCE < n:
             prefetch_key(g, words, hs[i + PREFETCH_DISTANCE], True)
         new_keys += set_bits(g, words, hs[i])
     return new_keys
@@ -362,10 +363,11 @@ cdef uint64_t add_hashes(const Geometry* g, uint64_t* words, const uint64_t* hs,
 cdef void test_hashes(const Geometry* g, const uint64_t* words, const uint64_t* hs, Py_ssize_t n,
                       uint8_t* out) noexcept nogil:
     cdef Py_ssize_t i
-    for i in range(n if n < PREFETCH_DISTANCE else PREFETCH_DISTANCE):
-        prefetch_key(g, words, hs[i], False)
+    if g.prefetch:
+        for i in range(n if n < PREFETCH_DISTANCE else PREFETCH_DISTANCE):
+            prefetch_key(g, words, hs[i], False)
     for i in range(n):
-        if i + PREFETCH_DISTANCE < n:
+        if g.prefetch and i + PREFETCH_DISTANCE < n:
             prefetch_key(g, words, hs[i + PREFETCH_DISTANCE], False)
         out[i] = test_bits(g, words, hs[i])
 

@@ -119,8 +119,14 @@ static const uint32_t BW_SALT[16] = {
 };
 
 /* ---- memory hints ------------------------------------------------------------------------------ */
+/* Volatile asm: GCC (12, -O1 and up) was seen dropping __builtin_prefetch from the inlined batch loops. */
+#if defined(__x86_64__) || defined(__i386__)
+static inline void bw_prefetch_read(const void *p) { __asm__ volatile("prefetcht0 (%0)" : : "r"(p)); }
+static inline void bw_prefetch_write(const void *p) { __asm__ volatile("prefetcht0 (%0)" : : "r"(p)); }
+#else
 static inline void bw_prefetch_read(const void *p) { __builtin_prefetch(p, 0, 3); }
 static inline void bw_prefetch_write(const void *p) { __builtin_prefetch(p, 1, 3); }
+#endif
 
 /* ---- the writer lock --------------------------------------------------------------------------- *
  * One flag per filter. Every writer holds it while it changes bits; batch writers hold it with the GIL

@@ -20,6 +20,7 @@ cdef enum:
     MAX_BLOCKED_HASHES = 16  # blocked: at most two probes per 64-bit lane
     BLOCK_WORDS = 8          # 512-bit blocks
     BLOCK_BITS = 512
+    PREFETCH_FROM_BITS = 8 << 20  # 1 MiB: the L2 of one core here; smaller filters stay in cache
 
 
 cdef struct Geometry:
@@ -27,6 +28,7 @@ cdef struct Geometry:
     uint64_t num_blocks               # blocked only: num_bits / 512 (< 2**32)
     uint32_t num_hashes
     int layout
+    bint prefetch                     # batch loops request cache lines ahead (only worth it beyond L2)
     uint64_t slice_start[MAX_HASHES + 1]  # partitioned: slice i is [slice_start[i], slice_start[i+1])
 
 
@@ -36,6 +38,7 @@ cdef inline void geometry_init(Geometry* g, uint64_t num_bits, uint32_t num_hash
     g.num_hashes = num_hashes
     g.layout = layout
     g.num_blocks = num_bits // BLOCK_BITS
+    g.prefetch = num_bits > PREFETCH_FROM_BITS
     if layout == LAYOUT_PARTITIONED:
         for i in range(num_hashes + 1):
             g.slice_start[i] = (<uint64_t>i * num_bits) // num_hashes
@@ -66,29 +69,28 @@ cdef inline uint64_t block_index(const Geometry* g, uint64_t h) noexcept nogil:
     return ((h >> 32) * g.num_blocks) >> 32
 
 
-cdef inline void block_masks(uint32_t num_hashes, uint64_t h, uint64_t* masks) noexcept nogil:
-    """The bits a key sets in its block, as eight lane masks: probe i -> lane i % 8."""
-    cdef uint32_t x = <uint32_t>h
-    cdef uint32_t i
-    for i in range(BLOCK_WORDS):
-        masks[i] = 0
-    for i in range(num_hashes):
-        masks[i & 7] |= (<uint64_t>1) << ((<uint32_t>(x * BW_SALT[i])) >> 26)
+cdef inline uint64_t lane_mask(uint32_t num_hashes, uint32_t x, uint32_t lane) noexcept nogil:
+    """The bits a key sets in lane `lane` of its block: probes `lane` and `lane + 8` (probe i -> lane i % 8)."""
+    cdef uint64_t mask = 0
+    if lane < num_hashes:
+        mask = (<uint64_t>1) << ((<uint32_t>(x * BW_SALT[lane])) >> 26)
+    if lane + 8 < num_hashes:
+        mask |= (<uint64_t>1) << ((<uint32_t>(x * BW_SALT[lane + 8])) >> 26)
+    return mask
 
 
 # ---- bit kernels: set / test one key given its hash ------------------------------------------------------
 cdef inline bint set_bits(const Geometry* g, uint64_t* words, uint64_t h) noexcept nogil:
     """Set a key's bits; True when at least one was 0 (the key was certainly not present before)."""
-    cdef uint64_t masks[BLOCK_WORDS]
     cdef uint64_t* block
-    cdef uint64_t changed = 0, step, pos, bit
+    cdef uint64_t changed = 0, step, pos, bit, mask
     cdef uint32_t i
     if g.layout == LAYOUT_BLOCKED:
         block = words + block_index(g, h) * BLOCK_WORDS
-        block_masks(g.num_hashes, h, masks)
-        for i in range(BLOCK_WORDS):
-            changed |= masks[i] & ~block[i]
-            block[i] |= masks[i]
+        for i in range(BLOCK_WORDS):  # a constant trip count: unrolled, masks stay in registers
+            mask = lane_mask(g.num_hashes, <uint32_t>h, i)
+            changed |= mask & ~block[i]
+            block[i] |= mask
         return changed != 0
     step = second_hash(h)
     for i in range(g.num_hashes):
@@ -101,15 +103,13 @@ cdef inline bint set_bits(const Geometry* g, uint64_t* words, uint64_t h) noexce
 
 cdef inline bint test_bits(const Geometry* g, const uint64_t* words, uint64_t h) noexcept nogil:
     """True when all of a key's bits are set ("might be present")."""
-    cdef uint64_t masks[BLOCK_WORDS]
     cdef const uint64_t* block
     cdef uint64_t missing = 0, step, pos
     cdef uint32_t i
     if g.layout == LAYOUT_BLOCKED:
         block = words + block_index(g, h) * BLOCK_WORDS
-        block_masks(g.num_hashes, h, masks)
         for i in range(BLOCK_WORDS):
-            missing |= masks[i] & ~block[i]
+            missing |= lane_mask(g.num_hashes, <uint32_t>h, i) & ~block[i]
         return missing == 0
     step = second_hash(h)
     for i in range(g.num_hashes):
