@@ -1,0 +1,147 @@
+"""Measuring: timed calls, peak memory, the machine's random-access floor, import time, the machine itself."""
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def timed(fn, *args) -> tuple[int, object]:
+    """(nanoseconds, result) of one call, with the cyclic GC off (as ``timeit`` does)."""
+    gc.disable()
+    try:
+        t0 = time.perf_counter_ns()
+        result = fn(*args)
+        return time.perf_counter_ns() - t0, result
+    finally:
+        gc.enable()
+
+
+def summary(values: list[float]) -> dict:
+    """Median, min and max of a figure's runs."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": values}
+
+
+class PeakRSS:
+    """Peak resident memory of this process since a reset (Linux: VmHWM, reset via /proc/self/clear_refs).
+
+    Counts the pages a build touches, whoever allocates them (Python, numpy, Rust, C), which tracemalloc
+    cannot see. Before each reset, glibc's ``malloc_trim`` hands the free heap back to the kernel, so that
+    memory freed by an earlier run is counted again when it is reused.
+    """
+
+    def __init__(self):
+        try:
+            self._reset()
+            self.ok = True
+        except OSError:
+            self.ok = False
+        try:
+            self._trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):  # not glibc: reused memory may go uncounted
+            self._trim = lambda pad: 0
+
+    @staticmethod
+    def _reset():
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+
+    @staticmethod
+    def _status(field: str) -> int:
+        with open("/proc/self/status") as f:
+            return int(re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
+
+    def start(self) -> int | None:
+        """Reset the peak; returns the baseline for :meth:`peak_since`."""
+        if not self.ok:
+            return None
+        gc.collect()
+        self._trim(0)
+        self._reset()
+        return self._status("VmRSS")
+
+    def peak_since(self, base: int | None) -> int | None:
+        return None if base is None else self._status("VmHWM") - base
+
+
+def floor_ns_per_read(nbytes: int, reads: int, runs: int) -> dict:
+    """Independent random 8-byte reads (one cache line each) over an array of ``nbytes``: a numpy gather,
+    ns per read. This is what a batch kernel that touches one cache line per key cannot beat.
+    numpy asks for transparent huge pages on large arrays (madvise), as bloomwise does."""
+    a = np.ones(nbytes // 8, dtype=np.uint64)  # written, so every page is resident
+    idx = np.random.default_rng(12345).integers(0, a.size, size=reads, dtype=np.intp)
+    out = np.empty(reads, dtype=np.uint64)
+    gather = lambda: a.take(idx, out=out, mode="clip")  # noqa: E731 ("raise" would buffer the output)
+    gather()  # warm-up: page tables, TLB
+    return summary([timed(gather)[0] / reads for _ in range(runs)])
+
+
+_IMPORT_SNIPPET = "import time; t = time.perf_counter(); {}; print(time.perf_counter() - t)"
+
+
+def import_ms(statement: str, runs: int) -> dict | str:
+    """Milliseconds to run ``statement`` in a fresh interpreter (start-up itself excluded), after one
+    discarded warm-up run (bytecode caches, disk cache). Returns the error text if it fails."""
+    times = []
+    # As users run it: with bytecode caches (some environments set PYTHONDONTWRITEBYTECODE, which makes every
+    # import recompile its source).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for i in range(runs + 1):
+        p = subprocess.run([sys.executable, "-c", _IMPORT_SNIPPET.format(statement)],
+                           capture_output=True, text=True, timeout=120, env=env)
+        if p.returncode:
+            return (p.stderr.strip().splitlines() or ["failed"])[-1]
+        if i:
+            times.append(float(p.stdout) * 1e3)
+    return summary(times)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def machine() -> dict:
+    """What the figures depend on: CPU, caches, huge pages, kernel, load."""
+    cpuinfo = _read("/proc/cpuinfo")
+
+    def field(name):
+        m = re.search(rf"^{name}\s*:\s*(.*)$", cpuinfo, re.M)
+        return m.group(1).strip() if m else "?"
+
+    caches = []
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    for index in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        if not index.startswith("index"):
+            continue
+        kind = _read(f"{base}/{index}/type")
+        if kind != "Instruction":
+            caches.append(f"L{_read(f'{base}/{index}/level')} {_read(f'{base}/{index}/size')}")
+    thp = re.search(r"\[(\w+)\]", _read("/sys/kernel/mm/transparent_hugepage/enabled"))
+    return {
+        "cpu": field("model name") if cpuinfo else platform.processor() or "?",
+        "cpu_id": f"family {field('cpu family')} model {field('model')} stepping {field('stepping')}",
+        "cpus": os.cpu_count(),
+        "caches": ", ".join(caches),
+        "avx512": "avx512f" in field("flags").split(),
+        "thp": thp.group(1) if thp else "?",
+        "kernel": platform.release(),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
+
+
+def loadavg() -> str:
+    return " ".join(_read("/proc/loadavg").split()[:3])

@@ -1,0 +1,256 @@
+"""bloomwise against its peers, in one run over the same keys; writes benchmarks/results/ and checks the targets.
+
+    python benchmarks/run.py                 # the full suite (~30 min on 2 cores; see benchmarks/README.md)
+    python benchmarks/run.py --quick         # 100k keys, 1 run (<1 min): development and CI smoke
+    python benchmarks/run.py --only str-key,numpy --sizes 1M --runs 3
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+import time
+from pathlib import Path
+
+import adapters
+import measure
+import report
+import targets
+import workloads
+
+WARM_UP = 10_000  # keys
+OPS = ("add", "query_present", "query_absent", "batch_add_cold", "batch_add", "batch_query", "batch_query_absent")
+
+
+def parse_size(text: str) -> int:
+    """"100k", "1M", "10M" or a plain number."""
+    text = text.strip().lower()
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
+    return int(float(text.rstrip("km")) * scale)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="100k keys, 1 run, a 64 MiB 'large' filter: for development and CI smoke (<1 min)")
+    p.add_argument("--sizes", default=None, help="key counts of the str/int workloads, e.g. 1M,10M (default); "
+                   "the numpy and large-filter workloads use the largest")
+    p.add_argument("--only", default=None, help="keep workloads whose name contains one of these words, "
+                   "e.g. str-key,numpy (names: str-key-N, str-url-N, int-N, numpy-u64-N, large-1GiB)")
+    p.add_argument("--libs", default=None, help="keep libraries whose name contains one of these words, "
+                   "e.g. bloomwise,rbloom")
+    p.add_argument("--threads", default="1,2", help="thread counts for bloomwise's blocked batch calls on numpy "
+                   "keys (threads= argument); 1 is the default call (default: 1,2)")
+    p.add_argument("--fpr", default="0.01,0.001", help="target false-positive rates (default: 0.01,0.001)")
+    p.add_argument("--runs", type=int, default=None, help="runs per figure, reported as the median with min and "
+                   "max (default 3; 1 with --quick)")
+    p.add_argument("--large", default=None, help="bytes of the large filter, e.g. 1GiB (default), 256MiB")
+    p.add_argument("--out", type=Path, default=None, help="directory for the results (default: "
+                   "benchmarks/results, or benchmarks/results/quick with --quick)")
+    return p.parse_args(argv)
+
+
+def parse_bytes(text: str) -> int:
+    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+    for unit, scale in units.items():
+        if text.lower().endswith(unit):
+            return int(float(text[: -len(unit)]) * scale)
+    return int(text)
+
+
+def capacity_for(a: adapters.Adapter, w: workloads.Workload, fpr: float) -> int:
+    """Keys to ask for: ``w.n``, or for a large filter the capacity that makes the library's filter
+    ``w.filter_bytes`` long (from its bits per key at 1M capacity)."""
+    if w.filter_bytes is None:
+        return w.n
+    probe = 1_000_000
+    return round(w.filter_bytes * 8 * probe / a.bits(a.new(probe, fpr, w.kind)))
+
+
+def _count(answer) -> int:
+    """Positive answers in a batch query's result (an int, a numpy bool array or a list of bools)."""
+    if isinstance(answer, int):
+        return answer
+    return int(sum(answer)) if isinstance(answer, list) else int(answer.sum())
+
+
+def run_once(a: adapters.Adapter, w: workloads.Workload, keys, absent, fpr: float, capacity: int,
+             rss: measure.PeakRSS | None) -> dict:
+    """One run of every operation ``a`` has on ``w``: ns per key, bits, peak memory (if ``rss``), false
+    negatives, false positives; errors per operation. Single-key queries ask the first ``w.n_absent`` present
+    keys."""
+    out: dict = {"errors": {}, "false_negatives": 0}
+
+    def op(name, fn, f, ks):
+        try:
+            ns, answer = measure.timed(fn, f, ks, w.kind)
+        except Exception as e:  # noqa: BLE001 - an API still being written must not stop the run
+            out["errors"][name] = f"{type(e).__name__}: {e}"
+            return None
+        out[name] = ns / len(ks)
+        return answer
+
+    def queries(f, fn, present, present_name, absent_name):
+        hits = op(present_name, fn, f, present)
+        if hits is not None:
+            out["false_negatives"] = max(out["false_negatives"], len(present) - _count(hits))
+        hits = op(absent_name, fn, f, absent)
+        if hits is not None:
+            out.setdefault("false_positives", _count(hits))
+
+    if not w.batch_only:
+        f = a.new(capacity, fpr, w.kind)
+        op("add", a.add_each, f, keys)
+        queries(f, a.count_each, keys[:w.n_absent], "query_present", "query_absent")
+        out["bits"] = a.bits(f)
+        del f
+    base = rss.start() if rss else None
+    f = a.new(capacity, fpr, w.kind)
+    if w.filter_bytes:  # a large filter: the first pass pays the page faults, the second is measured apart
+        op("batch_add_cold", a.add_batch, f, keys)
+        out["peak_bytes"] = rss and rss.peak_since(base)
+    op("batch_add", a.add_batch, f, keys)
+    if not w.filter_bytes:
+        out["peak_bytes"] = rss and rss.peak_since(base)
+    out["bits"] = a.bits(f)
+    if a.batch_query is not None:
+        queries(f, a.batch_query, keys, "batch_query", "batch_query_absent")
+    del f
+    return out
+
+
+def aggregate(runs: list[dict], w: workloads.Workload, capacity: int) -> dict:
+    """Medians (with min and max) over the runs, measured FPR, false negatives, bits per key, memory."""
+    first = runs[0]
+    rec: dict = {"capacity": capacity, "errors": {k: v for r in runs for k, v in r["errors"].items()},
+                 "false_negatives": max(r["false_negatives"] for r in runs)}
+    for name in OPS:
+        values = [r[name] for r in runs if name in r]
+        if values:
+            rec[name] = measure.summary(values)
+    if "false_positives" in first:
+        rec["fpr"] = first["false_positives"] / w.n_absent
+    if "bits" in first:
+        rec["filter_mib"] = first["bits"] / 8 / 2**20
+        if w.filter_bytes is None:
+            rec["bits_per_key"] = first["bits"] / w.n
+    peaks = [r["peak_bytes"] for r in runs if r.get("peak_bytes") is not None]
+    if peaks:
+        rec["peak_mib"] = max(peaks) / 2**20
+    return rec
+
+
+def runs_on(a: adapters.Adapter, w: workloads.Workload, first_fpr: bool) -> bool:
+    """Whether ``a`` takes part in ``w`` at an FPR: the threads= rows on numpy keys only; ``set`` (no size,
+    no FPR) once per workload, and not on the large filter."""
+    if a.numpy_only and w.kind != "u64":
+        return False
+    return a.sized or (first_fpr and w.filter_bytes is None)
+
+
+def run_workload(w: workloads.Workload, libs: list[adapters.Adapter], fprs: list[float], runs: int,
+                 rss: measure.PeakRSS) -> dict:
+    """All libraries on one workload; the runs are the outer loop so that noise hits every library alike."""
+    t0 = time.perf_counter()
+    keys, absent = w.keys()
+    print(f"\n== {w.name}: {w.n:,} keys, {w.n_absent:,} absent (generated in {time.perf_counter() - t0:.1f} s)",
+          flush=True)
+    results: dict = {}
+    for i, fpr in enumerate(fprs[:1] if w.first_fpr_only else fprs):
+        group = [a for a in libs if runs_on(a, w, first_fpr=i == 0)]
+        cell = results[str(fpr)] = {}
+        raw: dict[str, list] = {a.name: [] for a in group}
+        capacity: dict[str, int] = {}
+        for a in group:
+            if a.error:
+                cell[a.name] = {"unavailable": a.error}
+                continue
+            try:
+                capacity[a.name] = capacity_for(a, w, fpr)
+            except Exception as e:  # noqa: BLE001
+                cell[a.name] = {"unavailable": f"{type(e).__name__}: {e}"}
+        live = [a for a in group if a.name not in cell]
+        for a in live:  # warm-up, not recorded: first calls, lazy imports (bloomwise imports numpy lazily)
+            try:
+                run_once(a, w, keys[:WARM_UP], absent[:WARM_UP], fpr, WARM_UP, None)
+            except Exception:  # noqa: BLE001 - reported by the measured runs
+                pass
+        for r in range(runs):
+            for a in live:
+                try:
+                    raw[a.name].append(run_once(a, w, keys, absent, fpr, capacity[a.name], rss))
+                except Exception as e:  # noqa: BLE001 - e.g. the constructor itself fails
+                    cell[a.name] = {"unavailable": f"{type(e).__name__}: {e}"}
+            live = [a for a in live if a.name not in cell]
+            print(f"   fpr {fpr:g}: run {r + 1}/{runs} done ({time.perf_counter() - t0:.0f} s)", flush=True)
+        for a in live:
+            cell[a.name] = aggregate(raw[a.name], w, capacity[a.name])
+        print(report.console_rows(cell), flush=True)
+    return results
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else ([100_000] if args.quick
+                                                                               else [1_000_000, 10_000_000])
+    runs = args.runs or (1 if args.quick else 3)
+    large = parse_bytes(args.large) if args.large else (64 << 20 if args.quick else 1 << 30)
+    fprs = [float(x) for x in args.fpr.split(",")]
+    threads = sorted({int(t) for t in args.threads.split(",")})
+    out_dir = args.out or Path(__file__).parent / "results" / ("quick" if args.quick else "")
+
+    libs = adapters.all_adapters(threads)
+    if args.libs:
+        libs = [a for a in libs if any(word in a.name for word in args.libs.split(","))]
+    plan = workloads.plan(sizes, large, args.only.split(",") if args.only else None)
+    meta = {
+        "date": datetime.date.today().isoformat(),
+        "command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
+        "quick": args.quick, "runs": runs, "sizes": sizes, "fprs": fprs, "threads": threads,
+        "machine": measure.machine(), "load_before": measure.loadavg(),
+        "versions": {a.dist: (a.version() if not a.error else f"unavailable ({a.error})")
+                     for a in libs if a.dist},
+        "workloads": [w.name for w in plan], "libraries": [a.name for a in libs],
+        "peers": [a.name for a in libs if a.peer],
+    }
+    print(f"bloomwise benchmarks: {meta['machine']['cpu']}, Python {meta['machine']['python']}, "
+          f"numpy {meta['machine']['numpy']}; load {meta['load_before']}", flush=True)
+    for a in libs:
+        if a.error:
+            print(f"   {a.name}: unavailable ({a.error})")
+
+    # The floor first: random cache-line reads at the sizes the large-filter figures are compared with.
+    floor_bytes = sorted({16 << 20, 128 << 20, large})
+    reads = 1_000_000 if args.quick else 10_000_000
+    floor = {workloads.size_label(b): measure.floor_ns_per_read(b, reads, max(runs, 3)) for b in floor_bytes}
+    print("floor, ns per random read: " + ", ".join(f"{k} {v['median']:.1f}" for k, v in floor.items()),
+          flush=True)
+
+    import_runs = 3 if args.quick else 7
+    statements = ["import bloomwise"] + list(dict.fromkeys(a.import_stmt for a in libs if a.dist)) \
+        + ["import numpy"]
+    imports = {s: measure.import_ms(s, import_runs) for s in statements}
+    print("import, ms: " + ", ".join(f"{s!r} {v['median']:.1f}" if isinstance(v, dict) else f"{s!r} {v}"
+                                     for s, v in imports.items()), flush=True)
+
+    rss = measure.PeakRSS()
+    results = {w.name: run_workload(w, libs, fprs, runs, rss) for w in plan}
+
+    meta["load_after"] = measure.loadavg()
+    meta["wall_s"] = time.perf_counter() - started
+    meta["peak_memory_method"] = ("rise of VmHWM (reset via /proc/self/clear_refs, after malloc_trim) while the "
+                                  "filter is created and filled by one batch insert, in this process"
+                                  if rss.ok else "unavailable")
+    data = {"meta": meta, "floor_ns": floor, "import_ms": imports, "results": results,
+            "workloads": {w.name: {"kind": w.kind, "n": w.n, "n_absent": w.n_absent,
+                                   "filter_bytes": w.filter_bytes} for w in plan}}
+    data["targets"] = targets.check(data)
+    paths = report.write(data, out_dir)
+    print("\n" + report.targets_text(data["targets"]))
+    print(f"\nwrote {', '.join(str(p) for p in paths)} in {meta['wall_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

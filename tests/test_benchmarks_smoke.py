@@ -1,0 +1,19 @@
+"""The benchmark suite's CI-sized run: it must run end to end and write its table (peers may be absent)."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_quick_benchmark_writes_its_report(tmp_path):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "run.py"), "--quick", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (tmp_path / "latest.md").exists()
+    [raw] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
+    results = json.loads(raw.read_text())
+    assert results  # the bloomwise rows were measured
+    table = (tmp_path / "latest.md").read_text()
+    assert "bloomwise" in table and "ns" in table
