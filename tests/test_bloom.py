@@ -154,6 +154,25 @@ def test_single_list_numpy_and_threaded_paths_are_bit_identical(layout):
         assert f.contains_many(values, threads=2).all()
 
 
+@pytest.mark.parametrize("layout,num_bits", [("classic", 1000), ("partitioned", 64 * 7 + 5), ("blocked", 512 * 7)])
+def test_inserting_threads_own_whole_words(layout, num_bits):
+    """Threads write disjoint 64-bit words: a range cut inside a word would let two threads race on it."""
+    f = BloomFilter.from_size(num_bits, 5, layout=layout)
+    for nthreads in range(1, 9):
+        ranges = f._write_ranges(nthreads)
+        assert ranges[0][0] == 0 and all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        if layout == "blocked":
+            assert ranges[-1][1] == num_bits // 512
+        else:
+            assert ranges[-1][1] >= num_bits and all(lo % 64 == 0 for lo, _ in ranges)
+    keys = np.arange(20_000, dtype=np.uint64)
+    serial = BloomFilter.from_size(num_bits, 5, layout=layout)
+    serial.update(keys)
+    threaded = BloomFilter.from_size(num_bits, 5, layout=layout)
+    threaded.update(keys, threads=3)
+    assert threaded == serial
+
+
 def test_concurrent_python_threads_never_lose_a_bit():
     """Several threads update one filter at once (the kernels release the GIL): no bit may be lost."""
     chunks = [np.arange(i * 200_000, (i + 1) * 200_000, dtype=np.uint64) for i in range(4)]

@@ -398,8 +398,9 @@ cdef uint64_t add_hashes_in_range(const Geometry* g, uint64_t* words, const uint
                                   uint64_t lo, uint64_t hi, uint64_t* scratch) noexcept nogil:
     """Set only the bits in [lo, hi) of n keys (threaded inserts: each thread owns a range of the array).
 
-    Blocked: ranges count blocks and a key belongs to the thread that owns its block. Others: ranges count
-    bits; the probes that fall in range are gathered first (branch-free), then applied with prefetch.
+    Blocked: ranges count blocks and a key belongs to the thread that owns its block. Others: ranges count bits
+    and always cover whole 64-bit words (threads never share a word); the probes that fall in range are
+    gathered first (branch-free), then applied with prefetch.
     Returns the number of new keys (blocked) or whether any bit changed (others).
     """
     cdef Py_ssize_t i, j, count = 0
@@ -629,17 +630,29 @@ cdef class BloomCore:
         else:
             hashes = numpy().empty(batch.keys.length, dtype=numpy().uint64)
             run_threads(nthreads, batch.keys.length, lambda lo, hi: hash_range(batch, self._seed, hashes, lo, hi))
-        units = self._g.num_blocks if self._g.layout == LAYOUT_BLOCKED else self._g.num_bits
+        ranges = self._write_ranges(nthreads)
         with nogil:
             bw_lock(&self._lock)
         try:
-            counts = run_threads(nthreads, units, lambda lo, hi: self._add_prehashed_range(hashes, lo, hi))
+            counts = run_threads(nthreads, nthreads,
+                                 lambda t, _: self._add_prehashed_range(hashes, *ranges[t]))
         finally:
             bw_unlock(&self._lock)
         if self._g.layout == LAYOUT_BLOCKED:
             self._count_new(sum(counts))
         else:  # a key's bits are spread over the threads: count the batch as new when any bit changed
             self._count_new(batch.keys.length if any(counts) else 0)
+
+    def _write_ranges(self, int nthreads):
+        """The part of the array each of nthreads inserting threads owns: [lo, hi) in blocks (blocked) or in bits.
+
+        Bit ranges are cut at multiples of 64, so no two threads ever write the same 64-bit word.
+        """
+        blocked = self._g.layout == LAYOUT_BLOCKED
+        units = self._g.num_blocks if blocked else (self._g.num_bits + 63) // 64
+        scale = 1 if blocked else 64
+        cuts = [units * t // nthreads * scale for t in range(nthreads + 1)]
+        return [(cuts[t], cuts[t + 1]) for t in range(nthreads)]
 
     def _add_prehashed_range(self, hashes, uint64_t lo, uint64_t hi):
         cdef uint64_t[::1] hv = hashes

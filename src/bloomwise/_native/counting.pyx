@@ -43,7 +43,7 @@ MAX_INCREMENTS = 256
 cdef int JOURNAL_INITIAL = 1024
 
 
-# ---- packed cells -------------------------------------------------------------------------------------------
+# ---- packed cells ----------------------------------------------------------------------------------------------------
 cdef inline uint32_t cell_get(const uint8_t* data, int width, uint64_t i) noexcept nogil:
     if width == 4:
         return (data[i >> 1] >> ((i & 1) << 2)) & 0xF
@@ -72,7 +72,7 @@ cdef inline uint64_t cells_nbytes(uint64_t num_cells, int width) noexcept nogil:
     return (num_cells * <uint64_t>width + 63) // 64 * 8
 
 
-# ---- the change journal -------------------------------------------------------------------------------------
+# ---- the change journal ----------------------------------------------------------------------------------------------
 # Every 0->1 and 1->0 transition of the bit view, as position << 1 | new bit, once a mark() switched it on.
 # Marks are absolute entry numbers: entries[0] is number `base`.
 cdef struct Journal:
@@ -137,7 +137,7 @@ cdef object flat_hashes(object keys, uint64_t seed, object key_func):
     return numpy().ascontiguousarray(hashes.reshape(-1)), hashes.shape
 
 
-# ---- shared by both counting cores ----------------------------------------------------------------------------
+# ---- shared by both counting cores -----------------------------------------------------------------------------------
 @cython.auto_pickle(False)
 cdef class CounterArrayCore:
     """m cells of `width` bits, k probes per key (classic or partitioned layout), the writer lock, key hashing."""
@@ -211,7 +211,7 @@ cdef class CounterArrayCore:
             self._over_capacity()
         return 0
 
-    # -- per-key kernels, one set per structure (called with the writer lock held for writers) --------------
+    # -- per-key kernels, one set per structure (called with the writer lock held for writers) -------------------------
     cdef bint _add_hash(self, uint64_t h) noexcept nogil:
         """Insert; True when the key was certainly absent before."""
         return False
@@ -227,7 +227,7 @@ cdef class CounterArrayCore:
         """Undo _remove_hash(h, undo) (in reverse order of a batch)."""
         pass
 
-    # -- single keys ----------------------------------------------------------------------------------------
+    # -- single keys ---------------------------------------------------------------------------------------------------
     def add(self, key):
         """Add one occurrence of a key. Returns True when it was certainly absent before. O(k)."""
         cdef uint64_t h
@@ -268,9 +268,9 @@ cdef class CounterArrayCore:
         """Remove one occurrence of a key if it might be present; returns whether anything was removed. O(k)."""
         return bool(self._remove_one(key))
 
-    # -- batches --------------------------------------------------------------------------------------------
+    # -- batches -------------------------------------------------------------------------------------------------------
     def update(self, keys):
-        """Add every key of an iterable or numpy array (integer, 'S' or 'U' dtype); the counters change without the GIL."""
+        """Add every key of an iterable or numpy array (integer, 'S' or 'U' dtype), without the GIL."""
         self._check_ready()
         hashes, _ = flat_hashes(keys, self._seed, self._key_func)
         cdef const uint64_t[::1] hs = hashes
@@ -347,12 +347,12 @@ cdef class CounterArrayCore:
                     self._journal.length = saved_length
             bw_unlock(&self._lock)
         if failed >= 0:
-            key = keys.reshape(-1)[failed] if hasattr(keys, "reshape") else keys[failed]
+            key = keys.reshape(-1)[failed:failed + 1].tolist()[0] if hasattr(keys, "reshape") else keys[failed]
             raise KeyError(key)
         self._count_keys(-n)
         return n
 
-    # -- whole array --------------------------------------------------------------------------------------------
+    # -- whole array ---------------------------------------------------------------------------------------------------
     def clear(self):
         """Remove every key (all cells to 0); the journal records the bits that drop to 0."""
         cdef uint64_t i
@@ -459,7 +459,7 @@ cdef class CounterArrayCore:
         """Called once when more keys are stored than the capacity; the Python classes warn."""
 
 
-# ---- counting Bloom filter ------------------------------------------------------------------------------------
+# ---- counting Bloom filter -------------------------------------------------------------------------------------------
 @cython.auto_pickle(False)
 cdef class CountingCore(CounterArrayCore):
     """m counters of 4, 8 or 16 bits, sticky at their maximum; the bit view is "counter > 0"."""
@@ -526,7 +526,7 @@ cdef class CountingCore(CounterArrayCore):
         for i in range(<int>self._g.num_hashes - 1, -1, -1):
             cell_set(self._cells, self._width, pos[i], undo[i])
 
-    # -- counters -----------------------------------------------------------------------------------------------
+    # -- counters ------------------------------------------------------------------------------------------------------
     def counters(self, key):
         """The key's k counter values in probe (hash) order, as a tuple of ints."""
         cdef uint64_t h
@@ -614,7 +614,7 @@ cdef class CountingCore(CounterArrayCore):
             bw_unlock(&self._lock)
         self._num_keys += other._num_keys
 
-    # -- the journal ----------------------------------------------------------------------------------------------
+    # -- the journal ---------------------------------------------------------------------------------------------------
     def mark(self):
         """The current position in the change journal (an int); the first call switches the journal on."""
         self._check_ready()
@@ -680,48 +680,49 @@ cdef class CountingCore(CounterArrayCore):
         return self._journal.length
 
 
-# ---- variable-increment counting Bloom filter -------------------------------------------------------------------
+# ---- variable-increment counting Bloom filter ------------------------------------------------------------------------
 @cython.auto_pickle(False)
 cdef class VariableIncrementCore(CounterArrayCore):
-    """m cells, each a fixed-increment counter c (low `fixed_bits`) and a variable-increment sum a (the rest).
+    """m cells, each a fixed-increment counter c (low `fixed_bits`) and a variable-increment counter a (the rest).
 
     A key's probe i goes to position p_i (layouts.pxd) with increment v_i = D[mulhi(fmix64(g_i ^ SALT), |D|)],
-    g_i = h + i * (fmix64(h) | 1) the probe's double-hashing value. Insert adds (1, v_i), delete subtracts.
-    Both counters saturate and stay there (a position whose c or a is saturated admits every key); when an exact c
-    drops to 0 the position is empty again, so a is reset to 0 too.
+    g_i = h + i * (fmix64(h) | 1) the probe's double-hashing value. Insert adds (1, v_i), delete subtracts. c is
+    sticky at its maximum (the position then admits every key); a is the sum of the increments modulo
+    M = 2^variable_bits, so it never saturates and deletions are always exact. A position admits v when c > 0 and
+    (a - v) mod M is the residue of a sum of exactly c - 1 increments.
     """
     cdef int _fixed_bits
     cdef uint32_t _fixed_max
-    cdef uint32_t _variable_max
+    cdef uint32_t _variable_mask     # M - 1
     cdef uint32_t _num_increments
     cdef uint32_t _increments[256]
     cdef uint32_t _min_increment
     cdef uint32_t _max_increment
-    cdef const uint8_t* _feasible    # [j * (variable_max + 1) + s]: s is a sum of exactly j increments
+    cdef const uint8_t* _feasible    # [j * M + r]: r is (a sum of exactly j increments) mod M
     cdef uint32_t _table_rows
     cdef object _feasible_table      # owns the table's bytes
 
     def _init_variable(self, num_positions, num_hashes, int layout, int fixed_bits, int variable_bits,
                        increments, bytes feasible_table, int table_rows, seed=0, num_keys=0, key=None):
-        """`feasible_table`: rows j = 0..table_rows-1 of (2**variable_bits) bytes, 1 where s is a sum of exactly
-        j increments (built by vicbf.py); beyond it the test is j*min(D) <= s <= j*max(D)."""
+        """`feasible_table`: rows j = 0..table_rows-1 of M = 2**variable_bits bytes, 1 where r is the residue of a
+        sum of exactly j increments (built by vicbf.py); beyond it, an interval test on the sums."""
         cdef int width = fixed_bits + variable_bits
-        if width not in (8, 16, 32) or fixed_bits < 1 or variable_bits < 1:
-            raise ValueError(f"fixed_bits + variable_bits must be 8, 16 or 32 (both >= 1), got {fixed_bits} + "
+        if width not in (8, 16, 32) or fixed_bits < 2 or variable_bits < 2:
+            raise ValueError(f"fixed_bits + variable_bits must be 8, 16 or 32 (both >= 2), got {fixed_bits} + "
                              f"{variable_bits}")
         increments = sorted(set(increments))
         if not 1 <= len(increments) <= MAX_INCREMENTS:
             raise ValueError(f"increments must hold 1 to {MAX_INCREMENTS} values, got {len(increments)}")
-        variable_max = (1 << variable_bits) - 1
-        if increments[0] < 1 or increments[len(increments) - 1] >= variable_max:
-            raise ValueError(f"increments must be in [1, {variable_max - 1}] for {variable_bits}-bit variable "
-                             f"counters, got {increments}")
-        if len(feasible_table) != table_rows * (variable_max + 1):
+        modulus = 1 << variable_bits
+        if increments[0] < 1 or increments[len(increments) - 1] >= modulus:
+            raise ValueError(f"increments must be in [1, {modulus - 1}] for {variable_bits}-bit variable counters, "
+                             f"got {increments}")
+        if table_rows < 0 or len(feasible_table) != table_rows * modulus:
             raise ValueError("feasibility table has the wrong size")
         self._init_core(num_positions, num_hashes, layout, width, seed, num_keys, key, "num_positions")
         self._fixed_bits = fixed_bits
         self._fixed_max = (1 << fixed_bits) - 1
-        self._variable_max = variable_max
+        self._variable_mask = modulus - 1
         self._num_increments = len(increments)
         for i, value in enumerate(increments):
             self._increments[i] = value
@@ -738,31 +739,34 @@ cdef class VariableIncrementCore(CounterArrayCore):
         for i in range(self._g.num_hashes):
             inc[i] = self._increments[bw_mulhi(bw_fmix64((h + i * step) ^ BW_INCREMENT_SALT), self._num_increments)]
 
-    cdef inline bint _feasible_sum(self, uint32_t count, uint32_t total) noexcept nogil:
-        """Whether `total` can be the sum of exactly `count` increments of D."""
+    cdef inline bint _feasible_residue(self, uint32_t count, uint32_t residue) noexcept nogil:
+        """Whether some sum of exactly `count` increments is congruent to `residue` mod M."""
+        cdef uint64_t modulus = <uint64_t>self._variable_mask + 1
+        cdef uint64_t low, high, candidate
         if count < self._table_rows:
-            return self._feasible[<uint64_t>count * (self._variable_max + 1) + total]
-        return (<uint64_t>count * self._min_increment <= total
-                and total <= <uint64_t>count * self._max_increment)
+            return self._feasible[<uint64_t>count * modulus + residue]
+        # Beyond the table: the sums lie in [count*min, count*max]; does a number = residue (mod M) lie there?
+        low = <uint64_t>count * self._min_increment
+        high = <uint64_t>count * self._max_increment
+        candidate = residue + (low - residue + modulus - 1) // modulus * modulus if low > residue else residue
+        return candidate <= high
 
     cdef inline bint _admits(self, uint32_t cell, uint32_t increment) noexcept nogil:
-        """Whether a position (c, a) can hold a key with this increment: c > 0 and a - v a sum of c - 1 increments."""
+        """Whether a position (c, a) can hold a key with this increment."""
         cdef uint32_t c = cell & self._fixed_max, a = cell >> self._fixed_bits
         if c == 0:
             return False
-        if c == self._fixed_max or a == self._variable_max:
-            return True  # saturated: nothing is known
-        if a < increment:
-            return False
-        return self._feasible_sum(c - 1, a - increment)
+        if c == self._fixed_max:
+            return True  # saturated: the number of keys is unknown
+        return self._feasible_residue(c - 1, (a - increment) & self._variable_mask)
 
     cdef inline uint32_t _pack(self, uint32_t c, uint32_t a) noexcept nogil:
-        return c | (a << self._fixed_bits)
+        return c | ((a & self._variable_mask) << self._fixed_bits)
 
     cdef bint _add_hash(self, uint64_t h) noexcept nogil:
         cdef uint64_t pos[MAX_HASHES]
         cdef uint32_t inc[MAX_HASHES]
-        cdef uint32_t i, cell, c, a
+        cdef uint32_t i, cell, c
         cdef bint present = True
         self._probes(h, pos, inc)
         for i in range(self._g.num_hashes):
@@ -770,12 +774,9 @@ cdef class VariableIncrementCore(CounterArrayCore):
         for i in range(self._g.num_hashes):
             cell = cell_get(self._cells, self._width, pos[i])
             c = cell & self._fixed_max
-            a = cell >> self._fixed_bits
             if c != self._fixed_max:
                 c += 1
-            if a != self._variable_max:
-                a = a + inc[i] if inc[i] < self._variable_max - a else self._variable_max
-            cell_set(self._cells, self._width, pos[i], self._pack(c, a))
+            cell_set(self._cells, self._width, pos[i], self._pack(c, (cell >> self._fixed_bits) + inc[i]))
         return not present
 
     cdef bint _test_hash(self, uint64_t h) noexcept nogil:
@@ -805,13 +806,11 @@ cdef class VariableIncrementCore(CounterArrayCore):
             if not self._admits(cell, inc[i]):
                 return False
             c = cell & self._fixed_max
-            a = cell >> self._fixed_bits
+            a = (cell >> self._fixed_bits) - inc[i]
             if c != self._fixed_max:
                 c -= 1
                 if c == 0:
                     a = 0  # an exact count of 0: the position is empty
-            if c != 0 and a != self._variable_max:
-                a = a - inc[i] if a >= inc[i] else 0
             after[i] = self._pack(c, a)
         for i in range(self._g.num_hashes):
             if undo != NULL:
@@ -826,7 +825,7 @@ cdef class VariableIncrementCore(CounterArrayCore):
         for i in range(<int>self._g.num_hashes - 1, -1, -1):
             cell_set(self._cells, self._width, pos[i], undo[i])
 
-    # -- what a key sees -------------------------------------------------------------------------------------------
+    # -- what a key sees -----------------------------------------------------------------------------------------------
     def _probe_many(self, keys):
         """(positions uint64, increments uint32, c uint32, a uint32), each of shape (*keys shape, k)."""
         self._check_ready()
@@ -856,16 +855,15 @@ cdef class VariableIncrementCore(CounterArrayCore):
         return (pos_array.reshape(full), inc_array.reshape(full), c_array.reshape(full), a_array.reshape(full))
 
     def _cell_counts(self):
-        """(positions with c > 0, positions with c or a saturated)."""
+        """(positions with c > 0, positions with c saturated)."""
         cdef uint64_t i, used = 0, saturated = 0
-        cdef uint32_t cell
+        cdef uint32_t c
         self._check_ready()
         with nogil:
             for i in range(self._g.num_bits):
-                cell = cell_get(self._cells, self._width, i)
-                used += (cell & self._fixed_max) != 0
-                saturated += ((cell & self._fixed_max) == self._fixed_max
-                              or (cell >> self._fixed_bits) == self._variable_max)
+                c = cell_get(self._cells, self._width, i) & self._fixed_max
+                used += c != 0
+                saturated += c == self._fixed_max
         return used, saturated
 
     def _check_cells(self):
@@ -885,5 +883,5 @@ cdef class VariableIncrementCore(CounterArrayCore):
 
     @property
     def variable_bits(self):
-        """Bits of the variable-increment counter a of each position."""
+        """Bits of the variable-increment counter a of each position (a is kept modulo 2**variable_bits)."""
         return self._width - self._fixed_bits

@@ -1,0 +1,148 @@
+"""Readers for the numbers people type on a command line: counts, sizes, probabilities.
+
+Shared by the ``bloomwise`` subcommands. Each reader takes the text, returns a number, and raises ValueError
+with a message that quotes the text and shows what would have been accepted.
+
+- **Counts** (keys, hashes): ``1000000``, ``1_000_000``, ``1,000,000``, ``1e6``, ``2.5e6``, and the suffixes
+  ``k`` / ``K`` (thousand), ``M`` (million), ``G`` (billion), ``T`` (10^12): ``40M``, ``2.5k``. The result must
+  be a whole number.
+- **Sizes in bits** (m): a bare number is bits; ``b`` / ``bit`` / ``bits`` are bits; ``B`` / ``byte`` / ``bytes``
+  are bytes. Decimal prefixes ``k K M G T`` are powers of 1000 and binary prefixes ``Ki Mi Gi Ti`` powers of 1024,
+  before either unit: ``64KiB`` = 64 * 1024 bytes = 524,288 bits, ``8MB`` = 8,000,000 bytes, ``1Mib`` = 1,048,576
+  bits, ``10kb`` = 10,000 bits. Lower-case ``b`` is always bits and upper-case ``B`` always bytes (as in IEC and
+  SI usage); the unit is case-sensitive, the prefix is not (``kib`` = ``KiB`` = kibibits, ``KB`` = ``kB``).
+- **Probabilities** (p): ``0.01``, ``1e-6``, ``1%``, ``0.5 %``, ``1 in 10000``, ``1/10000``, ``1 in 1e6``. The
+  result must lie strictly between 0 and 1.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+__all__ = ["parse_count", "parse_size_bits", "parse_probability", "parse_positive_int"]
+
+_NUMBER = r"[+-]?(?:\d[\d_,]*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_COUNT_SUFFIXES = {"": 1, "k": 10 ** 3, "K": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12}
+_DECIMAL_PREFIXES = {"": 1, "k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}
+_BINARY_PREFIXES = {"ki": 2 ** 10, "mi": 2 ** 20, "gi": 2 ** 30, "ti": 2 ** 40}
+_BIT_UNITS = {"b": 1, "bit": 1, "bits": 1, "B": 8, "byte": 8, "bytes": 8, "": 1}
+
+_COUNT_RE = re.compile(rf"^\s*({_NUMBER})\s*([kKMGT]?)\s*$")
+_SIZE_RE = re.compile(rf"^\s*({_NUMBER})\s*((?:[kKmMgGtT][iI]?)?)\s*(bits?|bytes?|b|B|)\s*$")
+_ONE_IN_RE = re.compile(rf"^\s*1\s*(?:in|/|:)\s*({_NUMBER})\s*$", re.IGNORECASE)
+_PERCENT_RE = re.compile(rf"^\s*({_NUMBER})\s*%\s*$")
+
+
+def _number(text: str) -> float:
+    """A decimal number with optional _ or , thousands separators (``1,000,000``, ``1_000``, ``2.5e6``)."""
+    return float(text.replace("_", "").replace(",", ""))
+
+
+def _decimal(text: str):
+    """The same number, exactly (so 1e30 keys or 2.5k stay whole numbers)."""
+    from decimal import Decimal
+
+    return Decimal(text.replace("_", "").replace(",", ""))
+
+
+def parse_count(text: str, what: str = "count") -> int:
+    """A whole, non-negative number of things: ``1e6``, ``40M``, ``1,000,000``.
+
+    :param text: what was typed.
+    :param what: the name used in error messages (e.g. ``"--n"``).
+    :return: the count.
+    :raises ValueError: if it is not a whole non-negative number.
+
+    >>> parse_count("1e6"), parse_count("40M"), parse_count("2.5k"), parse_count("1,000,000")
+    (1000000, 40000000, 2500, 1000000)
+    """
+    examples = "1000000, 1e6, 1_000_000, 40M, 2.5k"
+    match = _COUNT_RE.match(str(text))
+    if not match:
+        raise ValueError(f"{what} {text!r} is not a number (examples: {examples})")
+    value = _decimal(match.group(1)) * _COUNT_SUFFIXES[match.group(2)]  # exact: "2.5k" is 2500
+    if value < 0:
+        raise ValueError(f"{what} {text!r} is negative")
+    if value != value.to_integral_value():
+        raise ValueError(f"{what} {text!r} is not a whole number (examples: {examples})")
+    return int(value)
+
+
+def parse_positive_int(text: str, what: str = "value") -> int:
+    """A count that must be at least 1 (e.g. a number of hash functions).
+
+    >>> parse_positive_int("7")
+    7
+    """
+    value = parse_count(text, what)
+    if value < 1:
+        raise ValueError(f"{what} {text!r} must be at least 1")
+    return value
+
+
+def parse_size_bits(text: str, what: str = "size") -> int:
+    """A memory size, returned in bits: ``64KiB`` (bytes), ``1Mib`` (bits), ``8MB``, ``1e6`` (bits).
+
+    :param text: what was typed.
+    :param what: the name used in error messages.
+    :return: the number of bits (a whole number).
+    :raises ValueError: if the text is not a size, or is not a whole number of bits.
+
+    >>> parse_size_bits("64KiB"), parse_size_bits("1Mib"), parse_size_bits("8MB"), parse_size_bits("1e6")
+    (524288, 1048576, 64000000, 1000000)
+    >>> parse_size_bits("1.5 KB"), parse_size_bits("512b"), parse_size_bits("2 bytes")
+    (12000, 512, 16)
+    """
+    examples = "1000000 (bits), 1e6, 512b, 64KiB, 8MB, 1Mib, 2GiB"
+    match = _SIZE_RE.match(str(text))
+    if not match:
+        raise ValueError(f"{what} {text!r} is not a size (examples: {examples}; b = bits, B = bytes)")
+    number_text, prefix, unit = match.groups()
+    prefix_key = prefix.lower()
+    if prefix_key in _BINARY_PREFIXES:
+        factor = _BINARY_PREFIXES[prefix_key]
+    elif prefix_key in _DECIMAL_PREFIXES:
+        factor = _DECIMAL_PREFIXES[prefix_key]
+    else:  # pragma: no cover - the regex only lets these through
+        raise ValueError(f"{what} {text!r} has an unknown prefix {prefix!r} (examples: {examples})")
+    if prefix and not unit:
+        raise ValueError(f"{what} {text!r} needs a unit after {prefix!r}: b for bits or B for bytes "
+                         f"(examples: {examples})")
+    bits = _decimal(number_text) * factor * _BIT_UNITS[unit]
+    if bits < 0:
+        raise ValueError(f"{what} {text!r} is negative")
+    if bits != bits.to_integral_value():
+        raise ValueError(f"{what} {text!r} is not a whole number of bits ({bits} bits)")
+    return int(bits)
+
+
+def parse_probability(text: str, what: str = "probability") -> float:
+    """A probability strictly between 0 and 1: ``0.01``, ``1%``, ``1 in 10000``, ``1/1e6``.
+
+    :param text: what was typed.
+    :param what: the name used in error messages.
+    :return: the probability.
+    :raises ValueError: if the text is not a probability in (0, 1).
+
+    >>> parse_probability("1%"), parse_probability("1 in 10000"), parse_probability("1/1e6"), parse_probability("0.5")
+    (0.01, 0.0001, 1e-06, 0.5)
+    """
+    examples = "0.01, 1e-6, 1%, '1 in 10000', 1/10000"
+    raw = str(text)
+    try:
+        if match := _ONE_IN_RE.match(raw):
+            denominator = _number(match.group(1))
+            if not denominator > 1 or not math.isfinite(denominator):
+                raise ValueError(f"{what} {text!r}: N in '1 in N' must be a finite number above 1")
+            value = 1.0 / denominator
+        elif match := _PERCENT_RE.match(raw):
+            value = _number(match.group(1)) / 100.0
+        else:
+            value = _number(raw.strip())
+    except ValueError as error:
+        if str(error).startswith(what):
+            raise
+        raise ValueError(f"{what} {text!r} is not a probability (examples: {examples})") from None
+    if not 0.0 < value < 1.0:  # also rejects NaN
+        raise ValueError(f"{what} {text!r} must be strictly between 0 and 1 (examples: {examples})")
+    return value

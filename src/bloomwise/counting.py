@@ -1,0 +1,398 @@
+"""CountingBloomFilter: a Bloom filter that can also delete (Fan, Cao, Almeida and Broder, *Summary Cache*, 2000).
+
+Each of the m positions holds a small counter instead of a bit: inserting a key increments its k counters, removing
+it decrements them, and the *bit view* "counter > 0" is exactly a Bloom filter of the keys present (``to_bloom()``).
+A change journal of the bit view's 0->1 and 1->0 transitions gives the delta updates a Summary Cache proxy ships
+to its peers. The counters live in the compiled core (``bloomwise._native.counting``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from bloomwise import _format, theory
+from bloomwise._native.counting import CountingCore
+from bloomwise.bloom import BloomFilter
+from bloomwise.errors import CapacityWarning, FormatError
+
+__all__ = ["CountingBloomFilter", "Changes", "apply_changes"]
+
+#: layout name -> id (the file format's Layout enum); counting filters use the two layouts with k free positions.
+COUNTING_LAYOUTS = {"classic": 1, "partitioned": 2}
+_LAYOUT_NAMES = {v: k for k, v in COUNTING_LAYOUTS.items()}
+
+
+def _counting_layout_id(layout) -> int:
+    if layout not in COUNTING_LAYOUTS:
+        extra = " (the blocked layout has no counting variant)" if layout == "blocked" else ""
+        raise ValueError(f"layout must be one of {', '.join(map(repr, COUNTING_LAYOUTS))}, got {layout!r}{extra}")
+    return COUNTING_LAYOUTS[layout]
+
+
+def _check_capacity(capacity, name: str = "capacity") -> int:
+    """An int >= 1, else TypeError/ValueError naming the parameter and its value (shared by the structures)."""
+    if isinstance(capacity, bool) or not hasattr(capacity, "__index__") or isinstance(capacity, float):
+        raise TypeError(f"{name} must be an int, got {type(capacity).__name__} ({capacity!r})")
+    capacity = capacity.__index__()
+    if capacity < 1:
+        raise ValueError(f"{name} must be at least 1, got {capacity}")
+    return capacity
+
+
+def _parameter_differences(mine: dict, theirs: dict) -> str:
+    return ", ".join(f"{k}: {mine[k]!r} vs {theirs[k]!r}" for k in mine if mine[k] != theirs.get(k))
+
+
+def _over_capacity_warning(structure, capacity: int, stored: int, fpr_now: float) -> None:
+    import warnings
+    warnings.warn(
+        f"{type(structure).__name__} sized for {capacity:,} keys now holds {stored:,} (each occurrence counts): its "
+        f"false-positive rate is now about {fpr_now:.3g}. Build a larger filter.", CapacityWarning, stacklevel=3)
+
+
+# ---- delta updates ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Changes:
+    """A delta of a counting filter's bit view, from journal mark ``start`` to ``end``; ``len()`` is its size.
+
+    ``positions`` (numpy uint64, sorted, unique) are the bits whose value at ``end`` differs from their value at
+    ``start``; ``values`` (numpy bool) are their new values. Values are absolute, not flips (as in Summary Cache's
+    update messages), so applying a delta twice is harmless. Pass ``end`` to the next ``changes_since``.
+    """
+
+    positions: Any
+    values: Any
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+
+def _net_changes(entries, start: int, end: int) -> Changes:
+    """Journal entries (position << 1 | new bit) -> the positions whose bit differs at the end, with their value."""
+    import numpy as np
+    positions = entries >> np.uint64(1)
+    bits = (entries & np.uint64(1)).astype(bool)
+    order = np.argsort(positions, kind="stable")
+    ordered = positions[order]
+    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) else np.zeros(0, np.intp)
+    last = np.r_[first[1:], len(ordered)] - 1 if len(first) else first
+    # A bit's first transition after `start` leaves the value it had then; it changed iff its last one is the same.
+    changed = bits[order[first]] == bits[order[last]]
+    return Changes(ordered[first][changed], bits[order[last]][changed], start, end)
+
+
+def apply_changes(bloom: BloomFilter, changes: Changes) -> None:
+    """Apply a delta from ``CountingBloomFilter.changes_since`` to a peer's BloomFilter copy, in place.
+
+    A peer that copied ``to_bloom()`` at a mark and applies every later delta in turn holds exactly the counting
+    filter's current ``to_bloom()``. O(m / 8) bytes copied plus O(len(changes)).
+
+    >>> cbf = CountingBloomFilter(100, 0.01)
+    >>> peer, mark = cbf.to_bloom(), cbf.mark()
+    >>> cbf.add("a"); cbf.add("b"); cbf.remove("a")
+    True
+    True
+    >>> apply_changes(peer, cbf.changes_since(mark))
+    >>> peer == cbf.to_bloom()
+    True
+    """
+    import numpy as np
+    if not isinstance(bloom, BloomFilter):
+        raise TypeError(f"changes apply to a BloomFilter, got {type(bloom).__name__}")
+    positions = np.asarray(changes.positions, dtype=np.uint64).reshape(-1)
+    values = np.asarray(changes.values, dtype=bool).reshape(-1)
+    if positions.shape != values.shape:
+        raise ValueError(f"changes hold {positions.size} positions but {values.size} values")
+    if positions.size == 0:
+        return
+    if int(positions.max()) >= bloom.num_bits:
+        raise ValueError(f"a change at position {int(positions.max())} does not fit a filter of {bloom.num_bits} "
+                         "bits: the delta comes from a filter of another size")
+    words = np.frombuffer(bloom._payload(), dtype="<u8").copy()
+    index = (positions >> np.uint64(6)).astype(np.intp)
+    masks = np.left_shift(np.uint64(1), positions & np.uint64(63))
+    np.bitwise_or.at(words, index[values], masks[values])
+    np.bitwise_and.at(words, index[~values], ~masks[~values])
+    bloom._copy_bits_from(words)
+
+
+# ---- the filter ------------------------------------------------------------------------------------------------------
+class CountingBloomFilter(CountingCore):
+    """A multiset of keys in m small counters, with deletions; "certainly absent" or "might be present".
+
+    Build it by accuracy, ``CountingBloomFilter(capacity, fpr)`` (m and k as a BloomFilter of the same layout:
+    ``theory.optimal_size``), or by size, ``CountingBloomFilter.from_size(num_counters, num_hashes)``. Layouts
+    ``"classic"`` (k positions anywhere) and ``"partitioned"`` (probe i in slice i). Keys are hashed exactly as
+    BloomFilter hashes them (str as UTF-8, bytes, int of any size, numpy batches; ``key=`` for other objects).
+
+    Counters are 4 bits (two per byte: the default, as in Summary Cache), 8 or 16 bits (``counter_bits``).
+    Insertion increments the key's k counters (a position probed twice by one key counts twice), removal
+    decrements them, and a query tests "all k counters > 0". ``count(key)`` is the smallest of them, an upper bound
+    on how often the key was added; ``counters(key)`` gives all k in probe order (what the Bloom-paradox posterior
+    of Theorem 2 multiplies).
+
+    **Saturation is sticky.** A counter that reaches ``counter_max = 2**counter_bits - 1`` stays there and is never
+    decremented: its true value is unknown, so decrementing could take it to 0 while keys still use it, a false
+    negative. Overflow therefore never causes a false negative; its cost is a bit that stays set, so a slightly
+    higher FPR, and ``saturated_count`` counts such counters. How rare it is (Fan et al., ToN 2000, section V-C;
+    ``theory.counter_overflow_bound``): with k = (m/n) ln 2, ``Pr(some counter reaches i) <= m (e ln 2 / i)^i``,
+    which is 3.06e-14 m at i = 15 (when a 4-bit counter sticks) and 1.37e-15 m at i = 16 (when a 4-bit counter
+    would really overflow): for a million counters, 3e-8. 8-bit counters (i = 255) make it < 1e-300 m at twice
+    the memory; 16-bit counters cost four times the memory for nothing more. ``saturation_bound()`` evaluates the
+    bound for this filter. The default keeps 4 bits.
+
+    **Removing a key that was never added is the caller's error.** ``remove`` raises KeyError, and changes
+    nothing, only when the key is *certainly* absent (one of its counters is 0). A key that was never added but
+    tests positive (a false positive) is removed like a real one: that decrements counters other keys rely on, and
+    can turn them into false negatives. Remove only keys you added; ``discard`` ignores certainly absent keys.
+
+    >>> f = CountingBloomFilter(1000, 0.01)
+    >>> f.add("apple"), f.add("apple"), f.add("pear")
+    (True, False, True)
+    >>> f.count("apple"), "pear" in f
+    (2, True)
+    >>> f.remove("pear"); "pear" in f
+    False
+    >>> f.remove("plum")
+    Traceback (most recent call last):
+    ...
+    KeyError: 'plum'
+    >>> f.to_bloom() == f.to_bloom()   # the bit view, as a BloomFilter
+    True
+    """
+
+    __slots__ = ("_capacity", "__weakref__")
+
+    def __init__(self, capacity, fpr=0.01, *, counter_bits=4, layout="classic", seed=0,
+                 key: Optional[Callable[[object], bytes]] = None):
+        """Sized like a BloomFilter of the same layout: ``fpr`` holds at ``capacity`` keys.
+
+        :param capacity: the number of keys the filter is sized for (an int >= 1). Past it (``num_keys``, which
+            counts every occurrence of a key) the filter warns once with a CapacityWarning.
+        :param fpr: the target false-positive rate at capacity, in (0, 1).
+        :param counter_bits: 4 (default), 8 or 16 bits per counter.
+        :param layout: ``"classic"`` (default) or ``"partitioned"``.
+        :param seed: hash seed, an int in [0, 2**64).
+        :param key: optional function turning any key into bytes.
+        """
+        capacity = _check_capacity(capacity)
+        layout_id = _counting_layout_id(layout)
+        num_counters, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
+        self._init_counting(num_counters, num_hashes, layout_id, counter_bits, seed, key=key)
+        self._capacity = capacity
+        self._set_capacity_limit(capacity)
+
+    @classmethod
+    def from_size(cls, num_counters, num_hashes, *, counter_bits=4, layout="classic", seed=0,
+                  key: Optional[Callable[[object], bytes]] = None) -> "CountingBloomFilter":
+        """A filter of exactly ``num_counters`` counters and ``num_hashes`` probes per key.
+
+        >>> CountingBloomFilter.from_size(1000, 3, counter_bits=8).nbytes
+        1000
+        """
+        self = cls.__new__(cls)
+        self._init_counting(num_counters, num_hashes, _counting_layout_id(layout), counter_bits, seed, key=key)
+        self._capacity = None
+        return self
+
+    # -- description ---------------------------------------------------------------------------------------------------
+    @property
+    def num_counters(self) -> int:
+        """m: the number of counters (the bit view has m bits)."""
+        return self._num_cells
+
+    @property
+    def layout(self) -> str:
+        """``"classic"`` or ``"partitioned"``."""
+        return _LAYOUT_NAMES[self._layout_id]
+
+    @property
+    def capacity(self) -> Optional[int]:
+        """The number of keys the filter was sized for (None when built by size)."""
+        return self._capacity
+
+    @property
+    def fill_ratio(self) -> float:
+        """The fraction of nonzero counters (bits set in the bit view)."""
+        return self._count_nonzero() / self.num_counters
+
+    def approx_count(self) -> float:
+        """Distinct keys present, estimated from the bit view (``theory.approx_count``); ``num_keys`` is exact."""
+        return theory.approx_count(self.num_counters, self.num_hashes, self._count_nonzero(),
+                                   layout=self.layout).estimate
+
+    def estimated_fpr(self) -> float:
+        """The false-positive rate the filter has now, from its fill (``theory.fpr_from_fill``)."""
+        return theory.fpr_from_fill(self.num_counters, self.num_hashes, self._count_nonzero(), layout=self.layout)
+
+    def saturation_bound(self, num_items=None) -> float:
+        """Upper bound on Pr(some counter sticks at ``counter_max``) once ``num_items`` keys (default: capacity, or
+        the keys stored) are in: ``theory.counter_overflow_bound(m, n, k, counter_max)``. Can exceed 1."""
+        n = num_items if num_items is not None else (self._capacity or self.num_keys)
+        return theory.counter_overflow_bound(self.num_counters, n, self.num_hashes, self.counter_max)
+
+    def __repr__(self) -> str:
+        capacity = "" if self._capacity is None else f", capacity={self._capacity:,}"
+        return (f"<{type(self).__name__} {self.layout}: {self.num_counters:,} counters x {self.counter_bits} bits, "
+                f"k={self.num_hashes}, keys={self.num_keys:,}, fill={self.fill_ratio:.1%}, "
+                f"saturated={self.saturated_count:,}{capacity}>")
+
+    __hash__ = None  # mutable, like set
+
+    def _over_capacity(self) -> None:
+        _over_capacity_warning(self, self._capacity, self.num_keys, self.estimated_fpr())
+
+    # -- the bit view and its journal ----------------------------------------------------------------------------------
+    def to_bloom(self) -> BloomFilter:
+        """The bit view (bit i = counter i > 0) as a BloomFilter of the same size, layout, k, seed and key function:
+        it answers every query exactly as this filter does. O(m)."""
+        bloom = BloomFilter.from_size(self.num_counters, self.num_hashes, layout=self.layout, seed=self.seed,
+                                      key=self._key_function)
+        bloom._copy_bits_from(self._bit_view())
+        return bloom
+
+    def changes_since(self, mark: int) -> Changes:
+        """The bit-view delta since ``mark`` (from ``mark()`` or a previous delta's ``end``).
+
+        The journal records every 0->1 and 1->0 transition once a first ``mark()`` switched it on (8 bytes each;
+        ``trim_journal(mark)`` forgets entries no peer needs, ``stop_journal()`` frees it). The delta keeps the bits
+        whose value now differs from their value at ``mark``, with their new values; ``apply_changes`` applies it to
+        a BloomFilter. ValueError for a mark that was trimmed or never issued.
+        """
+        entries, end = self._journal_since(mark)
+        return _net_changes(entries, mark, end)
+
+    # -- set algebra ---------------------------------------------------------------------------------------------------
+    def _parameters(self) -> dict:
+        return {"type": type(self).__name__, "num_counters": self.num_counters, "num_hashes": self.num_hashes,
+                "layout": self.layout, "seed": self.seed, "counter_bits": self.counter_bits}
+
+    def is_compatible(self, other) -> bool:
+        """True when ``other`` counts the same positions (same type, size, k, layout, seed, counter bits)."""
+        return isinstance(other, CountingBloomFilter) and self._parameters() == other._parameters()
+
+    def _check_compatible(self, other, operation: str) -> None:
+        if not isinstance(other, CountingBloomFilter):
+            raise TypeError(f"cannot {operation} a {type(self).__name__} with {type(other).__name__}")
+        mine, theirs = self._parameters(), other._parameters()
+        if mine != theirs:
+            raise ValueError(f"cannot {operation} incompatible filters ({_parameter_differences(mine, theirs)})")
+
+    def copy(self) -> "CountingBloomFilter":
+        """An independent copy (same parameters and counters; the journal starts empty)."""
+        clone = type(self).__new__(type(self))
+        clone._init_counting(self.num_counters, self.num_hashes, self._layout_id, self.counter_bits, self.seed,
+                             self.num_keys, self._key_function)
+        clone._copy_cells_from(self._payload())
+        clone._capacity = self._capacity
+        clone._set_capacity_limit(self._capacity)
+        return clone
+
+    def __ior__(self, other):
+        self._check_compatible(other, "union")
+        self._union_from(other)
+        return self
+
+    def __or__(self, other):
+        if not isinstance(other, CountingBloomFilter):
+            return NotImplemented
+        result = self.copy()
+        result |= other
+        return result
+
+    def union(self, *others) -> "CountingBloomFilter":
+        """A new filter whose counters are the counter-wise sums (saturating at ``counter_max``): the multiset
+        union of the keys. Every filter must have the same parameters (ValueError names the ones that differ)."""
+        result = self.copy()
+        for other in others:
+            result |= other
+        return result
+
+    def __eq__(self, other):
+        if not isinstance(other, CountingBloomFilter):
+            return NotImplemented
+        return self.is_compatible(other) and self._same_cells(other)
+
+    # -- persistence ---------------------------------------------------------------------------------------------------
+    _STRUCTURE = _format.Structure.COUNTING
+
+    def _header(self) -> _format.Header:
+        meta = {"counter_bits": self.counter_bits}
+        if self._capacity is not None:
+            meta["capacity"] = self._capacity
+        flags = _format.Flags.KEYED if self._key_function is not None else _format.Flags(0)
+        return _format.Header(
+            structure=self._STRUCTURE, layout=_format.Layout(self._layout_id), hash_scheme=_format.HashScheme.XXH64_V1,
+            seed=self.seed, num_bits=self.num_counters, num_hashes=self.num_hashes, keys_added=self.num_keys,
+            payload_length=self.nbytes, meta=meta, flags=flags)
+
+    def to_bytes(self) -> bytes:
+        """The filter in bloomwise's binary format (docs/counting.md): the packed counters are the payload."""
+        return _format.dumps(self._header(), self._payload())
+
+    @classmethod
+    def from_bytes(cls, data, *, key=None) -> "CountingBloomFilter":
+        """Rebuild a filter from ``to_bytes()`` output; FormatError when the bytes fail any check."""
+        header, payload = _format.loads(data, structure=cls._STRUCTURE)
+        return cls._from_parts(header, payload, key=key)
+
+    def save(self, path) -> None:
+        """Write the filter to ``path`` atomically (temporary file, fsync, rename)."""
+        _format.save(path, self._header(), self._payload())
+
+    @classmethod
+    def load(cls, path, *, key=None) -> "CountingBloomFilter":
+        """Read a filter written by ``save()``; FormatError when the file fails any check."""
+        header, payload = _format.load(path, structure=cls._STRUCTURE)
+        return cls._from_parts(header, payload, key=key)
+
+    @classmethod
+    def _from_parts(cls, header: _format.Header, payload, *, key) -> "CountingBloomFilter":
+        _check_keyed(header, key)
+        if header.hash_scheme != _format.HashScheme.XXH64_V1:
+            raise FormatError(f"a counting filter needs hash scheme XXH64_V1, the file says {header.hash_scheme.name}")
+        if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
+            raise FormatError(f"a counting filter has the classic or partitioned layout, the file says "
+                              f"{header.layout.name}")
+        counter_bits = header.meta.get("counter_bits")
+        if counter_bits not in (4, 8, 16) or isinstance(counter_bits, bool):
+            raise FormatError(f"meta counter_bits must be 4, 8 or 16, the file says {counter_bits!r}")
+        capacity = _meta_capacity(header)
+        expected = (header.num_bits * counter_bits + 63) // 64 * 8
+        if header.payload_length != expected:
+            raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} counters of "
+                              f"{counter_bits} bits need {expected}")
+        self = cls.__new__(cls)
+        try:
+            self._init_counting(header.num_bits, header.num_hashes, int(header.layout), counter_bits, header.seed,
+                                header.keys_added, key)
+            self._copy_cells_from(payload)
+        except (ValueError, TypeError) as exc:
+            raise FormatError(f"the file describes an impossible filter: {exc}") from None
+        self._capacity = capacity
+        self._set_capacity_limit(capacity)
+        return self
+
+    def __reduce__(self):
+        if self._key_function is not None:
+            return (_load_keyed, (type(self), self.to_bytes(), self._key_function))
+        return (type(self).from_bytes, (self.to_bytes(),))
+
+
+def _load_keyed(cls, data, key):
+    return cls.from_bytes(data, key=key)
+
+
+def _check_keyed(header: _format.Header, key) -> None:
+    if bool(header.flags & _format.Flags.KEYED) != (key is not None):
+        raise ValueError("this filter was built with a key function: pass the same key= to load it"
+                         if key is None else "this filter was built without a key function; omit key=")
+
+
+def _meta_capacity(header: _format.Header) -> Optional[int]:
+    capacity = header.meta.get("capacity")
+    if capacity is not None and (not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1):
+        raise FormatError(f"meta capacity must be an int >= 1, the file says {capacity!r}")
+    return capacity

@@ -1,0 +1,375 @@
+"""ScalableBloomFilter: a Bloom filter that grows with its keys (Almeida, Baquero, Preguica and Hutchison,
+*Scalable Bloom Filters*, Information Processing Letters 101(6), 2007).
+
+A chain of BloomFilters ("stages"). Keys go into the newest stage; when it holds its capacity, a new stage is
+added, ``growth`` times larger and with a target FPR ``ratio`` times smaller. Stage i (from 0) has
+
+    capacity_i = ceil(initial_capacity * growth^i),   fpr_i = fpr * (1 - ratio) * ratio^i,
+
+so the compound false-positive rate, at most ``sum_i fpr_i = fpr (1 - ratio^s) < fpr`` for s stages, stays below
+the requested ``fpr`` however many keys arrive (the union bound: it needs no independence). Each stage is sized by
+its layout's own formula (``theory.optimal_size``) and hashes with its own seed, so the stages err independently
+and the measured rate is ``1 - prod_i (1 - FPR_i)``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+from bloomwise import _format
+from bloomwise.bloom import LAYOUTS, BloomFilter
+from bloomwise.counting import _check_capacity, _check_keyed, _load_keyed
+from bloomwise.errors import FormatError
+
+__all__ = ["ScalableBloomFilter"]
+
+#: Stage i hashes with seed (seed + i * STAGE_SEED_STEP) mod 2**64 (the 64-bit golden ratio: stages never share one).
+STAGE_SEED_STEP = 0x9E3779B97F4A7C15
+_STAGE_ALIGNMENT = 64
+_STAGE_FIELDS = ("capacities", "fprs", "num_bits", "num_hashes", "seeds", "keys")
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // _STAGE_ALIGNMENT) * _STAGE_ALIGNMENT
+
+
+def _real(name: str, value, low: float, high: float, *, low_open: bool, high_open: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
+    value = float(value)
+    ok = (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
+    if not ok or math.isnan(value):
+        raise ValueError(f"{name} must be in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}, "
+                         f"got {value!r}")
+    return value
+
+
+class ScalableBloomFilter:
+    """A set of keys of unknown size: "certainly absent" or "might be present", at a false-positive rate that
+    stays at or below ``fpr`` however many keys are added.
+
+    Keys are those of BloomFilter (str as UTF-8, bytes, int of any size, numpy batches; ``key=`` for other
+    objects). ``add`` first asks every stage, so a key already (or apparently) present is not added again and
+    does not use up capacity. A query asks each stage: O(s k) for s stages, and s grows like log_growth(n).
+
+    >>> f = ScalableBloomFilter(initial_capacity=100, fpr=0.01)
+    >>> f.update(range(1000))
+    >>> f.num_stages, 999 in f, -1 in f
+    (4, True, False)
+    >>> f.fpr_bound() < 0.01
+    True
+    """
+
+    __slots__ = ("_initial_capacity", "_fpr", "_growth", "_ratio", "_layout", "_seed", "_key", "_stages",
+                 "_stage_keys", "__weakref__")
+
+    def __init__(self, initial_capacity=1024, fpr=0.01, *, growth=2, ratio=0.5, layout="blocked", seed=0,
+                 key: Optional[Callable[[object], bytes]] = None):
+        """
+        :param initial_capacity: keys the first stage holds (an int >= 1).
+        :param fpr: the compound false-positive rate never to exceed, in (0, 1).
+        :param growth: each stage holds ``growth`` times the keys of the one before (a number >= 1; default 2).
+        :param ratio: each stage's target FPR is ``ratio`` times the one before (in (0, 1); default 0.5); the
+            first stage's is ``fpr * (1 - ratio)``.
+        :param layout: the stages' layout: ``"blocked"`` (default), ``"classic"`` or ``"partitioned"``.
+        :param seed: hash seed of the first stage, an int in [0, 2**64) (stage i: ``seed + i * STAGE_SEED_STEP``).
+        :param key: optional function turning any key into bytes.
+        """
+        self._configure(initial_capacity, fpr, growth, ratio, layout, seed, key)
+        self._add_stage()
+
+    def _configure(self, initial_capacity, fpr, growth, ratio, layout, seed, key) -> None:
+        """Check and set the parameters; no stage yet."""
+        self._initial_capacity = _check_capacity(initial_capacity, "initial_capacity")
+        self._fpr = _real("fpr", fpr, 0.0, 1.0, low_open=True, high_open=True)
+        self._growth = _real("growth", growth, 1.0, 1e6, low_open=False, high_open=False)
+        self._ratio = _real("ratio", ratio, 0.0, 1.0, low_open=True, high_open=True)
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}, got {layout!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 64:
+            raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
+        if key is not None and not callable(key):
+            raise TypeError(f"key must be a function turning a key into bytes, got {type(key).__name__}")
+        self._layout, self._seed, self._key = layout, seed, key
+        self._stages: list[BloomFilter] = []
+        self._stage_keys: list[int] = []
+
+    # -- stages --------------------------------------------------------------------------------------------------------
+    def stage_capacity(self, index: int) -> int:
+        """capacity_i = ceil(initial_capacity * growth^i)."""
+        return math.ceil(self._initial_capacity * self._growth ** index)
+
+    def stage_fpr(self, index: int) -> float:
+        """fpr_i = fpr * (1 - ratio) * ratio^i: summed over all i, exactly ``fpr``."""
+        return self._fpr * (1.0 - self._ratio) * self._ratio ** index
+
+    def stage_seed(self, index: int) -> int:
+        return (self._seed + index * STAGE_SEED_STEP) % 2 ** 64
+
+    def _add_stage(self) -> None:
+        index = len(self._stages)
+        self._stages.append(BloomFilter(self.stage_capacity(index), self.stage_fpr(index), layout=self._layout,
+                                        seed=self.stage_seed(index), key=self._key))
+        self._stage_keys.append(0)
+
+    def _room(self) -> int:
+        """Keys the newest stage still takes; a new stage when it is full."""
+        room = self._stages[-1].capacity - self._stage_keys[-1]
+        if room <= 0:
+            self._add_stage()
+            room = self._stages[-1].capacity
+        return room
+
+    @property
+    def stages(self) -> tuple:
+        """The stages, oldest first (BloomFilters: read them, do not add to them)."""
+        return tuple(self._stages)
+
+    @property
+    def num_stages(self) -> int:
+        return len(self._stages)
+
+    # -- keys ----------------------------------------------------------------------------------------------------------
+    def add(self, key) -> bool:
+        """Add a key. Returns True when it was certainly not present before (then it went into the newest stage)."""
+        if key in self:
+            return False
+        self._room()
+        self._stages[-1].add(key)
+        self._stage_keys[-1] += 1
+        return True
+
+    def __contains__(self, key) -> bool:
+        """`key in f`: False means certainly absent; True means "might be present". O(s k)."""
+        return any(key in stage for stage in reversed(self._stages))
+
+    def update(self, keys) -> None:
+        """Add every key of an iterable or numpy array; keys that might already be present are skipped."""
+        keys = self._materialise(keys)
+        if len(keys) == 0:
+            return
+        present = self.contains_many(keys).reshape(-1)
+        if hasattr(keys, "dtype"):
+            new = keys.reshape(-1)[~present]
+        else:
+            new = [k for k, seen in zip(keys, present.tolist()) if not seen]
+        start = 0
+        while start < len(new):
+            room = self._room()
+            chunk = new[start:start + room]
+            self._stages[-1].update(chunk)
+            self._stage_keys[-1] += len(chunk)  # duplicates inside a batch count twice: conservative
+            start += room
+
+    def contains_many(self, keys):
+        """A numpy bool array: whether each key might be present (the shape of a numpy input)."""
+        keys = self._materialise(keys)
+        result = self._stages[-1].contains_many(keys)
+        for stage in self._stages[-2::-1]:
+            result |= stage.contains_many(keys)
+        return result
+
+    @staticmethod
+    def _materialise(keys):
+        if isinstance(keys, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"expected an iterable of keys, got a single {type(keys).__name__}: use add() or `in` "
+                            "for one key, or wrap it in a list")
+        if isinstance(keys, (list, tuple)) or hasattr(keys, "__array_interface__"):
+            return keys
+        try:
+            return list(keys)
+        except TypeError:
+            raise TypeError(f"expected an iterable of keys (list, tuple, numpy array, iterator), "
+                            f"got {type(keys).__name__}") from None
+
+    def clear(self) -> None:
+        """Remove every key: back to one empty stage."""
+        self._stages, self._stage_keys = [], []
+        self._add_stage()
+
+    # -- description and statistics ------------------------------------------------------------------------------------
+    @property
+    def initial_capacity(self) -> int:
+        return self._initial_capacity
+
+    @property
+    def fpr(self) -> float:
+        """The compound false-positive rate the filter stays below."""
+        return self._fpr
+
+    @property
+    def growth(self) -> float:
+        return self._growth
+
+    @property
+    def ratio(self) -> float:
+        return self._ratio
+
+    @property
+    def layout(self) -> str:
+        return self._layout
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def num_bits(self) -> int:
+        """Bits over all stages."""
+        return sum(stage.num_bits for stage in self._stages)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stages' bit arrays."""
+        return sum(stage.nbytes for stage in self._stages)
+
+    @property
+    def fill_ratio(self) -> float:
+        """The fraction of all bits set."""
+        return sum(stage.fill_ratio * stage.num_bits for stage in self._stages) / self.num_bits
+
+    def approx_count(self) -> float:
+        """Distinct keys added, estimated from the fill of each stage."""
+        return sum(stage.approx_count() for stage in self._stages)
+
+    def estimated_fpr(self) -> float:
+        """The rate now, from each stage's fill: ``1 - prod_i (1 - FPR_i)``."""
+        miss = 1.0
+        for stage in self._stages:
+            miss *= 1.0 - stage.estimated_fpr()
+        return 1.0 - miss
+
+    def fpr_bound(self) -> float:
+        """``sum_i fpr_i`` over the stages so far: the design bound, always below ``fpr``."""
+        return sum(self.stage_fpr(i) for i in range(len(self._stages)))
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self._layout}: {len(self._stages)} stage(s), {self.num_bits:,} bits, "
+                f"keys={sum(self._stage_keys):,}, fpr<={self._fpr:g}, growth={self._growth:g}, ratio={self._ratio:g}>")
+
+    __hash__ = None
+
+    # -- comparison and copies -----------------------------------------------------------------------------------------
+    def _parameters(self) -> dict:
+        return {"initial_capacity": self._initial_capacity, "fpr": self._fpr, "growth": self._growth,
+                "ratio": self._ratio, "layout": self._layout, "seed": self._seed}
+
+    def is_compatible(self, other) -> bool:
+        """True when ``other`` is a ScalableBloomFilter with the same parameters (so the same stages)."""
+        return isinstance(other, ScalableBloomFilter) and self._parameters() == other._parameters()
+
+    def __eq__(self, other):
+        if not isinstance(other, ScalableBloomFilter):
+            return NotImplemented
+        return (self.is_compatible(other) and self._stage_keys == other._stage_keys
+                and all(a == b for a, b in zip(self._stages, other._stages)))
+
+    def copy(self) -> "ScalableBloomFilter":
+        clone = type(self).__new__(type(self))
+        for name in ("_initial_capacity", "_fpr", "_growth", "_ratio", "_layout", "_seed", "_key"):
+            setattr(clone, name, getattr(self, name))
+        clone._stages = [stage.copy() for stage in self._stages]
+        clone._stage_keys = list(self._stage_keys)
+        return clone
+
+    # -- persistence ---------------------------------------------------------------------------------------------------
+    _STRUCTURE = _format.Structure.SCALABLE
+
+    def _header(self) -> _format.Header:
+        meta = {
+            "initial_capacity": self._initial_capacity, "fpr": self._fpr, "growth": self._growth,
+            "ratio": self._ratio,
+            "capacities": [stage.capacity for stage in self._stages],
+            "fprs": [self.stage_fpr(i) for i in range(len(self._stages))],
+            "num_bits": [stage.num_bits for stage in self._stages],
+            "num_hashes": [stage.num_hashes for stage in self._stages],
+            "seeds": [stage.seed for stage in self._stages],
+            "keys": list(self._stage_keys),
+        }
+        flags = _format.Flags.KEYED if self._key is not None else _format.Flags(0)
+        return _format.Header(
+            structure=self._STRUCTURE, layout=_format.Layout(LAYOUTS[self._layout]),
+            hash_scheme=_format.HashScheme.XXH64_V1, seed=self._seed, num_bits=self.num_bits,
+            num_hashes=self._stages[0].num_hashes, keys_added=sum(self._stage_keys),
+            payload_length=sum(_aligned(stage.nbytes) for stage in self._stages), meta=meta, flags=flags)
+
+    def _payload(self) -> bytes:
+        parts = []
+        for stage in self._stages:
+            bits = stage._payload()
+            parts.append(bytes(bits))
+            parts.append(bytes(_aligned(stage.nbytes) - stage.nbytes))
+        return b"".join(parts)
+
+    def to_bytes(self) -> bytes:
+        """The filter in bloomwise's binary format: meta lists the stages, the payload concatenates their bit
+        arrays, each starting at a multiple of 64 bytes (docs/counting.md)."""
+        return _format.dumps(self._header(), self._payload())
+
+    @classmethod
+    def from_bytes(cls, data, *, key=None) -> "ScalableBloomFilter":
+        """Rebuild a filter from ``to_bytes()`` output; FormatError when the bytes fail any check."""
+        header, payload = _format.loads(data, structure=cls._STRUCTURE)
+        return cls._from_parts(header, payload, key=key)
+
+    def save(self, path) -> None:
+        """Write the filter to ``path`` atomically (temporary file, fsync, rename)."""
+        _format.save(path, self._header(), self._payload())
+
+    @classmethod
+    def load(cls, path, *, key=None) -> "ScalableBloomFilter":
+        """Read a filter written by ``save()``; FormatError when the file fails any check."""
+        header, payload = _format.load(path, structure=cls._STRUCTURE)
+        return cls._from_parts(header, payload, key=key)
+
+    @classmethod
+    def _from_parts(cls, header: _format.Header, payload, *, key) -> "ScalableBloomFilter":
+        _check_keyed(header, key)
+        if header.hash_scheme != _format.HashScheme.XXH64_V1 or header.layout == _format.Layout.NONE:
+            raise FormatError(f"a scalable filter needs hash XXH64_V1 and a layout, the file says "
+                              f"{header.hash_scheme.name} and {header.layout.name}")
+        meta = header.meta
+        layout = {v: k for k, v in LAYOUTS.items()}[int(header.layout)]
+        self = cls.__new__(cls)
+        try:
+            self._configure(meta["initial_capacity"], meta["fpr"], meta["growth"], meta["ratio"], layout, header.seed,
+                            key)
+            columns = [meta[name] for name in _STAGE_FIELDS]
+            if not all(isinstance(column, list) for column in columns) or len({len(c) for c in columns}) != 1:
+                raise ValueError("the stage lists must be lists of one length")
+            if not 1 <= len(columns[0]) <= 10_000:
+                raise ValueError(f"a scalable filter has at least one stage, the file lists {len(columns[0])}")
+            capacities, _, num_bits, num_hashes, seeds, keys = columns
+            for name, column, low in (("capacities", capacities, 1), ("num_bits", num_bits, 1),
+                                      ("num_hashes", num_hashes, 1), ("seeds", seeds, 0), ("keys", keys, 0)):
+                if any(isinstance(v, bool) or not isinstance(v, int) or not low <= v < 2 ** 64 for v in column):
+                    raise ValueError(f"stage {name} must be ints >= {low}")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatError(f"invalid scalable-filter metadata: {exc}") from None
+        # Sizes first, from the checked payload length: nothing is allocated from an unchecked number.
+        sizes = [_aligned((bits + 63) // 64 * 8) for bits in num_bits]
+        if sum(sizes) != header.payload_length:
+            raise FormatError(f"the stages need {sum(sizes)} bytes, the payload holds {header.payload_length}")
+        if sum(num_bits) != header.num_bits or sum(keys) != header.keys_added:
+            raise FormatError("the header's bit or key totals do not match the stages")
+        offset = 0
+        for capacity, bits, hashes, seed, count, size in zip(capacities, num_bits, num_hashes, seeds, keys, sizes):
+            try:
+                stage = BloomFilter.from_size(bits, hashes, layout=layout, seed=seed, key=key)
+            except (TypeError, ValueError) as exc:
+                raise FormatError(f"the file describes an impossible stage: {exc}") from None
+            chunk = payload[offset:offset + size]
+            if any(chunk[stage.nbytes:]):
+                raise FormatError("the padding after a stage is not zero")
+            stage._copy_bits_from(chunk[:stage.nbytes])
+            stage._capacity = capacity
+            stage._set_capacity_limit(capacity)
+            self._stages.append(stage)
+            self._stage_keys.append(count)
+            offset += size
+        return self
+
+    def __reduce__(self):
+        if self._key is not None:
+            return (_load_keyed, (type(self), self.to_bytes(), self._key))
+        return (type(self).from_bytes, (self.to_bytes(),))
