@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "BloomFilter": "bloomwise.bloom",
     "CountingBloomFilter": "bloomwise.counting",
+    "apply_changes": "bloomwise.counting",
     "VariableIncrementCountingBloomFilter": "bloomwise.vicbf",
     "ScalableBloomFilter": "bloomwise.scalable",
     "FormatError": "bloomwise.errors",

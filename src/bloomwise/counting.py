@@ -87,7 +87,7 @@ def apply_changes(bloom: BloomFilter, changes: Changes) -> None:
     """Apply a delta from ``CountingBloomFilter.changes_since`` to a peer's BloomFilter copy, in place.
 
     A peer that copied ``to_bloom()`` at a mark and applies every later delta in turn holds exactly the counting
-    filter's current ``to_bloom()``. O(m / 8) bytes copied plus O(len(changes)).
+    filter's current ``to_bloom()``. O(len(changes)).
 
     >>> cbf = CountingBloomFilter(100, 0.01)
     >>> peer, mark = cbf.to_bloom(), cbf.mark()
@@ -110,12 +110,7 @@ def apply_changes(bloom: BloomFilter, changes: Changes) -> None:
     if int(positions.max()) >= bloom.num_bits:
         raise ValueError(f"a change at position {int(positions.max())} does not fit a filter of {bloom.num_bits} "
                          "bits: the delta comes from a filter of another size")
-    words = np.frombuffer(bloom._payload(), dtype="<u8").copy()
-    index = (positions >> np.uint64(6)).astype(np.intp)
-    masks = np.left_shift(np.uint64(1), positions & np.uint64(63))
-    np.bitwise_or.at(words, index[values], masks[values])
-    np.bitwise_and.at(words, index[~values], ~masks[~values])
-    bloom._copy_bits_from(words)
+    bloom._assign_bits(np.ascontiguousarray(positions), values.view(np.uint8))
 
 
 # ---- the filter ------------------------------------------------------------------------------------------------------

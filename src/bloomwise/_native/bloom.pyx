@@ -13,10 +13,11 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcmp, memcpy
 
 from bloomwise._native.hashing cimport (
-    hash_key, hash_int64, hash_uint64, bw_xxh64, key_type_message,
+    hash_key, hash_ascii_str, hash_int64, hash_uint64, bw_xxh64, key_type_message,
 )
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, set_bits, test_bits, prefetch_key, block_index, second_hash, probe, bw_prefetch_write,
+    bw_prefetch_read,
     BW_SALT,
     LAYOUT_CLASSIC, LAYOUT_PARTITIONED, LAYOUT_BLOCKED, MAX_HASHES, MAX_BLOCKED_HASHES, BLOCK_WORDS, BLOCK_BITS,
 )
@@ -40,6 +41,7 @@ cdef extern from "<stdlib.h>" nogil:
 cdef enum:
     CHUNK = 1024            # keys hashed per step of a batch
     PREFETCH_DISTANCE = 16  # keys ahead whose cache lines are requested
+    OBJECT_PREFETCH_DISTANCE = 8  # list items ahead whose objects are requested
 
 MAX_NUM_BITS = 2 ** 48  # 32 TiB of bits: far beyond any real filter, small enough to catch nonsense
 cdef char* BYTE_FORMAT = "B"
@@ -325,12 +327,17 @@ cdef class HashStream:
     cdef int hash_objects(self, Py_ssize_t start, Py_ssize_t count, uint64_t* out) except -1:
         cdef Py_ssize_t i
         cdef object items = self.batch.items
+        cdef object key
         if self.key_func is None and PyList_CheckExact(items):
             # Another thread may shrink the list while a kernel runs without the GIL: check before reading.
             if PyList_GET_SIZE(items) < start + count:
                 raise RuntimeError("the list of keys changed size during the operation")
             for i in range(count):
-                hash_key(<object>PyList_GET_ITEM(items, start + i), self.seed, &out[i])
+                if i + OBJECT_PREFETCH_DISTANCE < count:  # the key objects are scattered: ask for them early
+                    bw_prefetch_read(<void*>PyList_GET_ITEM(items, start + i + OBJECT_PREFETCH_DISTANCE))
+                key = <object>PyList_GET_ITEM(items, start + i)
+                if not hash_ascii_str(key, self.seed, &out[i]):
+                    hash_key(key, self.seed, &out[i])
             return 0
         for i in range(count):
             hash_object(items[start + i], self.seed, self.key_func, &out[i])
@@ -523,7 +530,7 @@ cdef class BloomCore:
         cdef bint new_key
         if self._key_func is not None:
             hash_object(key, self._seed, self._key_func, &h)
-        else:
+        elif not hash_ascii_str(key, self._seed, &h):
             hash_key(key, self._seed, &h)
         if not self._writable:
             self._check_writable()
@@ -541,7 +548,7 @@ cdef class BloomCore:
         cdef uint64_t h
         if self._key_func is not None:
             hash_object(key, self._seed, self._key_func, &h)
-        else:
+        elif not hash_ascii_str(key, self._seed, &h):
             hash_key(key, self._seed, &h)
         if not self._ready:
             self._check_ready()
@@ -763,6 +770,32 @@ cdef class BloomCore:
         if changed:
             self._count_new(1)
         return changed != 0
+
+    def _assign_bits(self, positions, values):
+        """Set bit positions[i] to values[i] (numpy uint64 and uint8 arrays of one length, positions < num_bits).
+
+        A delta update (Summary Cache's absolute values), O(len(positions)) under the writer lock.
+        """
+        cdef const uint64_t[::1] pos = positions
+        cdef const uint8_t[::1] val = values
+        cdef Py_ssize_t i
+        cdef uint64_t p, bit
+        self._check_writable()
+        if pos.shape[0] != val.shape[0]:
+            raise ValueError(f"{pos.shape[0]} positions but {val.shape[0]} values")
+        for i in range(pos.shape[0]):
+            if pos[i] >= self._g.num_bits:
+                raise ValueError(f"position {pos[i]} does not fit a filter of {self._g.num_bits} bits")
+        with nogil:
+            bw_lock(&self._lock)
+            for i in range(pos.shape[0]):
+                p = pos[i]
+                bit = (<uint64_t>1) << (p & 63)
+                if val[i]:
+                    self._words[p >> 6] |= bit
+                else:
+                    self._words[p >> 6] &= ~bit
+            bw_unlock(&self._lock)
 
     def _test_positions(self, positions):
         """True when every explicit bit position is set."""

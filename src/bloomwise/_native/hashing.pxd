@@ -54,6 +54,14 @@ cdef inline int hash_pyint(object key, uint64_t seed, uint64_t* out) except -1:
     return 0
 
 
+cdef inline bint hash_ascii_str(object key, uint64_t seed, uint64_t* out) noexcept:
+    """The common case, inlined into the hot loops: an exact, compact ASCII str, read in place. False otherwise."""
+    if PyUnicode_CheckExact(key) and PyUnicode_IS_COMPACT_ASCII(key):
+        out[0] = bw_xxh64(PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key), seed)
+        return True
+    return False
+
+
 cdef inline int hash_key(object key, uint64_t seed, uint64_t* out) except -1:
     """Write the 64-bit hash of one key to out[0]; TypeError for a value that is not a key."""
     cdef Py_ssize_t size

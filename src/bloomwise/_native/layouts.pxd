@@ -72,6 +72,8 @@ cdef inline uint64_t block_index(const Geometry* g, uint64_t h) noexcept nogil:
 cdef inline uint64_t lane_mask(uint32_t num_hashes, uint32_t x, uint32_t lane) noexcept nogil:
     """The bits a key sets in lane `lane` of its block: probes `lane` and `lane + 8` (probe i -> lane i % 8)."""
     cdef uint64_t mask = 0
+    if num_hashes == 8:  # what sizing picks for FPRs around 1%: one probe per lane, no branches
+        return (<uint64_t>1) << ((<uint32_t>(x * BW_SALT[lane])) >> 26)
     if lane < num_hashes:
         mask = (<uint64_t>1) << ((<uint32_t>(x * BW_SALT[lane])) >> 26)
     if lane + 8 < num_hashes:
@@ -84,16 +86,16 @@ cdef inline bint set_bits(const Geometry* g, uint64_t* words, uint64_t h) noexce
     """Set a key's bits; True when at least one was 0 (the key was certainly not present before)."""
     cdef uint64_t* block
     cdef uint64_t changed = 0, step, pos, bit, mask
-    cdef uint32_t i
+    cdef uint32_t i, k = g.num_hashes  # a local: stores to the bits could alias *g, so it would be reloaded
     if g.layout == LAYOUT_BLOCKED:
         block = words + block_index(g, h) * BLOCK_WORDS
         for i in range(BLOCK_WORDS):  # a constant trip count: unrolled, masks stay in registers
-            mask = lane_mask(g.num_hashes, <uint32_t>h, i)
+            mask = lane_mask(k, <uint32_t>h, i)
             changed |= mask & ~block[i]
             block[i] |= mask
         return changed != 0
     step = second_hash(h)
-    for i in range(g.num_hashes):
+    for i in range(k):
         pos = probe(g, h, step, i)
         bit = (<uint64_t>1) << (pos & 63)
         changed |= bit & ~words[pos >> 6]
@@ -105,14 +107,14 @@ cdef inline bint test_bits(const Geometry* g, const uint64_t* words, uint64_t h)
     """True when all of a key's bits are set ("might be present")."""
     cdef const uint64_t* block
     cdef uint64_t missing = 0, step, pos
-    cdef uint32_t i
+    cdef uint32_t i, k = g.num_hashes
     if g.layout == LAYOUT_BLOCKED:
         block = words + block_index(g, h) * BLOCK_WORDS
         for i in range(BLOCK_WORDS):
-            missing |= lane_mask(g.num_hashes, <uint32_t>h, i) & ~block[i]
+            missing |= lane_mask(k, <uint32_t>h, i) & ~block[i]
         return missing == 0
     step = second_hash(h)
-    for i in range(g.num_hashes):
+    for i in range(k):
         pos = probe(g, h, step, i)
         if not (words[pos >> 6] >> (pos & 63)) & 1:
             return False
