@@ -40,7 +40,7 @@ cdef extern from "<stdlib.h>" nogil:
 
 cdef enum:
     CHUNK = 1024            # keys hashed per step of a batch
-    PREFETCH_DISTANCE = 16  # keys ahead whose cache lines are requested
+    PREFETCH_DISTANCE = 32  # keys ahead whose cache lines are requested
     OBJECT_PREFETCH_DISTANCE = 8  # list items ahead whose objects are requested
 
 MAX_NUM_BITS = 2 ** 48  # 32 TiB of bits: far beyond any real filter, small enough to catch nonsense
