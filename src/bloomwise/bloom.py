@@ -11,13 +11,14 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from bloomwise import _format, theory
 from bloomwise._native.bloom import BloomCore
+from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity
+from bloomwise._statistics import FillStatistics
 from bloomwise.errors import CapacityWarning, FormatError
 
 __all__ = ["BloomFilter", "LAYOUTS"]
 
 #: layout name -> id (the file format's Layout enum; append-only)
 LAYOUTS = {"classic": 1, "partitioned": 2, "blocked": 3}
-_LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
 
 
 def _layout_id(layout) -> int:
@@ -26,7 +27,7 @@ def _layout_id(layout) -> int:
     return LAYOUTS[layout]
 
 
-class BloomFilter(BloomCore):
+class BloomFilter(Persistent, FillStatistics, BloomCore):
     """A set that answers "certainly absent" or "might be present", in ``num_bits`` bits.
 
     Build it by accuracy, ``BloomFilter(capacity, fpr)``, or by size, ``BloomFilter.from_size(num_bits,
@@ -113,28 +114,11 @@ class BloomFilter(BloomCore):
 
     # -- description ----------------------------------------------------------------------------------------
     @property
-    def layout(self) -> str:
-        """``"classic"``, ``"partitioned"`` or ``"blocked"``."""
-        return _LAYOUT_NAMES[self._layout_id]
+    def _num_positions(self) -> int:
+        return self.num_bits
 
-    @property
-    def capacity(self) -> Optional[int]:
-        """The number of keys the filter was sized for (None when built by size)."""
-        return self._capacity
-
-    @property
-    def fill_ratio(self) -> float:
-        """The fraction of bits set."""
-        return self._count_set_bits() / self.num_bits
-
-    def approx_count(self) -> float:
-        """Distinct keys added, estimated from the fill (Swamidass & Baldi; ``theory.approx_count``)."""
-        return theory.approx_count(self.num_bits, self.num_hashes, self._count_set_bits(),
-                                   layout=self.layout).estimate
-
-    def estimated_fpr(self) -> float:
-        """The false-positive rate the filter has now, estimated from its fill."""
-        return theory.fpr_from_fill(self.num_bits, self.num_hashes, self._count_set_bits(), layout=self.layout)
+    def _count_filled(self) -> int:
+        return self._count_set_bits()
 
     def __repr__(self) -> str:
         capacity = "" if self._capacity is None else f", capacity={self._capacity:,}"
@@ -232,38 +216,12 @@ class BloomFilter(BloomCore):
         return _format.HashScheme.XXH64_V1
 
     def _header(self) -> _format.Header:
-        flags = _format.Flags.KEYED if self._key_function is not None else _format.Flags(0)
         meta = {} if self._capacity is None else {"capacity": self._capacity}
         return _format.Header(
             structure=self._STRUCTURE, layout=_format.Layout(self._layout_id), hash_scheme=self._hash_scheme,
             seed=self.seed, num_bits=self.num_bits, num_hashes=self.num_hashes,
-            keys_added=self._keys_added_count, payload_length=self.nbytes, meta=meta, flags=flags)
-
-    def to_bytes(self) -> bytes:
-        """The filter in bloomwise's binary format (docs/format.md)."""
-        return _format.dumps(self._header(), self._payload())
-
-    @classmethod
-    def from_bytes(cls, data, *, key=None, functions=None, verify=True) -> "BloomFilter":
-        """Rebuild a filter from ``to_bytes()`` output; FormatError when the bytes fail any check.
-
-        ``verify=False`` skips the payload checksum (unsafe: only to rescue a damaged file).
-        """
-        header, payload = _format.loads(data, structure=cls._STRUCTURE, verify=verify)
-        return cls._from_parts(header, payload, key=key, functions=functions, copy=True)
-
-    def save(self, path) -> None:
-        """Write the filter to ``path`` atomically (temporary file, fsync, rename)."""
-        _format.save(path, self._header(), self._payload())
-
-    @classmethod
-    def load(cls, path, *, key=None, functions=None, verify=True) -> "BloomFilter":
-        """Read a filter saved by ``save()`` into memory; FormatError when the file fails any check.
-
-        ``verify=False`` skips the payload checksum and accepts a file whose writer died (unsafe).
-        """
-        header, payload = _format.load(path, structure=cls._STRUCTURE, verify=verify)
-        return cls._from_parts(header, payload, key=key, functions=functions, copy=True)
+            keys_added=self._keys_added_count, payload_length=self.nbytes, meta=meta,
+            flags=header_flags(self._key_function))
 
     @classmethod
     def open(cls, path, mode="r", *, key=None, verify=True) -> "BloomFilter":
@@ -276,8 +234,7 @@ class BloomFilter(BloomCore):
             raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
         mapped = _format.open_mapped(path, writable=mode == "r+", structure=cls._STRUCTURE, verify=verify)
         try:
-            self = _MappedBloomFilter._from_parts(mapped.header, mapped.payload, key=key, functions=None,
-                                                  copy=False)
+            self = _MappedBloomFilter._from_parts(mapped.header, mapped.payload, key=key, copy=False)
         except BaseException:
             mapped.close()
             raise
@@ -285,7 +242,8 @@ class BloomFilter(BloomCore):
         return self
 
     @classmethod
-    def _from_parts(cls, header, payload, *, key, functions, copy: bool) -> "BloomFilter":
+    def _from_parts(cls, header, payload, *, key, functions=None, copy=True) -> "BloomFilter":
+        """Build from a validated header and payload (``Persistent``); ``copy=False`` uses the payload in place."""
         if header.hash_scheme == _format.HashScheme.CUSTOM:
             if functions is None:
                 raise ValueError("this filter was built from explicit hash functions: "
@@ -294,9 +252,7 @@ class BloomFilter(BloomCore):
             if self.num_hashes != header.num_hashes:
                 raise ValueError(f"the file has {header.num_hashes} hash functions, {len(functions)} were given")
         else:
-            if bool(header.flags & _format.Flags.KEYED) != (key is not None):
-                raise ValueError("this filter was built with a key function: pass the same key= to load it"
-                                 if key is None else "this filter was built without a key function; omit key=")
+            check_keyed(header, key)
             if header.layout == _format.Layout.BLOCKED and header.num_bits % 512:
                 raise FormatError(f"a blocked filter needs num_bits divisible by 512, the file says "
                                   f"{header.num_bits}")
@@ -313,12 +269,9 @@ class BloomFilter(BloomCore):
         _check_padding(header.num_bits, payload)
         if copy:
             self._copy_bits_from(payload)
-        self._capacity = header.meta.get("capacity")
+        self._capacity = meta_capacity(header)
         self._set_capacity_limit(self._capacity)
         return self
-
-    def __reduce__(self):
-        return (type(self).from_bytes, (self.to_bytes(),))
 
 
 def _check_padding(num_bits: int, payload) -> None:

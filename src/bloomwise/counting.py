@@ -12,6 +12,8 @@ from typing import Any, Callable, Optional
 
 from bloomwise import _format, theory
 from bloomwise._native.counting import CountingCore
+from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity
+from bloomwise._statistics import FillStatistics
 from bloomwise.bloom import BloomFilter
 from bloomwise.errors import CapacityWarning, FormatError
 
@@ -19,7 +21,6 @@ __all__ = ["CountingBloomFilter", "Changes", "apply_changes"]
 
 #: layout name -> id (the file format's Layout enum); counting filters use the two layouts with k free positions.
 COUNTING_LAYOUTS = {"classic": 1, "partitioned": 2}
-_LAYOUT_NAMES = {v: k for k, v in COUNTING_LAYOUTS.items()}
 
 
 def _counting_layout_id(layout) -> int:
@@ -114,7 +115,7 @@ def apply_changes(bloom: BloomFilter, changes: Changes) -> None:
 
 
 # ---- the filter ------------------------------------------------------------------------------------------------------
-class CountingBloomFilter(CountingCore):
+class CountingBloomFilter(Persistent, FillStatistics, CountingCore):
     """A multiset of keys in m small counters, with deletions; "certainly absent" or "might be present".
 
     Build it by accuracy, ``CountingBloomFilter(capacity, fpr)`` (m and k as a BloomFilter of the same layout:
@@ -199,28 +200,11 @@ class CountingBloomFilter(CountingCore):
         return self._num_cells
 
     @property
-    def layout(self) -> str:
-        """``"classic"`` or ``"partitioned"``."""
-        return _LAYOUT_NAMES[self._layout_id]
+    def _num_positions(self) -> int:
+        return self._num_cells
 
-    @property
-    def capacity(self) -> Optional[int]:
-        """The number of keys the filter was sized for (None when built by size)."""
-        return self._capacity
-
-    @property
-    def fill_ratio(self) -> float:
-        """The fraction of nonzero counters (bits set in the bit view)."""
-        return self._count_nonzero() / self.num_counters
-
-    def approx_count(self) -> float:
-        """Distinct keys present, estimated from the bit view (``theory.approx_count``); ``num_keys`` is exact."""
-        return theory.approx_count(self.num_counters, self.num_hashes, self._count_nonzero(),
-                                   layout=self.layout).estimate
-
-    def estimated_fpr(self) -> float:
-        """The false-positive rate the filter has now, from its fill (``theory.fpr_from_fill``)."""
-        return theory.fpr_from_fill(self.num_counters, self.num_hashes, self._count_nonzero(), layout=self.layout)
+    def _count_filled(self) -> int:
+        return self._count_nonzero()
 
     def saturation_bound(self, num_items=None) -> float:
         """Upper bound on Pr(some counter sticks at ``counter_max``) once ``num_items`` keys (default: capacity, or
@@ -317,35 +301,15 @@ class CountingBloomFilter(CountingCore):
         meta = {"counter_bits": self.counter_bits}
         if self._capacity is not None:
             meta["capacity"] = self._capacity
-        flags = _format.Flags.KEYED if self._key_function is not None else _format.Flags(0)
+        flags = header_flags(self._key_function)
         return _format.Header(
             structure=self._STRUCTURE, layout=_format.Layout(self._layout_id), hash_scheme=_format.HashScheme.XXH64_V1,
             seed=self.seed, num_bits=self.num_counters, num_hashes=self.num_hashes, keys_added=self.num_keys,
             payload_length=self.nbytes, meta=meta, flags=flags)
 
-    def to_bytes(self) -> bytes:
-        """The filter in bloomwise's binary format (docs/counting.md): the packed counters are the payload."""
-        return _format.dumps(self._header(), self._payload())
-
-    @classmethod
-    def from_bytes(cls, data, *, key=None) -> "CountingBloomFilter":
-        """Rebuild a filter from ``to_bytes()`` output; FormatError when the bytes fail any check."""
-        header, payload = _format.loads(data, structure=cls._STRUCTURE)
-        return cls._from_parts(header, payload, key=key)
-
-    def save(self, path) -> None:
-        """Write the filter to ``path`` atomically (temporary file, fsync, rename)."""
-        _format.save(path, self._header(), self._payload())
-
-    @classmethod
-    def load(cls, path, *, key=None) -> "CountingBloomFilter":
-        """Read a filter written by ``save()``; FormatError when the file fails any check."""
-        header, payload = _format.load(path, structure=cls._STRUCTURE)
-        return cls._from_parts(header, payload, key=key)
-
     @classmethod
     def _from_parts(cls, header: _format.Header, payload, *, key) -> "CountingBloomFilter":
-        _check_keyed(header, key)
+        check_keyed(header, key)
         if header.hash_scheme != _format.HashScheme.XXH64_V1:
             raise FormatError(f"a counting filter needs hash scheme XXH64_V1, the file says {header.hash_scheme.name}")
         if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
@@ -354,7 +318,7 @@ class CountingBloomFilter(CountingCore):
         counter_bits = header.meta.get("counter_bits")
         if counter_bits not in (4, 8, 16) or isinstance(counter_bits, bool):
             raise FormatError(f"meta counter_bits must be 4, 8 or 16, the file says {counter_bits!r}")
-        capacity = _meta_capacity(header)
+        capacity = meta_capacity(header)
         expected = (header.num_bits * counter_bits + 63) // 64 * 8
         if header.payload_length != expected:
             raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} counters of "
@@ -369,25 +333,3 @@ class CountingBloomFilter(CountingCore):
         self._capacity = capacity
         self._set_capacity_limit(capacity)
         return self
-
-    def __reduce__(self):
-        if self._key_function is not None:
-            return (_load_keyed, (type(self), self.to_bytes(), self._key_function))
-        return (type(self).from_bytes, (self.to_bytes(),))
-
-
-def _load_keyed(cls, data, key):
-    return cls.from_bytes(data, key=key)
-
-
-def _check_keyed(header: _format.Header, key) -> None:
-    if bool(header.flags & _format.Flags.KEYED) != (key is not None):
-        raise ValueError("this filter was built with a key function: pass the same key= to load it"
-                         if key is None else "this filter was built without a key function; omit key=")
-
-
-def _meta_capacity(header: _format.Header) -> Optional[int]:
-    capacity = header.meta.get("capacity")
-    if capacity is not None and (not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1):
-        raise FormatError(f"meta capacity must be an int >= 1, the file says {capacity!r}")
-    return capacity

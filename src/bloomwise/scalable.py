@@ -18,7 +18,8 @@ from typing import Callable, Optional
 
 from bloomwise import _format
 from bloomwise.bloom import LAYOUTS, BloomFilter
-from bloomwise.counting import _check_capacity, _check_keyed, _load_keyed
+from bloomwise._persistence import Persistent, check_keyed, header_flags
+from bloomwise.counting import _check_capacity
 from bloomwise.errors import FormatError
 
 __all__ = ["ScalableBloomFilter"]
@@ -44,7 +45,7 @@ def _real(name: str, value, low: float, high: float, *, low_open: bool, high_ope
     return value
 
 
-class ScalableBloomFilter:
+class ScalableBloomFilter(Persistent):
     """A set of keys of unknown size: "certainly absent" or "might be present", at a false-positive rate that
     stays at or below ``fpr`` however many keys are added.
 
@@ -275,6 +276,10 @@ class ScalableBloomFilter:
     # -- persistence ---------------------------------------------------------------------------------------------------
     _STRUCTURE = _format.Structure.SCALABLE
 
+    @property
+    def _key_function(self):
+        return self._key
+
     def _header(self) -> _format.Header:
         meta = {
             "initial_capacity": self._initial_capacity, "fpr": self._fpr, "growth": self._growth,
@@ -286,7 +291,7 @@ class ScalableBloomFilter:
             "seeds": [stage.seed for stage in self._stages],
             "keys": list(self._stage_keys),
         }
-        flags = _format.Flags.KEYED if self._key is not None else _format.Flags(0)
+        flags = header_flags(self._key)
         return _format.Header(
             structure=self._STRUCTURE, layout=_format.Layout(LAYOUTS[self._layout]),
             hash_scheme=_format.HashScheme.XXH64_V1, seed=self._seed, num_bits=self.num_bits,
@@ -301,30 +306,9 @@ class ScalableBloomFilter:
             parts.append(bytes(_aligned(stage.nbytes) - stage.nbytes))
         return b"".join(parts)
 
-    def to_bytes(self) -> bytes:
-        """The filter in bloomwise's binary format: meta lists the stages, the payload concatenates their bit
-        arrays, each starting at a multiple of 64 bytes (docs/counting.md)."""
-        return _format.dumps(self._header(), self._payload())
-
-    @classmethod
-    def from_bytes(cls, data, *, key=None) -> "ScalableBloomFilter":
-        """Rebuild a filter from ``to_bytes()`` output; FormatError when the bytes fail any check."""
-        header, payload = _format.loads(data, structure=cls._STRUCTURE)
-        return cls._from_parts(header, payload, key=key)
-
-    def save(self, path) -> None:
-        """Write the filter to ``path`` atomically (temporary file, fsync, rename)."""
-        _format.save(path, self._header(), self._payload())
-
-    @classmethod
-    def load(cls, path, *, key=None) -> "ScalableBloomFilter":
-        """Read a filter written by ``save()``; FormatError when the file fails any check."""
-        header, payload = _format.load(path, structure=cls._STRUCTURE)
-        return cls._from_parts(header, payload, key=key)
-
     @classmethod
     def _from_parts(cls, header: _format.Header, payload, *, key) -> "ScalableBloomFilter":
-        _check_keyed(header, key)
+        check_keyed(header, key)
         if header.hash_scheme != _format.HashScheme.XXH64_V1 or header.layout == _format.Layout.NONE:
             raise FormatError(f"a scalable filter needs hash XXH64_V1 and a layout, the file says "
                               f"{header.hash_scheme.name} and {header.layout.name}")
@@ -369,7 +353,3 @@ class ScalableBloomFilter:
             offset += size
         return self
 
-    def __reduce__(self):
-        if self._key is not None:
-            return (_load_keyed, (type(self), self.to_bytes(), self._key))
-        return (type(self).from_bytes, (self.to_bytes(),))

@@ -18,8 +18,10 @@ from typing import Callable, NamedTuple, Optional, Sequence
 
 from bloomwise import _format
 from bloomwise._native.counting import VariableIncrementCore
+from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity
+from bloomwise._statistics import LAYOUT_NAMES
 from bloomwise.counting import (
-    COUNTING_LAYOUTS, _check_capacity, _check_keyed, _counting_layout_id, _load_keyed, _meta_capacity,
+    COUNTING_LAYOUTS, _check_capacity, _counting_layout_id,
     _over_capacity_warning, _parameter_differences,
 )
 from bloomwise.errors import FormatError
@@ -29,7 +31,6 @@ __all__ = [
     "vicbf_false_positive_rate", "dl_false_positive_rate", "vicbf_optimal_size",
 ]
 
-_LAYOUT_NAMES = {v: k for k, v in COUNTING_LAYOUTS.items()}
 _FEASIBLE_TABLE_LIMIT = 1 << 20   # bytes of the exact "sum of j increments" table; beyond it, min/max bounds
 _MAX_BH_ORDER = 8                 # decoding multiplicities for c up to this many keys per position
 _MAX_MULTISETS = 100_000          # ... and at most this many multisets of one size
@@ -328,7 +329,7 @@ class Probe(NamedTuple):
     y: Optional[int]
 
 
-class VariableIncrementCountingBloomFilter(VariableIncrementCore):
+class VariableIncrementCountingBloomFilter(Persistent, VariableIncrementCore):
     """A counting Bloom filter whose positions hold (c, a) pairs: fewer false positives for the same memory.
 
     **Structure.** m positions, k probes per key (layouts ``"classic"`` and ``"partitioned"``: the same positions
@@ -434,7 +435,7 @@ class VariableIncrementCountingBloomFilter(VariableIncrementCore):
     @property
     def layout(self) -> str:
         """``"classic"`` or ``"partitioned"``."""
-        return _LAYOUT_NAMES[self._layout_id]
+        return LAYOUT_NAMES[self._layout_id]
 
     @property
     def capacity(self) -> Optional[int]:
@@ -566,35 +567,15 @@ class VariableIncrementCountingBloomFilter(VariableIncrementCore):
                 "increments": list(self.increments)}
         if self._capacity is not None:
             meta["capacity"] = self._capacity
-        flags = _format.Flags.KEYED if self._key_function is not None else _format.Flags(0)
+        flags = header_flags(self._key_function)
         return _format.Header(
             structure=self._STRUCTURE, layout=_format.Layout(self._layout_id), hash_scheme=_format.HashScheme.XXH64_V1,
             seed=self.seed, num_bits=self.num_positions, num_hashes=self.num_hashes, keys_added=self.num_keys,
             payload_length=self.nbytes, meta=meta, flags=flags)
 
-    def to_bytes(self) -> bytes:
-        """The filter in bloomwise's binary format (docs/counting.md): the packed (c, a) cells are the payload."""
-        return _format.dumps(self._header(), self._payload())
-
-    @classmethod
-    def from_bytes(cls, data, *, key=None) -> "VariableIncrementCountingBloomFilter":
-        """Rebuild a filter from ``to_bytes()`` output; FormatError when the bytes fail any check."""
-        header, payload = _format.loads(data, structure=cls._STRUCTURE)
-        return cls._from_parts(header, payload, key=key)
-
-    def save(self, path) -> None:
-        """Write the filter to ``path`` atomically (temporary file, fsync, rename)."""
-        _format.save(path, self._header(), self._payload())
-
-    @classmethod
-    def load(cls, path, *, key=None) -> "VariableIncrementCountingBloomFilter":
-        """Read a filter written by ``save()``; FormatError when the file fails any check."""
-        header, payload = _format.load(path, structure=cls._STRUCTURE)
-        return cls._from_parts(header, payload, key=key)
-
     @classmethod
     def _from_parts(cls, header: _format.Header, payload, *, key) -> "VariableIncrementCountingBloomFilter":
-        _check_keyed(header, key)
+        check_keyed(header, key)
         if header.hash_scheme != _format.HashScheme.XXH64_V1:
             raise FormatError(f"this filter needs hash scheme XXH64_V1, the file says {header.hash_scheme.name}")
         if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
@@ -608,14 +589,14 @@ class VariableIncrementCountingBloomFilter(VariableIncrementCore):
             _check_split(fixed_bits, variable_bits, increments)
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"invalid variable-increment metadata {dict(meta)!r}: {exc}") from None
-        capacity = _meta_capacity(header)
+        capacity = meta_capacity(header)
         expected = (header.num_bits * (fixed_bits + variable_bits) + 63) // 64 * 8
         if header.payload_length != expected:
             raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} positions of "
                               f"{fixed_bits + variable_bits} bits need {expected}")
         self = cls.__new__(cls)
         try:
-            self._setup(header.num_bits, header.num_hashes, _LAYOUT_NAMES[int(header.layout)], increments,
+            self._setup(header.num_bits, header.num_hashes, LAYOUT_NAMES[int(header.layout)], increments,
                         fixed_bits, variable_bits, header.seed, header.keys_added, key)
             self._copy_cells_from(payload)
             self._check_cells()
@@ -625,10 +606,6 @@ class VariableIncrementCountingBloomFilter(VariableIncrementCore):
         self._set_capacity_limit(capacity)
         return self
 
-    def __reduce__(self):
-        if self._key_function is not None:
-            return (_load_keyed, (type(self), self.to_bytes(), self._key_function))
-        return (type(self).from_bytes, (self.to_bytes(),))
 
 
 def _check_split(fixed_bits, variable_bits, increments: tuple[int, ...]) -> None:

@@ -13,8 +13,9 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcmp, memcpy
 
 from bloomwise._native.hashing cimport (
-    hash_key, hash_ascii_str, hash_int64, hash_uint64, bw_xxh64, key_type_message,
+    hash_key, hash_object, hash_ascii_str, hash_int64, hash_uint64, bw_xxh64, key_type_message,
 )
+from bloomwise._native.support cimport check_int, check_threads, numpy
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, set_bits, test_bits, prefetch_key, block_index, second_hash, probe, bw_prefetch_write,
     bw_prefetch_read,
@@ -130,16 +131,6 @@ cdef struct FixedKeys:
     Py_ssize_t length
     Py_ssize_t width        # bytes per element (numpy S), code points per element (numpy U)
     const uint8_t* data
-
-cdef object _numpy = None
-
-cdef object numpy():
-    global _numpy
-    if _numpy is None:
-        import numpy
-        _numpy = numpy
-    return _numpy
-
 
 cdef class Batch:
     """Keys in a form the kernels read without Python objects (numpy values), or a list of Python keys."""
@@ -342,14 +333,6 @@ cdef class HashStream:
         for i in range(count):
             hash_object(items[start + i], self.seed, self.key_func, &out[i])
         return 0
-
-
-cdef inline int hash_object(object key, uint64_t seed, object key_func, uint64_t* out) except -1:
-    if key_func is not None:
-        key = key_func(key)
-        if not isinstance(key, (bytes, bytearray, memoryview)):
-            raise TypeError(f"the filter's key function must return bytes, returned {type(key).__name__}")
-    return hash_key(key, seed, out)
 
 
 # ---- kernels over a chunk of hashes ----------------------------------------------------------------------
@@ -619,7 +602,7 @@ cdef class BloomCore:
     # -- threads -----------------------------------------------------------------------------------------------
     def _contains_threaded(self, Batch batch, result, int nthreads):
         if batch.keys.kind == BATCH_OBJECTS:  # Python objects: hash with the GIL, then test in parallel
-            batch = make_batch(self._hash_all(batch), False)
+            batch = make_batch(hash_batch(batch, self._seed, self._key_func), False)
             run_threads(nthreads, batch.keys.length, lambda lo, hi: self._test_prehashed(batch, result, lo, hi))
         else:
             run_threads(nthreads, batch.keys.length, lambda lo, hi: self._contains_range(batch, result, lo, hi))
@@ -633,7 +616,7 @@ cdef class BloomCore:
     def _update_threaded(self, Batch batch, int nthreads):
         """Hash every key (in parallel for numpy values), then each thread sets the bits of its own range."""
         if batch.keys.kind == BATCH_OBJECTS:
-            hashes = self._hash_all(batch)
+            hashes = hash_batch(batch, self._seed, self._key_func)
         else:
             hashes = numpy().empty(batch.keys.length, dtype=numpy().uint64)
             run_threads(nthreads, batch.keys.length, lambda lo, hi: hash_range(batch, self._seed, hashes, lo, hi))
@@ -675,17 +658,6 @@ cdef class BloomCore:
                 start += count
         free(scratch)
         return new_keys
-
-    def _hash_all(self, Batch batch):
-        hashes = numpy().empty(batch.keys.length, dtype=numpy().uint64)
-        cdef uint64_t[::1] hv = hashes
-        cdef HashStream stream = HashStream(batch, self._seed, self._key_func)
-        cdef Py_ssize_t start = 0, count
-        while start < batch.keys.length:
-            count = min(<Py_ssize_t>CHUNK, batch.keys.length - start)
-            stream.hash_objects(start, count, &hv[start])
-            start += count
-        return hashes
 
     # -- whole-array operations ------------------------------------------------------------------------------------
     def _count_set_bits(self):
@@ -897,36 +869,24 @@ def run_threads(int nthreads, total, work):
         return [f.result() for f in futures]
 
 
-cdef int check_threads(object threads) except -1:
-    if threads is None:
-        return 1
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
-    return min(<int>threads, 64)
-
-
-cdef object check_int(str name, object value, object low, object high):
-    """value as an int within [low, high]; TypeError/ValueError naming the parameter otherwise."""
-    if isinstance(value, bool) or isinstance(value, float) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    value = value.__index__()
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
-    return value
-
-
-# ---- batch hashing for the counting filters (bloomwise._native.counting) ------------------------------------
-def hash_many(keys, uint64_t seed=0, key=None):
-    """The 64-bit hashes of a batch, exactly as the filters hash it: a numpy uint64 array of a numpy input's
-    shape (flat for a list, tuple or iterator). ``key``: the filter's key function, or None."""
-    cdef Batch batch = make_batch(keys, key is not None)
-    np = numpy()
-    hashes = np.empty(batch.keys.length, dtype=np.uint64)
+# ---- batch hashing ---------------------------------------------------------------------------------------------
+cdef object hash_batch(Batch batch, uint64_t seed, object key_func):
+    """The 64-bit hashes of every key of a batch, as a flat numpy uint64 array."""
+    hashes = numpy().empty(batch.keys.length, dtype=numpy().uint64)
     cdef uint64_t[::1] out = hashes
     cdef HashStream stream
     if batch.keys.length and batch.keys.kind == BATCH_OBJECTS:
-        stream = HashStream(batch, seed, key)
+        stream = HashStream(batch, seed, key_func)
         stream.hash_objects(0, batch.keys.length, &out[0])
     elif batch.keys.length:
         hash_range(batch, seed, hashes, 0, batch.keys.length)
+    return hashes
+
+
+def hash_many(keys, uint64_t seed=0, key=None):
+    """The 64-bit hashes of a batch, exactly as the filters hash it (the counting filters build on this):
+    a numpy uint64 array of a numpy input's shape (flat for a list, tuple or iterator). ``key``: the filter's
+    key function, or None."""
+    cdef Batch batch = make_batch(keys, key is not None)
+    hashes = hash_batch(batch, seed, key)
     return hashes.reshape(batch.shape) if batch.shape is not None else hashes

@@ -18,7 +18,8 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
 from libc.stdlib cimport realloc, free
 from libc.string cimport memset, memcpy, memcmp, memmove
 
-from bloomwise._native.hashing cimport hash_key
+from bloomwise._native.hashing cimport hash_key, hash_object
+from bloomwise._native.support cimport check_int, check_threads, numpy
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, positions, second_hash, bw_fmix64, bw_mulhi,
     LAYOUT_CLASSIC, LAYOUT_PARTITIONED, MAX_HASHES,
@@ -102,33 +103,6 @@ cdef inline void journal_push(Journal* j, uint64_t position, uint64_t bit) noexc
         j.allocated = size
     j.entries[j.length] = (position << 1) | bit
     j.length += 1
-
-
-cdef inline int hash_one(object key, uint64_t seed, object key_func, uint64_t* out) except -1:
-    if key_func is not None:
-        key = key_func(key)
-        if not isinstance(key, (bytes, bytearray, memoryview)):
-            raise TypeError(f"the filter's key function must return bytes, returned {type(key).__name__}")
-    return hash_key(key, seed, out)
-
-
-cdef object check_int(str name, object value, object low, object high):
-    if isinstance(value, bool) or isinstance(value, float) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    value = value.__index__()
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
-    return value
-
-
-cdef object _numpy = None
-
-cdef object numpy():
-    global _numpy
-    if _numpy is None:
-        import numpy
-        _numpy = numpy
-    return _numpy
 
 
 cdef object flat_hashes(object keys, uint64_t seed, object key_func):
@@ -232,7 +206,7 @@ cdef class CounterArrayCore:
         """Add one occurrence of a key. Returns True when it was certainly absent before. O(k)."""
         cdef uint64_t h
         cdef bint new_key
-        hash_one(key, self._seed, self._key_func, &h)
+        hash_object(key, self._seed, self._key_func, &h)
         self._check_ready()
         self._lock_writer()
         new_key = self._add_hash(h)
@@ -243,14 +217,14 @@ cdef class CounterArrayCore:
     def __contains__(self, key):
         """`key in f`: False means certainly absent; True means "might be present". O(k)."""
         cdef uint64_t h
-        hash_one(key, self._seed, self._key_func, &h)
+        hash_object(key, self._seed, self._key_func, &h)
         self._check_ready()
         return self._test_hash(h)
 
     cdef int _remove_one(self, object key) except -1:
         cdef uint64_t h
         cdef bint removed
-        hash_one(key, self._seed, self._key_func, &h)
+        hash_object(key, self._seed, self._key_func, &h)
         self._check_ready()
         self._lock_writer()
         removed = self._remove_hash(h, NULL)
@@ -409,14 +383,14 @@ cdef class CounterArrayCore:
 
     def _hash(self, key):
         cdef uint64_t h
-        hash_one(key, self._seed, self._key_func, &h)
+        hash_object(key, self._seed, self._key_func, &h)
         return h
 
     def _positions(self, key):
         """A key's k positions in probe order (the same as a BloomFilter's ``_bit_indices``)."""
         cdef uint64_t h
         cdef uint64_t pos[MAX_HASHES]
-        hash_one(key, self._seed, self._key_func, &h)
+        hash_object(key, self._seed, self._key_func, &h)
         positions(&self._g, h, pos)
         return [pos[i] for i in range(self._g.num_hashes)]
 
@@ -531,7 +505,7 @@ cdef class CountingCore(CounterArrayCore):
         """The key's k counter values in probe (hash) order, as a tuple of ints."""
         cdef uint64_t h
         cdef uint64_t pos[MAX_HASHES]
-        hash_one(key, self._seed, self._key_func, &h)
+        hash_object(key, self._seed, self._key_func, &h)
         self._check_ready()
         positions(&self._g, h, pos)
         return tuple(cell_get(self._cells, self._width, pos[i]) for i in range(self._g.num_hashes))

@@ -97,6 +97,15 @@ cdef inline int hash_key(object key, uint64_t seed, uint64_t* out) except -1:
     raise TypeError(key_type_message(key))
 
 
+cdef inline int hash_object(object key, uint64_t seed, object key_func, uint64_t* out) except -1:
+    """hash_key after the filter's key function, when it has one (which must return bytes)."""
+    if key_func is not None:
+        key = key_func(key)
+        if not isinstance(key, (bytes, bytearray, memoryview)):
+            raise TypeError(f"the filter's key function must return bytes, returned {type(key).__name__}")
+    return hash_key(key, seed, out)
+
+
 cdef inline str key_type_message(object key):
     name = type(key).__name__
     if PyFloat_Check(key) or name.startswith("float"):

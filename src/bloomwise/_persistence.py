@@ -1,0 +1,76 @@
+"""Saving and loading, the same for every structure: bytes, files and pickle in bloomwise's format (docs/format.md).
+
+A structure mixes in ``Persistent`` and defines ``_STRUCTURE`` (its id in the format), ``_header()``,
+``_payload()`` and the classmethod ``_from_parts(header, payload, *, key, **options)``, which validates what the
+format layer could not (sizes, layouts, structure-specific meta) and builds the object.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from bloomwise import _format
+from bloomwise.errors import FormatError
+
+
+class Persistent:
+    """``to_bytes``/``from_bytes``, ``save``/``load`` and pickling."""
+
+    __slots__ = ()
+    _STRUCTURE: _format.Structure
+
+    def to_bytes(self) -> bytes:
+        """The structure in bloomwise's binary format (docs/format.md)."""
+        return _format.dumps(self._header(), self._payload())
+
+    @classmethod
+    def from_bytes(cls, data, *, key=None, verify=True, **options):
+        """Rebuild from ``to_bytes()`` output; ``FormatError`` when the bytes fail any check.
+
+        :param key: the key function the structure was built with, if any (it cannot be saved).
+        :param verify: ``False`` skips the payload checksum (unsafe: only to rescue a damaged file).
+        """
+        header, payload = _format.loads(data, structure=cls._STRUCTURE, verify=verify)
+        return cls._from_parts(header, payload, key=key, **options)
+
+    def save(self, path) -> None:
+        """Write to ``path`` atomically: a temporary file in the same directory, fsync, then rename."""
+        _format.save(path, self._header(), self._payload())
+
+    @classmethod
+    def load(cls, path, *, key=None, verify=True, **options):
+        """Read what ``save()`` wrote; ``FormatError`` when the file fails any check.
+
+        ``verify=False`` skips the payload checksum and accepts a file whose writer died (unsafe).
+        """
+        header, payload = _format.load(path, structure=cls._STRUCTURE, verify=verify)
+        return cls._from_parts(header, payload, key=key, **options)
+
+    def __reduce__(self):
+        key = self._key_function
+        if key is not None:  # pickled by reference, like any function: it must be importable
+            return (_from_bytes_with_key, (type(self), self.to_bytes(), key))
+        return (type(self).from_bytes, (self.to_bytes(),))
+
+
+def _from_bytes_with_key(cls, data, key):
+    return cls.from_bytes(data, key=key)
+
+
+def header_flags(key_function) -> _format.Flags:
+    """KEYED when the structure has a key function (loading then asks for it again)."""
+    return _format.Flags.KEYED if key_function is not None else _format.Flags(0)
+
+
+def check_keyed(header: _format.Header, key) -> None:
+    """A file built with a key function loads only with one, and one built without it only without."""
+    if bool(header.flags & _format.Flags.KEYED) != (key is not None):
+        raise ValueError("this filter was built with a key function: pass the same key= to load it"
+                         if key is None else "this filter was built without a key function; omit key=")
+
+
+def meta_capacity(header: _format.Header) -> Optional[int]:
+    """The capacity recorded in a file's meta (None when built by size); FormatError when it is not an int >= 1."""
+    capacity = header.meta.get("capacity")
+    if capacity is not None and (not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1):
+        raise FormatError(f"meta capacity must be an int >= 1, the file says {capacity!r}")
+    return capacity
