@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 NATIVE := $(wildcard src/bloomwise/_native/*.pyx src/bloomwise/_native/*.pxd src/bloomwise/_native/*.h)
-BUILD_DEPS := "setuptools>=68" wheel "Cython>=3.0.8"
+BUILD_DEPS := "setuptools>=77" wheel "Cython>=3.0.8"
 
 .PHONY: demo test bench build clean
 

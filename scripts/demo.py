@@ -62,7 +62,10 @@ def main() -> int:
         loaded = BloomFilter.load(filter_path)
         print(f"\nreloaded: {loaded!r}; all 100,000 keys present: {bool(loaded.contains_many(present[:100_000]).all())}")
 
-    print("\nsizing like the hur.st calculator: n = 10,000, p = 0.001 ->", theory.plan(n=10_000, p=0.001))
+    plan = theory.plan(n=10_000, p=0.001)
+    print(f"\nsizing like the hur.st calculator: n = 10,000, p = 0.001 -> m = {plan.m:,} bits, k = {plan.k} "
+          f"({plan.bits_per_key:.2f} bits/key; real FPR classic {plan.fpr_classic:.4%}, "
+          f"blocked at the same size {plan.fpr_blocked:.4%})")
     return 0
 
 

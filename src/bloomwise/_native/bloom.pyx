@@ -125,6 +125,7 @@ cdef enum BatchKind:
     BATCH_INT64 = 2
     BATCH_BYTES = 3     # numpy 'S': fixed width, trailing NULs stripped
     BATCH_UNICODE = 4   # numpy 'U': UCS-4, trailing NULs stripped, hashed as UTF-8
+    BATCH_HASHES = 5    # hashes already computed (threaded batches of Python objects)
 
 cdef struct FixedKeys:
     int kind
@@ -262,7 +263,9 @@ cdef void hash_fixed(const FixedKeys* keys, Py_ssize_t start, Py_ssize_t count, 
                      uint64_t* out, uint8_t* scratch) noexcept nogil:
     """Hash numpy keys [start, start+count) without the GIL (Unicode was validated by numpy_batch)."""
     cdef Py_ssize_t i, n
-    if keys.kind == BATCH_UINT64:
+    if keys.kind == BATCH_HASHES:
+        memcpy(out, (<const uint64_t*>keys.data) + start, count * sizeof(uint64_t))
+    elif keys.kind == BATCH_UINT64:
         for i in range(count):
             out[i] = hash_uint64((<const uint64_t*>keys.data)[start + i], seed)
     elif keys.kind == BATCH_INT64:
@@ -614,24 +617,70 @@ cdef class BloomCore:
             test_hashes(&self._g, self._words, hs + lo, hi - lo, &out[lo])
 
     def _update_threaded(self, Batch batch, int nthreads):
-        """Hash every key (in parallel for numpy values), then each thread sets the bits of its own range."""
-        if batch.keys.kind == BATCH_OBJECTS:
-            hashes = hash_batch(batch, self._seed, self._key_func)
+        """Insert a batch with nthreads threads; no two threads ever write the same word.
+
+        A filter no larger than the batch's hashes (8 bytes a key): the keys are split in nthreads slices, one
+        thread fills this filter and each other one a private zeroed copy, OR-merged at the end (the copies are
+        cheap next to the batch). A larger filter: each thread owns a range of the array and sets, for every key,
+        the bits that fall in it (no copies of a big array, one pass over the hashes per thread).
+        """
+        if batch.keys.kind == BATCH_OBJECTS:  # Python objects are hashed once, with the GIL
+            batch = prehashed_batch(hash_batch(batch, self._seed, self._key_func))
+        private_copies = self._nbytes <= 8 * <uint64_t>batch.keys.length
+        if private_copies:
+            helpers = [self] + [self._empty_like() for _ in range(nthreads - 1)]
         else:
-            hashes = numpy().empty(batch.keys.length, dtype=numpy().uint64)
-            run_threads(nthreads, batch.keys.length, lambda lo, hi: hash_range(batch, self._seed, hashes, lo, hi))
-        ranges = self._write_ranges(nthreads)
+            if batch.keys.kind != BATCH_HASHES:
+                hashes = scratch_uint64(batch.keys.length)
+                run_threads(nthreads, batch.keys.length, lambda lo, hi: hash_range(batch, self._seed, hashes, lo, hi))
+                batch = prehashed_batch(hashes)
+            ranges = self._write_ranges(nthreads)
         with nogil:
             bw_lock(&self._lock)
         try:
-            counts = run_threads(nthreads, nthreads,
-                                 lambda t, _: self._add_prehashed_range(hashes, *ranges[t]))
+            if private_copies:
+                bounds = [batch.keys.length * t // nthreads for t in range(nthreads + 1)]
+                counts = run_threads(nthreads, nthreads,
+                                     lambda t, _: helpers[t]._add_slice_unlocked(batch, bounds[t], bounds[t + 1]))
+                for helper in helpers[1:]:
+                    self._or_unlocked(helper)
+            else:
+                counts = run_threads(nthreads, nthreads,
+                                     lambda t, _: self._add_prehashed_range(batch.items, *ranges[t]))
         finally:
             bw_unlock(&self._lock)
-        if self._g.layout == LAYOUT_BLOCKED:
-            self._count_new(sum(counts))
+        if private_copies or self._g.layout == LAYOUT_BLOCKED:
+            self._count_new(sum(counts))  # private copies: a key in two slices may count twice
         else:  # a key's bits are spread over the threads: count the batch as new when any bit changed
             self._count_new(batch.keys.length if any(counts) else 0)
+
+    def _empty_like(self):
+        """A zeroed BloomCore of the same geometry and seed (a private copy for one inserting thread)."""
+        cdef BloomCore copy = BloomCore.__new__(BloomCore)
+        copy._init_core(self._g.num_bits, self._g.num_hashes, self._g.layout, self._seed)
+        return copy
+
+    def _add_slice_unlocked(self, Batch batch, Py_ssize_t lo, Py_ssize_t hi):
+        """Insert keys [lo, hi) of a numpy or prehashed batch; the caller holds the writer lock (or owns self)."""
+        cdef uint64_t new_keys
+        cdef uint64_t* hs = <uint64_t*>malloc(CHUNK * sizeof(uint64_t))
+        cdef uint8_t* scratch = <uint8_t*>malloc(4 * batch.keys.width + 4)
+        if hs == NULL or scratch == NULL:
+            free(hs)
+            free(scratch)
+            raise MemoryError()
+        with nogil:
+            new_keys = add_fixed(&self._g, self._words, &batch.keys, lo, hi, self._seed, hs, scratch)
+        free(hs)
+        free(scratch)
+        return new_keys
+
+    cdef int _or_unlocked(self, BloomCore other) except -1:
+        cdef uint64_t i, nwords = self._nbytes // 8
+        with nogil:
+            for i in range(nwords):
+                self._words[i] |= other._words[i]
+        return 0
 
     def _write_ranges(self, int nthreads):
         """The part of the array each of nthreads inserting threads owns: [lo, hi) in blocks (blocked) or in bits.
@@ -870,9 +919,26 @@ def run_threads(int nthreads, total, work):
 
 
 # ---- batch hashing ---------------------------------------------------------------------------------------------
+cdef object scratch_uint64(Py_ssize_t length):
+    """An uninitialised numpy uint64 array in AlignedBuffer memory: huge pages from 4 MiB on, so a large
+    temporary costs a few page faults instead of one per 4 KiB (they are slow on virtual machines)."""
+    return numpy().frombuffer(AlignedBuffer(max(length, 1) * 8), dtype=numpy().uint64)[:length]
+
+
+cdef Batch prehashed_batch(object hashes):
+    """A batch of already computed hashes (a contiguous numpy uint64 array)."""
+    cdef Batch batch = Batch.__new__(Batch)
+    batch.keys.kind = BATCH_HASHES
+    batch.keys.length = hashes.shape[0]
+    batch.items = hashes
+    if batch.keys.length:
+        batch.take_buffer(hashes)
+    return batch
+
+
 cdef object hash_batch(Batch batch, uint64_t seed, object key_func):
     """The 64-bit hashes of every key of a batch, as a flat numpy uint64 array."""
-    hashes = numpy().empty(batch.keys.length, dtype=numpy().uint64)
+    hashes = scratch_uint64(batch.keys.length)
     cdef uint64_t[::1] out = hashes
     cdef HashStream stream
     if batch.keys.length and batch.keys.kind == BATCH_OBJECTS:

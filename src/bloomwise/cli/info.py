@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
           f"hash functions  {info['num_hashes']}\n"
           f"seed            {info['seed']}\n"
           f"capacity        {capacity}\n"
-          f"keys added      {info['keys_added']:,}\n"
+          f"keys added      {info['keys_added']:,} (insertions that set at least one new bit)\n"
           f"fill            {info['fill_ratio']:.2%}\n"
           f"estimated keys  {info['estimated_keys']:,.0f} (95% interval {low:,.0f} to {high:,.0f})\n"
           f"estimated FPR   {info['estimated_fpr']:.4g}")
