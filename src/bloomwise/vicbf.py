@@ -19,7 +19,7 @@ from typing import Callable, NamedTuple, Optional, Sequence
 from bloomwise import _format
 from bloomwise._native.counting import VariableIncrementCore
 from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity
-from bloomwise._statistics import LAYOUT_NAMES
+from bloomwise._statistics import LAYOUT_NAMES, FillStatistics
 from bloomwise.counting import (
     COUNTING_LAYOUTS, _check_capacity, _counting_layout_id,
     _over_capacity_warning, _parameter_differences,
@@ -329,7 +329,7 @@ class Probe(NamedTuple):
     y: Optional[int]
 
 
-class VariableIncrementCountingBloomFilter(Persistent, VariableIncrementCore):
+class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, VariableIncrementCore):
     """A counting Bloom filter whose positions hold (c, a) pairs: fewer false positives for the same memory.
 
     **Structure.** m positions, k probes per key (layouts ``"classic"`` and ``"partitioned"``: the same positions
@@ -433,14 +433,11 @@ class VariableIncrementCountingBloomFilter(Persistent, VariableIncrementCore):
         return self._num_cells
 
     @property
-    def layout(self) -> str:
-        """``"classic"`` or ``"partitioned"``."""
-        return LAYOUT_NAMES[self._layout_id]
+    def _num_positions(self) -> int:
+        return self._num_cells
 
-    @property
-    def capacity(self) -> Optional[int]:
-        """The number of keys the filter was sized for (None when built by size)."""
-        return self._capacity
+    def _count_filled(self) -> int:
+        return self._cell_counts()[0]
 
     @property
     def increments(self) -> tuple[int, ...]:
@@ -457,11 +454,6 @@ class VariableIncrementCountingBloomFilter(Persistent, VariableIncrementCore):
         """h: sums of up to h increments are distinct (mod 2^variable_bits), so multiplicities are decoded where
         c <= h. Capped at 8 and below c's saturation."""
         return self._bh_order
-
-    @property
-    def fill_ratio(self) -> float:
-        """The fraction of positions with c > 0."""
-        return self._cell_counts()[0] / self.num_positions
 
     @property
     def saturated_count(self) -> int:
