@@ -11,6 +11,7 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from bloomwise import _format, theory
 from bloomwise._native.bloom import BloomCore
+from bloomwise._compatibility import Compatible
 from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity
 from bloomwise._statistics import FillStatistics
 from bloomwise.errors import CapacityWarning, FormatError
@@ -27,7 +28,7 @@ def _layout_id(layout) -> int:
     return LAYOUTS[layout]
 
 
-class BloomFilter(Persistent, FillStatistics, BloomCore):
+class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
     """A set that answers "certainly absent" or "might be present", in ``num_bits`` bits.
 
     Build it by accuracy, ``BloomFilter(capacity, fpr)``, or by size, ``BloomFilter.from_size(num_bits,
@@ -138,18 +139,6 @@ class BloomFilter(Persistent, FillStatistics, BloomCore):
     def _parameters(self) -> dict:
         return {"structure": self._STRUCTURE.name.lower(), "num_bits": self.num_bits, "num_hashes": self.num_hashes,
                 "layout": self.layout, "seed": self.seed, "hash": self._hash_scheme.name.lower()}
-
-    def is_compatible(self, other) -> bool:
-        """True when ``other`` hashes keys to the same bits (same type, size, k, layout, seed, hash)."""
-        return isinstance(other, BloomFilter) and self._parameters() == other._parameters()
-
-    def _check_compatible(self, other, operation: str) -> None:
-        if not isinstance(other, BloomFilter):
-            raise TypeError(f"cannot {operation} a BloomFilter with {type(other).__name__}")
-        mine, theirs = self._parameters(), other._parameters()
-        if mine != theirs:
-            differ = ", ".join(f"{k}: {mine[k]!r} vs {theirs[k]!r}" for k in mine if mine[k] != theirs[k])
-            raise ValueError(f"cannot {operation} incompatible filters ({differ})")
 
     def copy(self) -> "BloomFilter":
         """An independent copy (same parameters and bits)."""
@@ -280,6 +269,9 @@ def _check_padding(num_bits: int, payload) -> None:
         last = int.from_bytes(payload[-8:], "little")
         if last >> (num_bits % 64):
             raise FormatError(f"bits past num_bits ({num_bits}) are set in the last word: the payload is damaged")
+
+
+BloomFilter._FAMILY = BloomFilter
 
 
 class _ExplicitHashBloomFilter(BloomFilter):

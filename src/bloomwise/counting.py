@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 
 from bloomwise import _format, theory
 from bloomwise._native.counting import CountingCore
+from bloomwise._compatibility import Compatible
 from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity
 from bloomwise._statistics import FillStatistics
 from bloomwise.bloom import BloomFilter
@@ -38,10 +39,6 @@ def _check_capacity(capacity, name: str = "capacity") -> int:
     if capacity < 1:
         raise ValueError(f"{name} must be at least 1, got {capacity}")
     return capacity
-
-
-def _parameter_differences(mine: dict, theirs: dict) -> str:
-    return ", ".join(f"{k}: {mine[k]!r} vs {theirs[k]!r}" for k in mine if mine[k] != theirs.get(k))
 
 
 def _over_capacity_warning(structure, capacity: int, stored: int, fpr_now: float) -> None:
@@ -115,7 +112,7 @@ def apply_changes(bloom: BloomFilter, changes: Changes) -> None:
 
 
 # ---- the filter ------------------------------------------------------------------------------------------------------
-class CountingBloomFilter(Persistent, FillStatistics, CountingCore):
+class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
     """A multiset of keys in m small counters, with deletions; "certainly absent" or "might be present".
 
     Build it by accuracy, ``CountingBloomFilter(capacity, fpr)`` (m and k as a BloomFilter of the same layout:
@@ -248,17 +245,6 @@ class CountingBloomFilter(Persistent, FillStatistics, CountingCore):
         return {"type": type(self).__name__, "num_counters": self.num_counters, "num_hashes": self.num_hashes,
                 "layout": self.layout, "seed": self.seed, "counter_bits": self.counter_bits}
 
-    def is_compatible(self, other) -> bool:
-        """True when ``other`` counts the same positions (same type, size, k, layout, seed, counter bits)."""
-        return isinstance(other, CountingBloomFilter) and self._parameters() == other._parameters()
-
-    def _check_compatible(self, other, operation: str) -> None:
-        if not isinstance(other, CountingBloomFilter):
-            raise TypeError(f"cannot {operation} a {type(self).__name__} with {type(other).__name__}")
-        mine, theirs = self._parameters(), other._parameters()
-        if mine != theirs:
-            raise ValueError(f"cannot {operation} incompatible filters ({_parameter_differences(mine, theirs)})")
-
     def copy(self) -> "CountingBloomFilter":
         """An independent copy (same parameters and counters; the journal starts empty)."""
         clone = type(self).__new__(type(self))
@@ -333,3 +319,6 @@ class CountingBloomFilter(Persistent, FillStatistics, CountingCore):
         self._capacity = capacity
         self._set_capacity_limit(capacity)
         return self
+
+
+CountingBloomFilter._FAMILY = CountingBloomFilter

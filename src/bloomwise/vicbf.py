@@ -18,11 +18,12 @@ from typing import Callable, NamedTuple, Optional, Sequence
 
 from bloomwise import _format
 from bloomwise._native.counting import VariableIncrementCore
+from bloomwise._compatibility import Compatible
 from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity
 from bloomwise._statistics import LAYOUT_NAMES, FillStatistics
 from bloomwise.counting import (
     COUNTING_LAYOUTS, _check_capacity, _counting_layout_id,
-    _over_capacity_warning, _parameter_differences,
+    _over_capacity_warning,
 )
 from bloomwise.errors import FormatError
 
@@ -329,7 +330,7 @@ class Probe(NamedTuple):
     y: Optional[int]
 
 
-class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, VariableIncrementCore):
+class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatible, VariableIncrementCore):
     """A counting Bloom filter whose positions hold (c, a) pairs: fewer false positives for the same memory.
 
     **Structure.** m positions, k probes per key (layouts ``"classic"`` and ``"partitioned"``: the same positions
@@ -525,17 +526,6 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, VariableI
                 "layout": self.layout, "seed": self.seed, "increments": self.increments,
                 "fixed_bits": self.fixed_bits, "variable_bits": self.variable_bits}
 
-    def is_compatible(self, other) -> bool:
-        """True when ``other`` has the same type, size, k, layout, seed, increments and counter bits."""
-        return isinstance(other, VariableIncrementCountingBloomFilter) and self._parameters() == other._parameters()
-
-    def _check_compatible(self, other, operation: str) -> None:
-        if not isinstance(other, VariableIncrementCountingBloomFilter):
-            raise TypeError(f"cannot {operation} a {type(self).__name__} with {type(other).__name__}")
-        mine, theirs = self._parameters(), other._parameters()
-        if mine != theirs:
-            raise ValueError(f"cannot {operation} incompatible filters ({_parameter_differences(mine, theirs)})")
-
     def copy(self) -> "VariableIncrementCountingBloomFilter":
         """An independent copy."""
         clone = type(self).__new__(type(self))
@@ -598,6 +588,9 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, VariableI
         self._set_capacity_limit(capacity)
         return self
 
+
+
+VariableIncrementCountingBloomFilter._FAMILY = VariableIncrementCountingBloomFilter
 
 
 def _check_split(fixed_bits, variable_bits, increments: tuple[int, ...]) -> None:

@@ -61,6 +61,18 @@ class CostModel:
         posterior = _validate.probability("posterior", posterior)
         return posterior * self.false_negative >= (1.0 - posterior) * self.false_positive
 
+    def decide_many(self, posteriors, trust_evidence=None):
+        """Vectorised ``decide`` and ``expected_cost``: (members, expected costs) for a numpy array of posteriors.
+
+        ``trust_evidence``: a bool array of answers to give instead of the cost-optimal ones (a selective filter
+        that does not decide at query time answers with the filter); the costs are those of the answers given.
+        """
+        import numpy as np
+        member = (posteriors * self.false_negative >= (1.0 - posteriors) * self.false_positive
+                  if trust_evidence is None else trust_evidence.copy())
+        expected = np.where(member, (1.0 - posteriors) * self.false_positive, posteriors * self.false_negative)
+        return member, expected
+
     def expected_cost(self, posterior: float, member: bool) -> float:
         """Expected cost of answering ``member`` for a key whose membership probability is ``posterior``."""
         posterior = _validate.probability("posterior", posterior)

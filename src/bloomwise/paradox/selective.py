@@ -271,11 +271,7 @@ class SelectiveBloomFilter:
             pp = p[positive]
             post[positive] = pp / (pp + (1.0 - pp) * fpr)
         post[evidence & ~answer] = 0.0
-        if self.selective_query:
-            member = post * self.cost.false_negative >= (1.0 - post) * self.cost.false_positive
-        else:
-            member = answer.copy()
-        expected = np.where(member, (1.0 - post) * self.cost.false_positive, post * self.cost.false_negative)
+        member, expected = self.cost.decide_many(post, None if self.selective_query else answer)
         return Decisions(member, post, answer, consulted, expected)
 
     def __repr__(self) -> str:

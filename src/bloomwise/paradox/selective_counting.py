@@ -146,11 +146,7 @@ class _SelectiveCounting:
             post_c, answer_c = self._posteriors(sub, p[consulted])
             post[consulted] = post_c
             answer[consulted] = answer_c
-        if self.selective_query:
-            member = post * self.cost.false_negative >= (1.0 - post) * self.cost.false_positive
-        else:
-            member = answer.copy()
-        expected = np.where(member, (1.0 - post) * self.cost.false_positive, post * self.cost.false_negative)
+        member, expected = self.cost.decide_many(post, None if self.selective_query else answer)
         return Decisions(member, post, answer, consulted, expected)
 
 
