@@ -13,11 +13,13 @@ import xxhash
 from hypothesis import given, strategies as st
 
 from bloomwise import BloomFilter, CapacityWarning, FormatError, theory
-from bloomwise._native.bloom import key_hash, xxh64
+from bloomwise._native.bloom import key_hash, xxh3, xxh64
 from stats import assert_rate_matches
 
 LAYOUTS = ("classic", "partitioned", "blocked")
 INT_DOMAIN, NEG_INT_DOMAIN, BIG_INT_DOMAIN = 0x3436752D746E6921, 0x3436692D746E6921, 0x6769622D746E6921
+#: hash scheme id -> the reference implementation of its byte hash (docs/architecture.md)
+REFERENCE = {1: xxhash.xxh64_intdigest, 2: xxhash.xxh3_64_intdigest}
 
 
 def small(layout, seed=0):
@@ -30,22 +32,45 @@ def test_xxh64_is_bit_exact_with_the_reference(data, seed):
     assert xxh64(data, seed) == xxhash.xxh64_intdigest(data, seed)
 
 
-@given(st.text(max_size=50), st.integers(0, 2**64 - 1))
-def test_str_keys_hash_as_their_utf8_bytes(text, seed):
-    assert key_hash(text, seed) == key_hash(text.encode(), seed) == xxhash.xxh64_intdigest(text.encode(), seed)
+@given(st.binary(max_size=600), st.integers(0, 2**64 - 1))
+def test_xxh3_is_bit_exact_with_the_reference(data, seed):
+    assert xxh3(data, seed) == xxhash.xxh3_64_intdigest(data, seed)
 
 
-@given(st.integers(-(2**200), 2**200), st.integers(0, 2**64 - 1))
-def test_integers_are_their_own_domain(value, seed):
+@pytest.mark.parametrize("seed", [0, 1, 0x9E3779B97F4A7C15, 2**64 - 1])
+def test_xxh3_every_length_and_branch(seed):
+    """Every length to 2,100 bytes: the 0, 1-3, 4-8, 9-16, 17-128, 129-240 cases and long inputs over two blocks."""
+    data = bytes((i * 131 + 7) % 251 for i in range(2100))
+    assert all(xxh3(data[:n], seed) == xxhash.xxh3_64_intdigest(data[:n], seed) for n in range(2101))
+
+
+@pytest.mark.parametrize("scheme", [1, 2])
+@given(text=st.text(max_size=50), seed=st.integers(0, 2**64 - 1))
+def test_str_keys_hash_as_their_utf8_bytes(scheme, text, seed):
+    assert (key_hash(text, seed, scheme) == key_hash(text.encode(), seed, scheme)
+            == REFERENCE[scheme](text.encode(), seed))
+
+
+@pytest.mark.parametrize("scheme", [1, 2])
+@given(value=st.integers(-(2**200), 2**200), seed=st.integers(0, 2**64 - 1))
+def test_integers_are_their_own_domain(scheme, value, seed):
+    reference = REFERENCE[scheme]
     if 0 <= value < 2**64:
-        expected = xxhash.xxh64_intdigest(value.to_bytes(8, "little"), seed ^ INT_DOMAIN)
+        expected = reference(value.to_bytes(8, "little"), seed ^ INT_DOMAIN)
     elif -(2**63) <= value < 0:
-        expected = xxhash.xxh64_intdigest(value.to_bytes(8, "little", signed=True), seed ^ NEG_INT_DOMAIN)
+        expected = reference(value.to_bytes(8, "little", signed=True), seed ^ NEG_INT_DOMAIN)
     else:
         data = value.to_bytes((value.bit_length() + 8) // 8, "little", signed=True)
-        expected = xxhash.xxh64_intdigest(data, seed ^ BIG_INT_DOMAIN)
-    assert key_hash(value, seed) == expected
-    assert key_hash(value, seed) != key_hash(str(value), seed)
+        expected = reference(data, seed ^ BIG_INT_DOMAIN)
+    assert key_hash(value, seed, scheme) == expected
+    assert key_hash(value, seed, scheme) != key_hash(str(value), seed, scheme)
+
+
+def test_unknown_hash_schemes_are_refused():
+    with pytest.raises(ValueError, match="hash_scheme must be one of 'xxh3', 'xxh64', got 'md5'"):
+        BloomFilter(100, hash_scheme="md5")
+    with pytest.raises(ValueError, match="unknown hash scheme id 7"):
+        key_hash("a", 0, 7)
 
 
 def test_int_str_and_bytes_never_share_an_encoding():
@@ -217,26 +242,35 @@ def test_explicit_functions_must_stay_in_range():
 # If one of these changes, saved filters would answer wrongly: add a new hash scheme id instead.
 SCHEMA = {"classic": (1000, 7), "partitioned": (1000, 7), "blocked": (2048, 8)}
 SCHEMA_KEYS = ["", "a", "bloomwise", b"\x00\xff", 0, 1, -1, 2**64 - 1, 2**100]
-SCHEMA_DIGESTS = {"classic": 0x859B0D5F0436CAC7, "partitioned": 0xDD91BCA06E8D049F, "blocked": 0x1D8F2DA92AF3B046}
+SCHEMA_DIGESTS = {
+    "xxh64": {"classic": 0x859B0D5F0436CAC7, "partitioned": 0xDD91BCA06E8D049F, "blocked": 0x1D8F2DA92AF3B046},
+    "xxh3": {"classic": 0xE5AA39B86C15697B, "partitioned": 0x0175A00BF8B16D0E, "blocked": 0x5A93D738E6EDED7B},
+}
 
 
+@pytest.mark.parametrize("scheme", ["xxh64", "xxh3"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_schema_fixed_keys_give_fixed_bytes(layout):
+def test_schema_fixed_keys_give_fixed_bytes(layout, scheme):
     num_bits, num_hashes = SCHEMA[layout]
-    f = BloomFilter.from_size(num_bits, num_hashes, layout=layout, seed=42)
+    f = BloomFilter.from_size(num_bits, num_hashes, layout=layout, seed=42, hash_scheme=scheme)
     f.update(SCHEMA_KEYS)
-    assert xxh64(f._payload()) == SCHEMA_DIGESTS[layout], hex(xxh64(f._payload()))
+    assert xxh64(f._payload()) == SCHEMA_DIGESTS[scheme][layout], hex(xxh64(f._payload()))
 
 
-@pytest.mark.parametrize("layout,key,indices", [
-    ("classic", "bloomwise", [942, 203, 465, 726, 988, 249, 511]),
-    ("partitioned", "bloomwise", [133, 171, 351, 531, 712, 749, 930]),
-    ("blocked", "bloomwise", [1552, 1600, 1705, 1752, 1830, 1903, 1965, 1989]),
-    ("classic", 2**64 - 1, [488, 5, 522, 39, 556, 72, 589]),
-    ("blocked", 2**64 - 1, [552, 589, 680, 758, 821, 870, 959, 988]),
+@pytest.mark.parametrize("scheme,layout,key,indices", [
+    ("xxh64", "classic", "bloomwise", [942, 203, 465, 726, 988, 249, 511]),
+    ("xxh64", "partitioned", "bloomwise", [133, 171, 351, 531, 712, 749, 930]),
+    ("xxh64", "blocked", "bloomwise", [1552, 1600, 1705, 1752, 1830, 1903, 1965, 1989]),
+    ("xxh64", "classic", 2**64 - 1, [488, 5, 522, 39, 556, 72, 589]),
+    ("xxh64", "blocked", 2**64 - 1, [552, 589, 680, 758, 821, 870, 959, 988]),
+    ("xxh3", "classic", "bloomwise", [467, 836, 206, 576, 945, 315, 684]),
+    ("xxh3", "partitioned", "bloomwise", [66, 261, 314, 510, 706, 759, 954]),
+    ("xxh3", "blocked", "bloomwise", [526, 592, 644, 724, 807, 889, 931, 993]),
+    ("xxh3", "blocked", 2**64 - 1, [1, 72, 186, 221, 301, 377, 412, 499]),
 ])
-def test_schema_bit_indices(layout, key, indices):
-    assert BloomFilter.from_size(*SCHEMA[layout], layout=layout, seed=42)._bit_indices(key) == indices
+def test_schema_bit_indices(scheme, layout, key, indices):
+    f = BloomFilter.from_size(*SCHEMA[layout], layout=layout, seed=42, hash_scheme=scheme)
+    assert f._bit_indices(key) == indices
 
 
 def test_schema_positions():

@@ -48,6 +48,16 @@ def test_build_query_info(tmp_path, keys_file, capsys):
     assert abs(info["estimated_keys"] - 1001) < 60 and info["estimated_fpr"] < 0.002
 
 
+def test_build_with_the_older_hash_scheme(tmp_path, keys_file, capsys):
+    out_path = tmp_path / "f.bloom"
+    code, _, _ = run(capsys, "build", keys_file, "-o", out_path, "--hash-scheme", "xxh64")
+    assert code == 0 and BloomFilter.load(out_path).hash_scheme == "xxh64"
+    code, out, _ = run(capsys, "info", out_path)
+    assert "hash scheme     xxh64" in out
+    code, out, _ = run(capsys, "info", out_path, "--json")
+    assert json.loads(out)["hash_scheme"] == "xxh64"
+
+
 def test_build_with_explicit_capacity_streams(tmp_path, keys_file, capsys):
     out_path = tmp_path / "f.bloom"
     code, out, _ = run(capsys, "build", keys_file, "-o", out_path, "--capacity", "1e5", "--fpr", "1 in 1000")

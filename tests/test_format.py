@@ -251,7 +251,7 @@ def test_unknown_version():
     (dict(structure=0), r"unknown structure id 0; this bloomwise knows 1 \(BLOOM\)"),
     (dict(structure=200), "unknown structure id 200"),
     (dict(layout=4), "unknown layout id 4"),
-    (dict(hash=2), "unknown hash id 2"),
+    (dict(hash=3), "unknown hash id 3"),
     (dict(flags=4), "reserved flag bits set: flags are 0x04"),
     (dict(flags=0x80), "reserved flag bits"),
     (dict(num_bits=0), "num_bits is 0"),

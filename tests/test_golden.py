@@ -28,6 +28,7 @@ def check(f, entry: dict) -> None:
     assert (f.num_bits, f.num_hashes, f.layout, f.seed) == (
         entry["num_bits"], entry["num_hashes"], recipe["layout"], recipe["seed"])
     assert f.capacity == recipe.get("capacity")
+    assert f.hash_scheme == entry.get("hash_scheme", "xxh64")  # 0.1.0 hashed with XXH64 and did not record it
     keys = [decode_key(k) for k in entry["keys"]]
     assert all(k in f for k in keys) and all(f.contains_many(keys))  # no false negatives, ever
     absent = [decode_key(k) for k in entry["absent"]]
@@ -63,9 +64,10 @@ def test_rebuilding_sets_the_same_bits(entry):
     from bloomwise import BloomFilter
 
     recipe = entry["recipe"]
-    f = BloomFilter.from_size(entry["num_bits"], entry["num_hashes"], layout=recipe["layout"], seed=recipe["seed"])
-    f.update(decode_key(k) for k in entry["keys"])
     golden_header, golden_payload = _format.load(DATA / entry["file"], structure=_format.Structure.BLOOM)
+    f = BloomFilter.from_size(entry["num_bits"], entry["num_hashes"], layout=recipe["layout"], seed=recipe["seed"],
+                              hash_scheme=_format.hash_scheme_name(golden_header.hash_scheme))
+    f.update(decode_key(k) for k in entry["keys"])
     header, payload = _format.loads(f.to_bytes())
     assert payload == golden_payload
     assert (header.layout, header.hash_scheme, header.seed) == (

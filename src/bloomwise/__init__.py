@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # public name -> module that defines it
 _EXPORTS = {

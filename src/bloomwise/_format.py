@@ -105,11 +105,39 @@ class HashScheme(enum.IntEnum):
     """How a key becomes a 64-bit hash. Append-only.
 
     CUSTOM: index functions supplied by the caller (``BloomFilter.from_hash_functions``); such a file can only be
-    loaded by passing the same functions again. XXH64_V1: the key encoding of docs/architecture.md.
+    loaded by passing the same functions again. XXH64_V1 and XXH3_V1: the key encoding of docs/architecture.md,
+    hashed with XXH64 or with XXH3-64 (the default since bloomwise 0.2: faster on short keys).
     """
 
     CUSTOM = 0
     XXH64_V1 = 1
+    XXH3_V1 = 2
+
+
+#: the ``hash_scheme=`` names users pass, and the schemes they select
+HASH_SCHEME_NAMES = {"xxh3": HashScheme.XXH3_V1, "xxh64": HashScheme.XXH64_V1}
+
+
+def hash_scheme_id(name) -> int:
+    """The scheme id of a ``hash_scheme=`` name; ValueError naming the choices."""
+    if name not in HASH_SCHEME_NAMES:
+        raise ValueError(f"hash_scheme must be one of {', '.join(map(repr, HASH_SCHEME_NAMES))}, got {name!r}")
+    return int(HASH_SCHEME_NAMES[name])
+
+
+def hash_scheme_name(scheme_id: int) -> str:
+    """``"xxh3"``, ``"xxh64"`` or ``"custom"``."""
+    for name, scheme in HASH_SCHEME_NAMES.items():
+        if scheme == scheme_id:
+            return name
+    return HashScheme(scheme_id).name.lower()
+
+
+def keyed_hash_scheme(header: "Header", what: str) -> int:
+    """The id of a file's key-hashing scheme; FormatError when the structure cannot use it (CUSTOM)."""
+    if header.hash_scheme not in HASH_SCHEME_NAMES.values():
+        raise FormatError(f"{what} needs hash scheme XXH3_V1 or XXH64_V1, the file says {header.hash_scheme.name}")
+    return int(header.hash_scheme)
 
 
 class Flags(enum.IntFlag):

@@ -18,6 +18,12 @@ class Persistent:
     __slots__ = ()
     _STRUCTURE: _format.Structure
 
+    @property
+    def hash_scheme(self) -> str:
+        """How keys become hashes, saved with the structure: ``"xxh3"`` (the default) or ``"xxh64"`` (bloomwise
+        0.1's files; pass ``hash_scheme="xxh64"`` to build a filter that combines with them)."""
+        return _format.hash_scheme_name(self._hash_scheme_id)
+
     def to_bytes(self) -> bytes:
         """The structure in bloomwise's binary format (docs/format.md)."""
         return _format.dumps(self._header(), self._payload())

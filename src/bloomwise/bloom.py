@@ -56,7 +56,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
     __slots__ = ("_capacity", "__weakref__")
 
     def __init__(self, capacity, fpr=0.01, *, layout="blocked", seed=0,
-                 key: Optional[Callable[[object], bytes]] = None):
+                 key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3"):
         """Sized so that ``fpr`` holds at ``capacity`` keys, by the layout's own FPR formula.
 
         :param capacity: the number of distinct keys the filter is sized for (an int >= 1).
@@ -64,6 +64,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
         :param layout: ``"blocked"``, ``"classic"`` or ``"partitioned"``.
         :param seed: hash seed, an int in [0, 2**64).
         :param key: optional function turning any key into bytes.
+        :param hash_scheme: ``"xxh3"`` (default) or ``"xxh64"`` (to combine with filters saved by bloomwise 0.1).
         """
         if isinstance(capacity, bool) or not isinstance(capacity, int) and not hasattr(capacity, "__index__"):
             raise TypeError(f"capacity must be an int, got {type(capacity).__name__} ({capacity!r})")
@@ -71,21 +72,23 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
         _layout_id(layout)
+        scheme = _format.hash_scheme_id(hash_scheme)
         num_bits, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
-        self._init_core(num_bits, num_hashes, _layout_id(layout), seed, key=key)
+        self._init_core(num_bits, num_hashes, _layout_id(layout), seed, key=key, hash_scheme=scheme)
         self._capacity = capacity
         self._set_capacity_limit(capacity)
 
     @classmethod
     def from_size(cls, num_bits, num_hashes, *, layout="classic", seed=0,
-                  key: Optional[Callable[[object], bytes]] = None) -> "BloomFilter":
+                  key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3") -> "BloomFilter":
         """A filter of exactly ``num_bits`` bits and ``num_hashes`` probes per key.
 
         >>> BloomFilter.from_size(1024, 3).num_bits
         1024
         """
         self = cls.__new__(cls)
-        self._init_core(num_bits, num_hashes, _layout_id(layout), seed, key=key)
+        self._init_core(num_bits, num_hashes, _layout_id(layout), seed, key=key,
+                        hash_scheme=_format.hash_scheme_id(hash_scheme))
         self._capacity = None
         return self
 
@@ -138,13 +141,14 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
     # -- set algebra -------------------------------------------------------------------------------------------
     def _parameters(self) -> dict:
         return {"structure": self._STRUCTURE.name.lower(), "num_bits": self.num_bits, "num_hashes": self.num_hashes,
-                "layout": self.layout, "seed": self.seed, "hash": self._hash_scheme.name.lower()}
+                "layout": self.layout, "seed": self.seed, "hash_scheme": self.hash_scheme}
 
     def copy(self) -> "BloomFilter":
         """An independent copy (same parameters and bits)."""
         clone = type(self).__new__(type(self))
         clone._init_core(self.num_bits, self.num_hashes, self._layout_id, self.seed,
-                         keys_added=self._keys_added_count, key=self._key_function)
+                         keys_added=self._keys_added_count, key=self._key_function,
+                         hash_scheme=self._hash_scheme_id)
         clone._copy_bits_from(self._payload())
         clone._capacity = self._capacity
         clone._set_capacity_limit(self._capacity)
@@ -202,7 +206,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
 
     @property
     def _hash_scheme(self) -> _format.HashScheme:
-        return _format.HashScheme.XXH64_V1
+        return _format.HashScheme(self._hash_scheme_id)
 
     def _header(self) -> _format.Header:
         meta = {} if self._capacity is None else {"capacity": self._capacity}
@@ -250,9 +254,11 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
             if header.payload_length != expected:
                 raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} bits "
                                   f"need {expected}")
+            scheme = _format.keyed_hash_scheme(header, "a Bloom filter")
             try:
                 self._init_core(header.num_bits, header.num_hashes, int(header.layout), header.seed,
-                                storage=None if copy else payload, keys_added=header.keys_added, key=key)
+                                storage=None if copy else payload, keys_added=header.keys_added, key=key,
+                                hash_scheme=scheme)
             except (ValueError, TypeError) as exc:
                 raise FormatError(f"the file describes an impossible filter: {exc}") from None
         _check_padding(header.num_bits, payload)
@@ -302,6 +308,11 @@ class _ExplicitHashBloomFilter(BloomFilter):
     @property
     def _hash_scheme(self):
         return _format.HashScheme.CUSTOM
+
+    @property
+    def hash_scheme(self) -> str:
+        """``"custom"``: the positions come from the functions given."""
+        return "custom"
 
     def _parameters(self) -> dict:
         return {**super()._parameters(), "functions": tuple(self._functions)}

@@ -159,7 +159,7 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
     __slots__ = ("_capacity", "__weakref__")
 
     def __init__(self, capacity, fpr=0.01, *, counter_bits=4, layout="classic", seed=0,
-                 key: Optional[Callable[[object], bytes]] = None):
+                 key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3"):
         """Sized like a BloomFilter of the same layout: ``fpr`` holds at ``capacity`` keys.
 
         :param capacity: the number of keys the filter is sized for (an int >= 1). Past it (``num_keys``, which
@@ -169,24 +169,27 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
         :param layout: ``"classic"`` (default) or ``"partitioned"``.
         :param seed: hash seed, an int in [0, 2**64).
         :param key: optional function turning any key into bytes.
+        :param hash_scheme: ``"xxh3"`` (default) or ``"xxh64"`` (bloomwise 0.1's hashing).
         """
         capacity = _check_capacity(capacity)
         layout_id = _counting_layout_id(layout)
+        scheme = _format.hash_scheme_id(hash_scheme)
         num_counters, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
-        self._init_counting(num_counters, num_hashes, layout_id, counter_bits, seed, key=key)
+        self._init_counting(num_counters, num_hashes, layout_id, counter_bits, seed, key=key, hash_scheme=scheme)
         self._capacity = capacity
         self._set_capacity_limit(capacity)
 
     @classmethod
     def from_size(cls, num_counters, num_hashes, *, counter_bits=4, layout="classic", seed=0,
-                  key: Optional[Callable[[object], bytes]] = None) -> "CountingBloomFilter":
+                  key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3") -> "CountingBloomFilter":
         """A filter of exactly ``num_counters`` counters and ``num_hashes`` probes per key.
 
         >>> CountingBloomFilter.from_size(1000, 3, counter_bits=8).nbytes
         1000
         """
         self = cls.__new__(cls)
-        self._init_counting(num_counters, num_hashes, _counting_layout_id(layout), counter_bits, seed, key=key)
+        self._init_counting(num_counters, num_hashes, _counting_layout_id(layout), counter_bits, seed, key=key,
+                            hash_scheme=_format.hash_scheme_id(hash_scheme))
         self._capacity = None
         return self
 
@@ -222,10 +225,10 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
 
     # -- the bit view and its journal ----------------------------------------------------------------------------------
     def to_bloom(self) -> BloomFilter:
-        """The bit view (bit i = counter i > 0) as a BloomFilter of the same size, layout, k, seed and key function:
-        it answers every query exactly as this filter does. O(m)."""
+        """The bit view (bit i = counter i > 0) as a BloomFilter of the same size, layout, k, seed, hash scheme and
+        key function: it answers every query exactly as this filter does. O(m)."""
         bloom = BloomFilter.from_size(self.num_counters, self.num_hashes, layout=self.layout, seed=self.seed,
-                                      key=self._key_function)
+                                      key=self._key_function, hash_scheme=self.hash_scheme)
         bloom._copy_bits_from(self._bit_view())
         return bloom
 
@@ -243,13 +246,14 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
     # -- set algebra ---------------------------------------------------------------------------------------------------
     def _parameters(self) -> dict:
         return {"type": type(self).__name__, "num_counters": self.num_counters, "num_hashes": self.num_hashes,
-                "layout": self.layout, "seed": self.seed, "counter_bits": self.counter_bits}
+                "layout": self.layout, "seed": self.seed, "hash_scheme": self.hash_scheme,
+                "counter_bits": self.counter_bits}
 
     def copy(self) -> "CountingBloomFilter":
         """An independent copy (same parameters and counters; the journal starts empty)."""
         clone = type(self).__new__(type(self))
         clone._init_counting(self.num_counters, self.num_hashes, self._layout_id, self.counter_bits, self.seed,
-                             self.num_keys, self._key_function)
+                             self.num_keys, self._key_function, hash_scheme=self._hash_scheme_id)
         clone._copy_cells_from(self._payload())
         clone._capacity = self._capacity
         clone._set_capacity_limit(self._capacity)
@@ -289,15 +293,15 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
             meta["capacity"] = self._capacity
         flags = header_flags(self._key_function)
         return _format.Header(
-            structure=self._STRUCTURE, layout=_format.Layout(self._layout_id), hash_scheme=_format.HashScheme.XXH64_V1,
+            structure=self._STRUCTURE, layout=_format.Layout(self._layout_id),
+            hash_scheme=_format.HashScheme(self._hash_scheme_id),
             seed=self.seed, num_bits=self.num_counters, num_hashes=self.num_hashes, keys_added=self.num_keys,
             payload_length=self.nbytes, meta=meta, flags=flags)
 
     @classmethod
     def _from_parts(cls, header: _format.Header, payload, *, key) -> "CountingBloomFilter":
         check_keyed(header, key)
-        if header.hash_scheme != _format.HashScheme.XXH64_V1:
-            raise FormatError(f"a counting filter needs hash scheme XXH64_V1, the file says {header.hash_scheme.name}")
+        scheme = _format.keyed_hash_scheme(header, "a counting filter")
         if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
             raise FormatError(f"a counting filter has the classic or partitioned layout, the file says "
                               f"{header.layout.name}")
@@ -312,7 +316,7 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
         self = cls.__new__(cls)
         try:
             self._init_counting(header.num_bits, header.num_hashes, int(header.layout), counter_bits, header.seed,
-                                header.keys_added, key)
+                                header.keys_added, key, hash_scheme=scheme)
             self._copy_cells_from(payload)
         except (ValueError, TypeError) as exc:
             raise FormatError(f"the file describes an impossible filter: {exc}") from None

@@ -61,11 +61,11 @@ class ScalableBloomFilter(Persistent):
     True
     """
 
-    __slots__ = ("_initial_capacity", "_fpr", "_growth", "_ratio", "_layout", "_seed", "_key", "_stages",
+    __slots__ = ("_initial_capacity", "_fpr", "_growth", "_ratio", "_layout", "_seed", "_key", "_scheme", "_stages",
                  "_stage_keys", "__weakref__")
 
     def __init__(self, initial_capacity=1024, fpr=0.01, *, growth=2, ratio=0.5, layout="blocked", seed=0,
-                 key: Optional[Callable[[object], bytes]] = None):
+                 key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3"):
         """
         :param initial_capacity: keys the first stage holds (an int >= 1).
         :param fpr: the compound false-positive rate never to exceed, in (0, 1).
@@ -75,11 +75,12 @@ class ScalableBloomFilter(Persistent):
         :param layout: the stages' layout: ``"blocked"`` (default), ``"classic"`` or ``"partitioned"``.
         :param seed: hash seed of the first stage, an int in [0, 2**64) (stage i: ``seed + i * STAGE_SEED_STEP``).
         :param key: optional function turning any key into bytes.
+        :param hash_scheme: every stage's: ``"xxh3"`` (default) or ``"xxh64"`` (bloomwise 0.1's hashing).
         """
-        self._configure(initial_capacity, fpr, growth, ratio, layout, seed, key)
+        self._configure(initial_capacity, fpr, growth, ratio, layout, seed, key, _format.hash_scheme_id(hash_scheme))
         self._add_stage()
 
-    def _configure(self, initial_capacity, fpr, growth, ratio, layout, seed, key) -> None:
+    def _configure(self, initial_capacity, fpr, growth, ratio, layout, seed, key, scheme) -> None:
         """Check and set the parameters; no stage yet."""
         self._initial_capacity = _check_capacity(initial_capacity, "initial_capacity")
         self._fpr = _real("fpr", fpr, 0.0, 1.0, low_open=True, high_open=True)
@@ -91,7 +92,7 @@ class ScalableBloomFilter(Persistent):
             raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
         if key is not None and not callable(key):
             raise TypeError(f"key must be a function turning a key into bytes, got {type(key).__name__}")
-        self._layout, self._seed, self._key = layout, seed, key
+        self._layout, self._seed, self._key, self._scheme = layout, seed, key, scheme
         self._stages: list[BloomFilter] = []
         self._stage_keys: list[int] = []
 
@@ -110,7 +111,8 @@ class ScalableBloomFilter(Persistent):
     def _add_stage(self) -> None:
         index = len(self._stages)
         self._stages.append(BloomFilter(self.stage_capacity(index), self.stage_fpr(index), layout=self._layout,
-                                        seed=self.stage_seed(index), key=self._key))
+                                        seed=self.stage_seed(index), key=self._key,
+                                        hash_scheme=_format.hash_scheme_name(self._scheme)))
         self._stage_keys.append(0)
 
     def _room(self) -> int:
@@ -215,6 +217,10 @@ class ScalableBloomFilter(Persistent):
         return self._seed
 
     @property
+    def _hash_scheme_id(self) -> int:
+        return self._scheme
+
+    @property
     def num_bits(self) -> int:
         """Bits over all stages."""
         return sum(stage.num_bits for stage in self._stages)
@@ -253,7 +259,7 @@ class ScalableBloomFilter(Persistent):
     # -- comparison and copies -----------------------------------------------------------------------------------------
     def _parameters(self) -> dict:
         return {"initial_capacity": self._initial_capacity, "fpr": self._fpr, "growth": self._growth,
-                "ratio": self._ratio, "layout": self._layout, "seed": self._seed}
+                "ratio": self._ratio, "layout": self._layout, "seed": self._seed, "hash_scheme": self.hash_scheme}
 
     def is_compatible(self, other) -> bool:
         """True when ``other`` is a ScalableBloomFilter with the same parameters (so the same stages)."""
@@ -267,7 +273,7 @@ class ScalableBloomFilter(Persistent):
 
     def copy(self) -> "ScalableBloomFilter":
         clone = type(self).__new__(type(self))
-        for name in ("_initial_capacity", "_fpr", "_growth", "_ratio", "_layout", "_seed", "_key"):
+        for name in ("_initial_capacity", "_fpr", "_growth", "_ratio", "_layout", "_seed", "_key", "_scheme"):
             setattr(clone, name, getattr(self, name))
         clone._stages = [stage.copy() for stage in self._stages]
         clone._stage_keys = list(self._stage_keys)
@@ -294,7 +300,7 @@ class ScalableBloomFilter(Persistent):
         flags = header_flags(self._key)
         return _format.Header(
             structure=self._STRUCTURE, layout=_format.Layout(LAYOUTS[self._layout]),
-            hash_scheme=_format.HashScheme.XXH64_V1, seed=self._seed, num_bits=self.num_bits,
+            hash_scheme=_format.HashScheme(self._scheme), seed=self._seed, num_bits=self.num_bits,
             num_hashes=self._stages[0].num_hashes, keys_added=sum(self._stage_keys),
             payload_length=sum(_aligned(stage.nbytes) for stage in self._stages), meta=meta, flags=flags)
 
@@ -309,15 +315,15 @@ class ScalableBloomFilter(Persistent):
     @classmethod
     def _from_parts(cls, header: _format.Header, payload, *, key) -> "ScalableBloomFilter":
         check_keyed(header, key)
-        if header.hash_scheme != _format.HashScheme.XXH64_V1 or header.layout == _format.Layout.NONE:
-            raise FormatError(f"a scalable filter needs hash XXH64_V1 and a layout, the file says "
-                              f"{header.hash_scheme.name} and {header.layout.name}")
+        scheme = _format.keyed_hash_scheme(header, "a scalable filter")
+        if header.layout == _format.Layout.NONE:
+            raise FormatError("a scalable filter needs a layout, the file says NONE")
         meta = header.meta
         layout = {v: k for k, v in LAYOUTS.items()}[int(header.layout)]
         self = cls.__new__(cls)
         try:
             self._configure(meta["initial_capacity"], meta["fpr"], meta["growth"], meta["ratio"], layout, header.seed,
-                            key)
+                            key, scheme)
             columns = [meta[name] for name in _STAGE_FIELDS]
             if not all(isinstance(column, list) for column in columns) or len({len(c) for c in columns}) != 1:
                 raise ValueError("the stage lists must be lists of one length")
@@ -339,7 +345,8 @@ class ScalableBloomFilter(Persistent):
         offset = 0
         for capacity, bits, hashes, seed, count, size in zip(capacities, num_bits, num_hashes, seeds, keys, sizes):
             try:
-                stage = BloomFilter.from_size(bits, hashes, layout=layout, seed=seed, key=key)
+                stage = BloomFilter.from_size(bits, hashes, layout=layout, seed=seed, key=key,
+                                              hash_scheme=_format.hash_scheme_name(scheme))
             except (TypeError, ValueError) as exc:
                 raise FormatError(f"the file describes an impossible stage: {exc}") from None
             chunk = payload[offset:offset + size]

@@ -381,7 +381,7 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
     __slots__ = ("_capacity", "_increments_tuple", "_bh_order", "_decoders", "__weakref__")
 
     def __init__(self, capacity, fpr=0.01, *, increments=DEFAULT_INCREMENTS, fixed_bits=4, variable_bits=4,
-                 layout="classic", seed=0, key: Optional[Callable[[object], bytes]] = None):
+                 layout="classic", seed=0, key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3"):
         """Sized by :func:`vicbf_optimal_size` so that ``fpr`` holds at ``capacity`` keys.
 
         :param capacity: the number of keys the filter is sized for (an int >= 1).
@@ -392,20 +392,22 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         :param layout: ``"classic"`` (default) or ``"partitioned"``.
         :param seed: hash seed, an int in [0, 2**64).
         :param key: optional function turning any key into bytes.
+        :param hash_scheme: ``"xxh3"`` (default) or ``"xxh64"`` (bloomwise 0.1's hashing).
         """
         capacity = _check_capacity(capacity)
         _counting_layout_id(layout)
+        scheme = _format.hash_scheme_id(hash_scheme)
         increments = _check_increments(increments)
         _check_split(fixed_bits, variable_bits, increments)
         num_positions, num_hashes = vicbf_optimal_size(capacity, fpr, increments=increments, fixed_bits=fixed_bits,
                                                        variable_bits=variable_bits, layout=layout)
-        self._setup(num_positions, num_hashes, layout, increments, fixed_bits, variable_bits, seed, 0, key)
+        self._setup(num_positions, num_hashes, layout, increments, fixed_bits, variable_bits, seed, 0, key, scheme)
         self._capacity = capacity
         self._set_capacity_limit(capacity)
 
     @classmethod
     def from_size(cls, num_positions, num_hashes, *, increments=DEFAULT_INCREMENTS, fixed_bits=4, variable_bits=4,
-                  layout="classic", seed=0, key=None) -> "VariableIncrementCountingBloomFilter":
+                  layout="classic", seed=0, key=None, hash_scheme="xxh3") -> "VariableIncrementCountingBloomFilter":
         """A filter of exactly ``num_positions`` (c, a) pairs and ``num_hashes`` probes per key.
 
         >>> VariableIncrementCountingBloomFilter.from_size(1000, 4, increments=(1, 2, 4)).bh_order
@@ -414,15 +416,16 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         self = cls.__new__(cls)
         increments = _check_increments(increments)
         _check_split(fixed_bits, variable_bits, increments)
-        self._setup(num_positions, num_hashes, layout, increments, fixed_bits, variable_bits, seed, 0, key)
+        self._setup(num_positions, num_hashes, layout, increments, fixed_bits, variable_bits, seed, 0, key,
+                    _format.hash_scheme_id(hash_scheme))
         self._capacity = None
         return self
 
     def _setup(self, num_positions, num_hashes, layout, increments, fixed_bits, variable_bits, seed, num_keys,
-               key) -> None:
+               key, scheme) -> None:
         table, rows = _feasible_table(increments, fixed_bits, variable_bits)
         self._init_variable(num_positions, num_hashes, _counting_layout_id(layout), fixed_bits, variable_bits,
-                            increments, table, rows, seed, num_keys, key)
+                            increments, table, rows, seed, num_keys, key, scheme)
         self._increments_tuple = increments
         self._bh_order = bh_order(increments, min(_MAX_BH_ORDER, (1 << fixed_bits) - 2), 1 << variable_bits)
         self._decoders = _decoders(increments, self._bh_order, 1 << variable_bits)
@@ -523,14 +526,15 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
     # -- algebra and copies --------------------------------------------------------------------------------------------
     def _parameters(self) -> dict:
         return {"type": type(self).__name__, "num_positions": self.num_positions, "num_hashes": self.num_hashes,
-                "layout": self.layout, "seed": self.seed, "increments": self.increments,
+                "layout": self.layout, "seed": self.seed, "hash_scheme": self.hash_scheme,
+                "increments": self.increments,
                 "fixed_bits": self.fixed_bits, "variable_bits": self.variable_bits}
 
     def copy(self) -> "VariableIncrementCountingBloomFilter":
         """An independent copy."""
         clone = type(self).__new__(type(self))
         clone._setup(self.num_positions, self.num_hashes, self.layout, self.increments, self.fixed_bits,
-                     self.variable_bits, self.seed, self.num_keys, self._key_function)
+                     self.variable_bits, self.seed, self.num_keys, self._key_function, self._hash_scheme_id)
         clone._copy_cells_from(self._payload())
         clone._capacity = self._capacity
         clone._set_capacity_limit(self._capacity)
@@ -551,15 +555,15 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
             meta["capacity"] = self._capacity
         flags = header_flags(self._key_function)
         return _format.Header(
-            structure=self._STRUCTURE, layout=_format.Layout(self._layout_id), hash_scheme=_format.HashScheme.XXH64_V1,
+            structure=self._STRUCTURE, layout=_format.Layout(self._layout_id),
+            hash_scheme=_format.HashScheme(self._hash_scheme_id),
             seed=self.seed, num_bits=self.num_positions, num_hashes=self.num_hashes, keys_added=self.num_keys,
             payload_length=self.nbytes, meta=meta, flags=flags)
 
     @classmethod
     def _from_parts(cls, header: _format.Header, payload, *, key) -> "VariableIncrementCountingBloomFilter":
         check_keyed(header, key)
-        if header.hash_scheme != _format.HashScheme.XXH64_V1:
-            raise FormatError(f"this filter needs hash scheme XXH64_V1, the file says {header.hash_scheme.name}")
+        scheme = _format.keyed_hash_scheme(header, "this filter")
         if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
             raise FormatError(f"this filter has the classic or partitioned layout, the file says {header.layout.name}")
         meta = header.meta
@@ -579,7 +583,7 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         self = cls.__new__(cls)
         try:
             self._setup(header.num_bits, header.num_hashes, LAYOUT_NAMES[int(header.layout)], increments,
-                        fixed_bits, variable_bits, header.seed, header.keys_added, key)
+                        fixed_bits, variable_bits, header.seed, header.keys_added, key, scheme)
             self._copy_cells_from(payload)
             self._check_cells()
         except (ValueError, TypeError) as exc:

@@ -91,6 +91,7 @@ def main() -> int:
             "recipe": recipe,
             "num_bits": f.num_bits,
             "num_hashes": f.num_hashes,
+            "hash_scheme": f.hash_scheme,
             "keys": [encode_key(k) for k in keys],
             "absent": [encode_key(k) for k in probes],
             "false_positives": "".join("1" if k in f else "0" for k in probes),

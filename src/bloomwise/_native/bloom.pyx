@@ -13,7 +13,8 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcmp, memcpy
 
 from bloomwise._native.hashing cimport (
-    hash_key, hash_object, hash_ascii_str, hash_int64, hash_uint64, bw_xxh64, key_type_message,
+    Hasher, hash_bytes, check_scheme, hash_key, hash_object, hash_ascii_str, hash_int64, hash_uint64, bw_xxh64,
+    bw_xxh3, key_type_message, SCHEME_XXH3,
 )
 from bloomwise._native.support cimport check_int, check_threads, numpy
 from bloomwise._native.layouts cimport (
@@ -62,10 +63,30 @@ def xxh64(data, uint64_t seed=0):
     return result
 
 
-def key_hash(key, uint64_t seed=0):
-    """The 64-bit hash bloomwise uses for one key (see docs/architecture.md)."""
+def xxh3(data, uint64_t seed=0):
+    """XXH3-64 of a bytes-like object (bit-exact with the reference implementation)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            result = bw_xxh3(view.buf, view.len, seed)
+    finally:
+        PyBuffer_Release(&view)
+    return result
+
+
+cdef Hasher make_hasher(uint64_t seed, int scheme) except *:
+    check_scheme(scheme)
+    cdef Hasher hasher
+    hasher.seed = seed
+    hasher.scheme = scheme
+    return hasher
+
+
+def key_hash(key, uint64_t seed=0, int scheme=SCHEME_XXH3):
+    """The 64-bit hash bloomwise uses for one key under a hash scheme id (see docs/architecture.md)."""
     cdef uint64_t h
-    hash_key(key, seed, &h)
+    hash_key(key, make_hasher(seed, scheme), &h)
     return h
 
 
@@ -259,7 +280,7 @@ cdef inline Py_ssize_t stripped_length(const FixedKeys* keys, Py_ssize_t index) 
     return n
 
 
-cdef void hash_fixed(const FixedKeys* keys, Py_ssize_t start, Py_ssize_t count, uint64_t seed,
+cdef void hash_fixed(const FixedKeys* keys, Py_ssize_t start, Py_ssize_t count, Hasher hasher,
                      uint64_t* out, uint8_t* scratch) noexcept nogil:
     """Hash numpy keys [start, start+count) without the GIL (Unicode was validated by numpy_batch)."""
     cdef Py_ssize_t i, n
@@ -267,18 +288,18 @@ cdef void hash_fixed(const FixedKeys* keys, Py_ssize_t start, Py_ssize_t count, 
         memcpy(out, (<const uint64_t*>keys.data) + start, count * sizeof(uint64_t))
     elif keys.kind == BATCH_UINT64:
         for i in range(count):
-            out[i] = hash_uint64((<const uint64_t*>keys.data)[start + i], seed)
+            out[i] = hash_uint64((<const uint64_t*>keys.data)[start + i], hasher)
     elif keys.kind == BATCH_INT64:
         for i in range(count):
-            out[i] = hash_int64((<const int64_t*>keys.data)[start + i], seed)
+            out[i] = hash_int64((<const int64_t*>keys.data)[start + i], hasher)
     elif keys.kind == BATCH_BYTES:
         for i in range(count):
-            out[i] = bw_xxh64(keys.data + (start + i) * keys.width, stripped_length(keys, start + i), seed)
+            out[i] = hash_bytes(hasher, keys.data + (start + i) * keys.width, stripped_length(keys, start + i))
     else:
         for i in range(count):
             n = ucs4_to_utf8((<const uint32_t*>keys.data) + (start + i) * keys.width,
                              stripped_length(keys, start + i), scratch)
-            out[i] = bw_xxh64(scratch, n, seed)
+            out[i] = hash_bytes(hasher, scratch, n)
 
 
 cdef int validate_unicode(const FixedKeys* keys) except -1:
@@ -300,14 +321,14 @@ cdef int validate_unicode(const FixedKeys* keys) except -1:
 cdef class HashStream:
     """Hashes a batch chunk by chunk into a reusable buffer (the GIL is needed only for Python objects)."""
     cdef Batch batch
-    cdef uint64_t seed
+    cdef Hasher hasher
     cdef object key_func
     cdef uint8_t* scratch
     cdef uint64_t* hashes
 
-    def __cinit__(self, Batch batch, uint64_t seed, object key_func):
+    def __cinit__(self, Batch batch, uint64_t seed, int scheme, object key_func):
         self.batch = batch
-        self.seed = seed
+        self.hasher = make_hasher(seed, scheme)
         self.key_func = key_func
         self.hashes = <uint64_t*>malloc(CHUNK * sizeof(uint64_t))
         self.scratch = <uint8_t*>malloc(4 * batch.keys.width + 4)
@@ -330,11 +351,11 @@ cdef class HashStream:
                 if i + OBJECT_PREFETCH_DISTANCE < count:  # the key objects are scattered: ask for them early
                     bw_prefetch_read(<void*>PyList_GET_ITEM(items, start + i + OBJECT_PREFETCH_DISTANCE))
                 key = <object>PyList_GET_ITEM(items, start + i)
-                if not hash_ascii_str(key, self.seed, &out[i]):
-                    hash_key(key, self.seed, &out[i])
+                if not hash_ascii_str(key, self.hasher, &out[i]):
+                    hash_key(key, self.hasher, &out[i])
             return 0
         for i in range(count):
-            hash_object(items[start + i], self.seed, self.key_func, &out[i])
+            hash_object(items[start + i], self.hasher, self.key_func, &out[i])
         return 0
 
 
@@ -366,23 +387,23 @@ cdef void test_hashes(const Geometry* g, const uint64_t* words, const uint64_t* 
 
 
 cdef uint64_t add_fixed(const Geometry* g, uint64_t* words, const FixedKeys* keys, Py_ssize_t start,
-                        Py_ssize_t stop, uint64_t seed, uint64_t* hs, uint8_t* scratch) noexcept nogil:
+                        Py_ssize_t stop, Hasher hasher, uint64_t* hs, uint8_t* scratch) noexcept nogil:
     cdef uint64_t new_keys = 0
     cdef Py_ssize_t count
     while start < stop:
         count = min(<Py_ssize_t>CHUNK, stop - start)
-        hash_fixed(keys, start, count, seed, hs, scratch)
+        hash_fixed(keys, start, count, hasher, hs, scratch)
         new_keys += add_hashes(g, words, hs, count)
         start += count
     return new_keys
 
 
 cdef void test_fixed(const Geometry* g, const uint64_t* words, const FixedKeys* keys, Py_ssize_t start,
-                     Py_ssize_t stop, uint64_t seed, uint64_t* hs, uint8_t* scratch, uint8_t* out) noexcept nogil:
+                     Py_ssize_t stop, Hasher hasher, uint64_t* hs, uint8_t* scratch, uint8_t* out) noexcept nogil:
     cdef Py_ssize_t count
     while start < stop:
         count = min(<Py_ssize_t>CHUNK, stop - start)
-        hash_fixed(keys, start, count, seed, hs, scratch)
+        hash_fixed(keys, start, count, hasher, hs, scratch)
         test_hashes(g, words, hs, count, out + start)
         start += count
 
@@ -426,7 +447,7 @@ cdef class BloomCore:
     cdef Geometry _g
     cdef uint64_t* _words
     cdef uint64_t _nbytes
-    cdef uint64_t _seed
+    cdef Hasher _hasher
     cdef uint64_t _keys_added
     cdef uint64_t _capacity_limit   # warn (once) when keys_added passes it; 0 = no limit
     cdef bint _warned
@@ -442,7 +463,8 @@ cdef class BloomCore:
         if self._has_view:
             PyBuffer_Release(&self._view)
 
-    def _init_core(self, num_bits, num_hashes, int layout, seed=0, storage=None, keys_added=0, key=None):
+    def _init_core(self, num_bits, num_hashes, int layout, seed=0, storage=None, keys_added=0, key=None,
+                   int hash_scheme=SCHEME_XXH3):
         """Set the geometry and the storage (new zeroed memory, or a buffer such as a mapped file's payload)."""
         if self._ready:
             raise RuntimeError("filter already initialised")
@@ -462,7 +484,7 @@ cdef class BloomCore:
             raise TypeError(f"key must be a function turning a key into bytes, got {type(key).__name__}")
         geometry_init(&self._g, num_bits, num_hashes, layout)
         self._nbytes = (num_bits + 63) // 64 * 8
-        self._seed = seed
+        self._hasher = make_hasher(seed, hash_scheme)
         self._keys_added = keys_added
         self._key_func = key
         self._attach(AlignedBuffer(self._nbytes) if storage is None else storage)
@@ -515,9 +537,9 @@ cdef class BloomCore:
         cdef uint64_t h
         cdef bint new_key
         if self._key_func is not None:
-            hash_object(key, self._seed, self._key_func, &h)
-        elif not hash_ascii_str(key, self._seed, &h):
-            hash_key(key, self._seed, &h)
+            hash_object(key, self._hasher, self._key_func, &h)
+        elif not hash_ascii_str(key, self._hasher, &h):
+            hash_key(key, self._hasher, &h)
         if not self._writable:
             self._check_writable()
         self._lock_writer()
@@ -533,9 +555,9 @@ cdef class BloomCore:
         """`key in f`: False means certainly absent; True means "might be present". O(k)."""
         cdef uint64_t h
         if self._key_func is not None:
-            hash_object(key, self._seed, self._key_func, &h)
-        elif not hash_ascii_str(key, self._seed, &h):
-            hash_key(key, self._seed, &h)
+            hash_object(key, self._hasher, self._key_func, &h)
+        elif not hash_ascii_str(key, self._hasher, &h):
+            hash_key(key, self._hasher, &h)
         if not self._ready:
             self._check_ready()
         return test_bits(&self._g, self._words, h)
@@ -552,13 +574,13 @@ cdef class BloomCore:
         if nthreads > 1 and batch.keys.length >= 4 * CHUNK:
             self._update_threaded(batch, nthreads)
             return None
-        cdef HashStream stream = HashStream(batch, self._seed, self._key_func)
+        cdef HashStream stream = HashStream(batch, self._hasher.seed, self._hasher.scheme, self._key_func)
         cdef Py_ssize_t start = 0, count, n = batch.keys.length
         cdef uint64_t new_keys = 0
         if batch.keys.kind != BATCH_OBJECTS:  # numpy values: the whole batch without the GIL
             with nogil:
                 bw_lock(&self._lock)
-                new_keys = add_fixed(&self._g, self._words, &batch.keys, 0, n, self._seed,
+                new_keys = add_fixed(&self._g, self._words, &batch.keys, 0, n, self._hasher,
                                      stream.hashes, stream.scratch)
                 bw_unlock(&self._lock)
         else:
@@ -588,11 +610,11 @@ cdef class BloomCore:
 
     def _contains_range(self, Batch batch, result, Py_ssize_t start, Py_ssize_t stop):
         cdef uint8_t[::1] out = result.view(numpy().uint8)
-        cdef HashStream stream = HashStream(batch, self._seed, self._key_func)
+        cdef HashStream stream = HashStream(batch, self._hasher.seed, self._hasher.scheme, self._key_func)
         cdef Py_ssize_t count
         if batch.keys.kind != BATCH_OBJECTS:
             with nogil:
-                test_fixed(&self._g, self._words, &batch.keys, start, stop, self._seed,
+                test_fixed(&self._g, self._words, &batch.keys, start, stop, self._hasher,
                            stream.hashes, stream.scratch, &out[0])
             return
         while start < stop:
@@ -605,7 +627,7 @@ cdef class BloomCore:
     # -- threads -----------------------------------------------------------------------------------------------
     def _contains_threaded(self, Batch batch, result, int nthreads):
         if batch.keys.kind == BATCH_OBJECTS:  # Python objects: hash with the GIL, then test in parallel
-            batch = make_batch(hash_batch(batch, self._seed, self._key_func), False)
+            batch = make_batch(hash_batch(batch, self._hasher, self._key_func), False)
             run_threads(nthreads, batch.keys.length, lambda lo, hi: self._test_prehashed(batch, result, lo, hi))
         else:
             run_threads(nthreads, batch.keys.length, lambda lo, hi: self._contains_range(batch, result, lo, hi))
@@ -625,14 +647,14 @@ cdef class BloomCore:
         the bits that fall in it (no copies of a big array, one pass over the hashes per thread).
         """
         if batch.keys.kind == BATCH_OBJECTS:  # Python objects are hashed once, with the GIL
-            batch = prehashed_batch(hash_batch(batch, self._seed, self._key_func))
+            batch = prehashed_batch(hash_batch(batch, self._hasher, self._key_func))
         private_copies = self._nbytes <= 8 * <uint64_t>batch.keys.length
         if private_copies:
             helpers = [self] + [self._empty_like() for _ in range(nthreads - 1)]
         else:
             if batch.keys.kind != BATCH_HASHES:
                 hashes = scratch_uint64(batch.keys.length)
-                run_threads(nthreads, batch.keys.length, lambda lo, hi: hash_range(batch, self._seed, hashes, lo, hi))
+                run_threads(nthreads, batch.keys.length, lambda lo, hi: hash_range(batch, self._hasher.seed, self._hasher.scheme, hashes, lo, hi))
                 batch = prehashed_batch(hashes)
             ranges = self._write_ranges(nthreads)
         with nogil:
@@ -655,9 +677,10 @@ cdef class BloomCore:
             self._count_new(batch.keys.length if any(counts) else 0)
 
     def _empty_like(self):
-        """A zeroed BloomCore of the same geometry and seed (a private copy for one inserting thread)."""
+        """A zeroed BloomCore of the same geometry and hashing (a private copy for one inserting thread)."""
         cdef BloomCore copy = BloomCore.__new__(BloomCore)
-        copy._init_core(self._g.num_bits, self._g.num_hashes, self._g.layout, self._seed)
+        copy._init_core(self._g.num_bits, self._g.num_hashes, self._g.layout, self._hasher.seed,
+                        hash_scheme=self._hasher.scheme)
         return copy
 
     def _add_slice_unlocked(self, Batch batch, Py_ssize_t lo, Py_ssize_t hi):
@@ -670,7 +693,7 @@ cdef class BloomCore:
             free(scratch)
             raise MemoryError()
         with nogil:
-            new_keys = add_fixed(&self._g, self._words, &batch.keys, lo, hi, self._seed, hs, scratch)
+            new_keys = add_fixed(&self._g, self._words, &batch.keys, lo, hi, self._hasher, hs, scratch)
         free(hs)
         free(scratch)
         return new_keys
@@ -835,14 +858,14 @@ cdef class BloomCore:
 
     def _hash(self, key):
         cdef uint64_t h
-        hash_object(key, self._seed, self._key_func, &h)
+        hash_object(key, self._hasher, self._key_func, &h)
         return h
 
     def _bit_indices(self, key):
         """The bit positions a key maps to, in probe order (teaching, tests, the schema test)."""
         cdef uint64_t h, step
         cdef uint32_t i, x
-        hash_object(key, self._seed, self._key_func, &h)
+        hash_object(key, self._hasher, self._key_func, &h)
         indices = []
         if self._g.layout == LAYOUT_BLOCKED:
             x = <uint32_t>h
@@ -868,7 +891,11 @@ cdef class BloomCore:
     @property
     def seed(self):
         """The hash seed (filters combine only with filters of the same seed)."""
-        return self._seed
+        return self._hasher.seed
+
+    @property
+    def _hash_scheme_id(self):
+        return self._hasher.scheme
 
     @property
     def nbytes(self):
@@ -898,14 +925,15 @@ cdef class BloomCore:
         """Called once when more keys were added than the capacity; BloomFilter warns."""
 
 
-def hash_range(Batch batch, uint64_t seed, hashes, Py_ssize_t lo, Py_ssize_t hi):
+def hash_range(Batch batch, uint64_t seed, int scheme, hashes, Py_ssize_t lo, Py_ssize_t hi):
     """Hash numpy keys [lo, hi) into hashes[lo:hi] without the GIL (one thread's share)."""
     cdef uint64_t[::1] out = hashes
+    cdef Hasher hasher = make_hasher(seed, scheme)
     cdef uint8_t* scratch = <uint8_t*>malloc(4 * batch.keys.width + 4)
     if scratch == NULL:
         raise MemoryError()
     with nogil:
-        hash_fixed(&batch.keys, lo, hi - lo, seed, &out[lo], scratch)
+        hash_fixed(&batch.keys, lo, hi - lo, hasher, &out[lo], scratch)
     free(scratch)
 
 
@@ -936,23 +964,23 @@ cdef Batch prehashed_batch(object hashes):
     return batch
 
 
-cdef object hash_batch(Batch batch, uint64_t seed, object key_func):
+cdef object hash_batch(Batch batch, Hasher hasher, object key_func):
     """The 64-bit hashes of every key of a batch, as a flat numpy uint64 array."""
     hashes = scratch_uint64(batch.keys.length)
     cdef uint64_t[::1] out = hashes
     cdef HashStream stream
     if batch.keys.length and batch.keys.kind == BATCH_OBJECTS:
-        stream = HashStream(batch, seed, key_func)
+        stream = HashStream(batch, hasher.seed, hasher.scheme, key_func)
         stream.hash_objects(0, batch.keys.length, &out[0])
     elif batch.keys.length:
-        hash_range(batch, seed, hashes, 0, batch.keys.length)
+        hash_range(batch, hasher.seed, hasher.scheme, hashes, 0, batch.keys.length)
     return hashes
 
 
-def hash_many(keys, uint64_t seed=0, key=None):
+def hash_many(keys, uint64_t seed=0, key=None, int scheme=SCHEME_XXH3):
     """The 64-bit hashes of a batch, exactly as the filters hash it (the counting filters build on this):
     a numpy uint64 array of a numpy input's shape (flat for a list, tuple or iterator). ``key``: the filter's
     key function, or None."""
     cdef Batch batch = make_batch(keys, key is not None)
-    hashes = hash_batch(batch, seed, key)
+    hashes = hash_batch(batch, make_hasher(seed, scheme), key)
     return hashes.reshape(batch.shape) if batch.shape is not None else hashes

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sched.h>
 
+#include "xxh3.h"
+
 /* ---- XXH64 ---------------------------------------------------------------------------------- */
 #define BW_P1 0x9E3779B185EBCA87ULL
 #define BW_P2 0xC2B2AE3D27D4EB4FULL

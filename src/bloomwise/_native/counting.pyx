@@ -18,7 +18,7 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
 from libc.stdlib cimport realloc, free
 from libc.string cimport memset, memcpy, memcmp, memmove
 
-from bloomwise._native.hashing cimport hash_key, hash_object
+from bloomwise._native.hashing cimport Hasher, check_scheme, hash_key, hash_object, SCHEME_XXH3
 from bloomwise._native.support cimport check_int, check_threads, numpy
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, positions, second_hash, bw_fmix64, bw_mulhi,
@@ -105,9 +105,9 @@ cdef inline void journal_push(Journal* j, uint64_t position, uint64_t bit) noexc
     j.length += 1
 
 
-cdef object flat_hashes(object keys, uint64_t seed, object key_func):
+cdef object flat_hashes(object keys, Hasher hasher, object key_func):
     """(flat uint64 hashes, shape of the result): a numpy input keeps its shape, anything else is flat."""
-    hashes = hash_many(keys, seed, key_func)
+    hashes = hash_many(keys, hasher.seed, key_func, hasher.scheme)
     return numpy().ascontiguousarray(hashes.reshape(-1)), hashes.shape
 
 
@@ -119,7 +119,7 @@ cdef class CounterArrayCore:
     cdef uint8_t* _cells
     cdef uint64_t _nbytes
     cdef int _width
-    cdef uint64_t _seed
+    cdef Hasher _hasher
     cdef uint64_t _num_keys
     cdef uint64_t _capacity_limit   # warn (once) when the number of keys passes it; 0 = no limit
     cdef bint _warned
@@ -133,7 +133,7 @@ cdef class CounterArrayCore:
         free(self._journal.entries)
 
     def _init_core(self, num_cells, num_hashes, int layout, int width, seed=0, num_keys=0, key=None,
-                   str cells_name="num_counters"):
+                   str cells_name="num_counters", int hash_scheme=SCHEME_XXH3):
         """Geometry and zeroed storage. `width`: bits per cell (4, 8, 16 or 32)."""
         if self._ready:
             raise RuntimeError("filter already initialised")
@@ -153,7 +153,9 @@ cdef class CounterArrayCore:
         geometry_init(&self._g, num_cells, num_hashes, layout)
         self._width = width
         self._nbytes = cells_nbytes(num_cells, width)
-        self._seed = seed
+        check_scheme(hash_scheme)
+        self._hasher.seed = seed
+        self._hasher.scheme = hash_scheme
         self._num_keys = num_keys
         self._key_func = key
         self._storage = AlignedBuffer(self._nbytes)
@@ -206,7 +208,7 @@ cdef class CounterArrayCore:
         """Add one occurrence of a key. Returns True when it was certainly absent before. O(k)."""
         cdef uint64_t h
         cdef bint new_key
-        hash_object(key, self._seed, self._key_func, &h)
+        hash_object(key, self._hasher, self._key_func, &h)
         self._check_ready()
         self._lock_writer()
         new_key = self._add_hash(h)
@@ -217,14 +219,14 @@ cdef class CounterArrayCore:
     def __contains__(self, key):
         """`key in f`: False means certainly absent; True means "might be present". O(k)."""
         cdef uint64_t h
-        hash_object(key, self._seed, self._key_func, &h)
+        hash_object(key, self._hasher, self._key_func, &h)
         self._check_ready()
         return self._test_hash(h)
 
     cdef int _remove_one(self, object key) except -1:
         cdef uint64_t h
         cdef bint removed
-        hash_object(key, self._seed, self._key_func, &h)
+        hash_object(key, self._hasher, self._key_func, &h)
         self._check_ready()
         self._lock_writer()
         removed = self._remove_hash(h, NULL)
@@ -246,7 +248,7 @@ cdef class CounterArrayCore:
     def update(self, keys):
         """Add every key of an iterable or numpy array (integer, 'S' or 'U' dtype), without the GIL."""
         self._check_ready()
-        hashes, _ = flat_hashes(keys, self._seed, self._key_func)
+        hashes, _ = flat_hashes(keys, self._hasher, self._key_func)
         cdef const uint64_t[::1] hs = hashes
         cdef Py_ssize_t i, n = hs.shape[0]
         if n == 0:
@@ -262,7 +264,7 @@ cdef class CounterArrayCore:
     def contains_many(self, keys):
         """A numpy bool array: whether each key might be present (the shape of a numpy input)."""
         self._check_ready()
-        hashes, shape = flat_hashes(keys, self._seed, self._key_func)
+        hashes, shape = flat_hashes(keys, self._hasher, self._key_func)
         cdef const uint64_t[::1] hs = hashes
         cdef Py_ssize_t i, n = hs.shape[0]
         result = numpy().zeros(n, dtype=numpy().bool_)
@@ -287,7 +289,7 @@ cdef class CounterArrayCore:
         if not (isinstance(keys, (list, tuple)) or hasattr(keys, "__array_interface__")
                 or isinstance(keys, (str, bytes, bytearray, memoryview))):
             keys = list(keys)  # keep the keys, to name a missing one
-        hashes, _ = flat_hashes(keys, self._seed, self._key_func)
+        hashes, _ = flat_hashes(keys, self._hasher, self._key_func)
         cdef const uint64_t[::1] hs = hashes
         cdef Py_ssize_t i, n = hs.shape[0], failed = -1, removed = 0
         cdef Py_ssize_t k = self._g.num_hashes
@@ -383,14 +385,14 @@ cdef class CounterArrayCore:
 
     def _hash(self, key):
         cdef uint64_t h
-        hash_object(key, self._seed, self._key_func, &h)
+        hash_object(key, self._hasher, self._key_func, &h)
         return h
 
     def _positions(self, key):
         """A key's k positions in probe order (the same as a BloomFilter's ``_bit_indices``)."""
         cdef uint64_t h
         cdef uint64_t pos[MAX_HASHES]
-        hash_object(key, self._seed, self._key_func, &h)
+        hash_object(key, self._hasher, self._key_func, &h)
         positions(&self._g, h, pos)
         return [pos[i] for i in range(self._g.num_hashes)]
 
@@ -402,7 +404,11 @@ cdef class CounterArrayCore:
     @property
     def seed(self):
         """The hash seed."""
-        return self._seed
+        return self._hasher.seed
+
+    @property
+    def _hash_scheme_id(self):
+        return self._hasher.scheme
 
     @property
     def nbytes(self):
@@ -439,10 +445,11 @@ cdef class CountingCore(CounterArrayCore):
     """m counters of 4, 8 or 16 bits, sticky at their maximum; the bit view is "counter > 0"."""
     cdef uint32_t _maximum
 
-    def _init_counting(self, num_counters, num_hashes, int layout, int counter_bits, seed=0, num_keys=0, key=None):
+    def _init_counting(self, num_counters, num_hashes, int layout, int counter_bits, seed=0, num_keys=0, key=None,
+                       int hash_scheme=SCHEME_XXH3):
         if counter_bits not in (4, 8, 16):
             raise ValueError(f"counter_bits must be 4, 8 or 16, got {counter_bits!r}")
-        self._init_core(num_counters, num_hashes, layout, counter_bits, seed, num_keys, key)
+        self._init_core(num_counters, num_hashes, layout, counter_bits, seed, num_keys, key, hash_scheme=hash_scheme)
         self._maximum = (1 << counter_bits) - 1
 
     cdef bint _add_hash(self, uint64_t h) noexcept nogil:
@@ -505,7 +512,7 @@ cdef class CountingCore(CounterArrayCore):
         """The key's k counter values in probe (hash) order, as a tuple of ints."""
         cdef uint64_t h
         cdef uint64_t pos[MAX_HASHES]
-        hash_object(key, self._seed, self._key_func, &h)
+        hash_object(key, self._hasher, self._key_func, &h)
         self._check_ready()
         positions(&self._g, h, pos)
         return tuple(cell_get(self._cells, self._width, pos[i]) for i in range(self._g.num_hashes))
@@ -518,7 +525,7 @@ cdef class CountingCore(CounterArrayCore):
         """Counter values of a batch: an array of shape (*keys shape, k), uint8 (4 or 8-bit counters) or uint16."""
         self._check_ready()
         np = numpy()
-        hashes, shape = flat_hashes(keys, self._seed, self._key_func)
+        hashes, shape = flat_hashes(keys, self._hasher, self._key_func)
         cdef const uint64_t[::1] hs = hashes
         cdef Py_ssize_t i, n = hs.shape[0]
         cdef uint32_t j, k = self._g.num_hashes
@@ -677,7 +684,8 @@ cdef class VariableIncrementCore(CounterArrayCore):
     cdef object _feasible_table      # owns the table's bytes
 
     def _init_variable(self, num_positions, num_hashes, int layout, int fixed_bits, int variable_bits,
-                       increments, bytes feasible_table, int table_rows, seed=0, num_keys=0, key=None):
+                       increments, bytes feasible_table, int table_rows, seed=0, num_keys=0, key=None,
+                       int hash_scheme=SCHEME_XXH3):
         """`feasible_table`: rows j = 0..table_rows-1 of M = 2**variable_bits bytes, 1 where r is the residue of a
         sum of exactly j increments (built by vicbf.py); beyond it, an interval test on the sums."""
         cdef int width = fixed_bits + variable_bits
@@ -693,7 +701,7 @@ cdef class VariableIncrementCore(CounterArrayCore):
                              f"got {increments}")
         if table_rows < 0 or len(feasible_table) != table_rows * modulus:
             raise ValueError("feasibility table has the wrong size")
-        self._init_core(num_positions, num_hashes, layout, width, seed, num_keys, key, "num_positions")
+        self._init_core(num_positions, num_hashes, layout, width, seed, num_keys, key, "num_positions", hash_scheme)
         self._fixed_bits = fixed_bits
         self._fixed_max = (1 << fixed_bits) - 1
         self._variable_mask = modulus - 1
@@ -804,7 +812,7 @@ cdef class VariableIncrementCore(CounterArrayCore):
         """(positions uint64, increments uint32, c uint32, a uint32), each of shape (*keys shape, k)."""
         self._check_ready()
         np = numpy()
-        hashes, shape = flat_hashes(keys, self._seed, self._key_func)
+        hashes, shape = flat_hashes(keys, self._hasher, self._key_func)
         cdef const uint64_t[::1] hs = hashes
         cdef Py_ssize_t i, n = hs.shape[0]
         cdef uint32_t j, cell, k = self._g.num_hashes

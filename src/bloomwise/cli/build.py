@@ -23,6 +23,8 @@ def register(subparsers) -> None:
     parser.add_argument("--layout", choices=("blocked", "classic", "partitioned"), default="blocked",
                         help="bit layout (default blocked: the fastest)")
     parser.add_argument("--seed", type=int, default=0, help="hash seed (default 0)")
+    parser.add_argument("--hash-scheme", choices=("xxh3", "xxh64"), default="xxh3",
+                        help="key hash (default xxh3; xxh64 combines with filters of bloomwise 0.1)")
     parser.set_defaults(func=run)
 
 
@@ -39,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         chunks, capacity = iter_key_chunks(args.keys), args.capacity
     try:
-        bloom = BloomFilter(capacity, args.fpr, layout=args.layout, seed=args.seed)
+        bloom = BloomFilter(capacity, args.fpr, layout=args.layout, seed=args.seed, hash_scheme=args.hash_scheme)
     except (ValueError, TypeError) as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
     progress = Progress(capacity, "building")

@@ -28,6 +28,7 @@ def describe(bloom) -> dict:
         "bytes": bloom.nbytes,
         "num_hashes": bloom.num_hashes,
         "seed": bloom.seed,
+        "hash_scheme": bloom.hash_scheme,
         "capacity": bloom.capacity,
         "keys_added": bloom._keys_added_count,
         "fill_ratio": set_bits / bloom.num_bits,
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
           f"bits            {info['num_bits']:,} ({info['bytes']:,} bytes)\n"
           f"hash functions  {info['num_hashes']}\n"
           f"seed            {info['seed']}\n"
+          f"hash scheme     {info['hash_scheme']}\n"
           f"capacity        {capacity}\n"
           f"keys added      {info['keys_added']:,} (insertions that set at least one new bit)\n"
           f"fill            {info['fill_ratio']:.2%}\n"

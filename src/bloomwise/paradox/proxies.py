@@ -113,7 +113,7 @@ def peer_probabilities(key, summaries, priors) -> list[float]:
         peer.
 
     >>> from bloomwise import CountingBloomFilter
-    >>> peers = [CountingBloomFilter.from_size(600, 3, layout="partitioned", seed=1) for _ in range(2)]
+    >>> peers = [CountingBloomFilter.from_size(600, 3, layout="partitioned", seed=2) for _ in range(2)]
     >>> peers[0].update([f"page{i}" for i in range(100)])
     >>> peers[1].update([f"page{i}" for i in range(50, 150)])
     >>> p = peer_probabilities("page10", peers, 0.2)   # only peer 0 holds page10
