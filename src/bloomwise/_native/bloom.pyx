@@ -47,7 +47,8 @@ cdef enum:
 
 MAX_NUM_BITS = 2 ** 48  # 32 TiB of bits: far beyond any real filter, small enough to catch nonsense
 cdef char* BYTE_FORMAT = "B"
-cdef size_t HUGE_PAGE_THRESHOLD = 4 << 20  # filters from 4 MiB on get anonymous memory advised for huge pages
+cdef size_t HUGE_PAGE_THRESHOLD = 1 << 20  # beyond one core's L2: whole 2 MiB-aligned huge pages
+cdef size_t HUGE_PAGE = 2 << 20
 
 
 # ---- hashing, exposed for tests and the file format ---------------------------------------------------
@@ -93,21 +94,36 @@ def key_hash(key, uint64_t seed=0, int scheme=SCHEME_XXH3):
 # ---- storage ------------------------------------------------------------------------------------------
 @cython.auto_pickle(False)
 cdef class AlignedBuffer:
-    """Zeroed, 64-byte aligned memory; from 4 MiB on, anonymous pages advised for transparent huge pages."""
+    """Zeroed, 64-byte aligned memory.
+
+    From 1 MiB on: an anonymous mapping rounded up to whole 2 MiB pages, 2 MiB-aligned and advised for transparent
+    huge pages (a hint). One page fault per 2 MiB instead of 512 (faults are slow on virtual machines: filling a
+    new 1.9 MiB filter with 1M keys measured ~15% faster) and one TLB entry per 2 MiB; costs at most 2 MiB of
+    padding per filter.
+    """
     cdef void* ptr
     cdef size_t size
+    cdef size_t span            # bytes mapped (mmap'd buffers: size rounded up to whole huge pages)
     cdef bint mapped
 
     def __cinit__(self, size_t size):
         cdef int err
+        cdef uintptr_t start, aligned
         self.size = size
         if size >= HUGE_PAGE_THRESHOLD:
-            self.ptr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+            self.span = (size + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE
+            self.ptr = mmap(NULL, self.span + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
             if self.ptr == MAP_FAILED:
                 self.ptr = NULL
                 raise MemoryError(f"cannot allocate {size} bytes for the filter")
+            start = <uintptr_t>self.ptr  # map one page more, then trim to a 2 MiB boundary
+            aligned = (start + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE
+            if aligned > start:
+                munmap(self.ptr, aligned - start)
+            munmap(<void*>(aligned + self.span), start + HUGE_PAGE - aligned)
+            self.ptr = <void*>aligned
             self.mapped = True
-            madvise(self.ptr, size, MADV_HUGEPAGE)  # a hint: failure is harmless
+            madvise(self.ptr, self.span, MADV_HUGEPAGE)  # a hint: failure is harmless
         else:
             err = posix_memalign(&self.ptr, 64, size if size >= 64 else 64)
             if err != 0:
@@ -118,7 +134,7 @@ cdef class AlignedBuffer:
     def __dealloc__(self):
         if self.ptr != NULL:
             if self.mapped:
-                munmap(self.ptr, self.size)
+                munmap(self.ptr, self.span)
             else:
                 free(self.ptr)
 
@@ -948,7 +964,7 @@ def run_threads(int nthreads, total, work):
 
 # ---- batch hashing ---------------------------------------------------------------------------------------------
 cdef object scratch_uint64(Py_ssize_t length):
-    """An uninitialised numpy uint64 array in AlignedBuffer memory: huge pages from 4 MiB on, so a large
+    """An uninitialised numpy uint64 array in AlignedBuffer memory: huge pages from 1 MiB on, so a large
     temporary costs a few page faults instead of one per 4 KiB (they are slow on virtual machines)."""
     return numpy().frombuffer(AlignedBuffer(max(length, 1) * 8), dtype=numpy().uint64)[:length]
 
