@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,6 +50,10 @@ def parse_args(argv=None):
     p.add_argument("--large", default=None, help="bytes of the large filter, e.g. 1GiB (default), 256MiB")
     p.add_argument("--out", type=Path, default=None, help="directory for the results (default: "
                    "benchmarks/results, or benchmarks/results/quick with --quick)")
+    p.add_argument("--same-process", action="store_true", help="run every workload in this process (default: "
+                   "each workload in a fresh interpreter, so no workload inherits another's heap and page state)")
+    p.add_argument("--worker", metavar="WORKLOAD", help=argparse.SUPPRESS)  # internal: run one workload...
+    p.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)       # ...and write its results here
     return p.parse_args(argv)
 
 
@@ -203,7 +210,28 @@ def run_workload(w: workloads.Workload, libs: list[adapters.Adapter], fprs: list
     return results
 
 
+def run_isolated(w: workloads.Workload, argv) -> dict:
+    """One workload in a fresh interpreter (this script with --worker), its output streamed through."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "results.json"
+        command = [sys.executable, str(Path(__file__).resolve())] + list(argv) + ["--worker", w.name,
+                                                                                  "--worker-out", str(out)]
+        done = subprocess.run(command)
+        if done.returncode != 0:
+            raise SystemExit(f"workload {w.name} failed (exit {done.returncode})")
+        return json.loads(out.read_text())
+
+
+def run_worker(args, libs, plan, runs) -> int:
+    [w] = [w for w in plan if w.name == args.worker]
+    fprs = [float(x) for x in args.fpr.split(",")]
+    results = run_workload(w, libs, fprs, runs, measure.PeakRSS())
+    args.worker_out.write_text(json.dumps(results))
+    return 0
+
+
 def main(argv=None) -> int:
+    argv = list(argv) if argv is not None else sys.argv[1:]
     args = parse_args(argv)
     started = time.perf_counter()
     sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else ([100_000] if args.quick
@@ -218,9 +246,11 @@ def main(argv=None) -> int:
     if args.libs:
         libs = [a for a in libs if any(word in a.name for word in args.libs.split(","))]
     plan = workloads.plan(sizes, large, args.only.split(",") if args.only else None)
+    if args.worker:
+        return run_worker(args, libs, plan, runs)
     meta = {
         "date": datetime.date.today().isoformat(),
-        "command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
+        "command": " ".join([Path(sys.argv[0]).name] + argv), "isolated": not args.same_process,
         "quick": args.quick, "runs": runs, "sizes": sizes, "fprs": fprs, "threads": threads,
         "machine": measure.machine(), "load_before": measure.loadavg(),
         "versions": {a.dist: (a.version() if not a.error else f"unavailable ({a.error})")
@@ -248,14 +278,15 @@ def main(argv=None) -> int:
     print("import, ms: " + ", ".join(f"{s!r} {v['median']:.1f}" if isinstance(v, dict) else f"{s!r} {v}"
                                      for s, v in imports.items()), flush=True)
 
-    rss = measure.PeakRSS()
-    results = {w.name: run_workload(w, libs, fprs, runs, rss) for w in plan}
+    results = {w.name: run_isolated(w, argv) for w in plan} if not args.same_process else \
+        {w.name: run_workload(w, libs, fprs, runs, measure.PeakRSS()) for w in plan}
+    rss_ok = measure.PeakRSS().ok
 
     meta["load_after"] = measure.loadavg()
     meta["wall_s"] = time.perf_counter() - started
     meta["peak_memory_method"] = ("rise of VmHWM (reset via /proc/self/clear_refs, after malloc_trim) while the "
-                                  "filter is created and filled by one batch insert, in this process"
-                                  if rss.ok else "unavailable")
+                                  "filter is created and filled by one batch insert, in the workload's process"
+                                  if rss_ok else "unavailable")
     data = {"meta": meta, "floor_ns": floor, "import_ms": imports, "results": results,
             "workloads": {w.name: {"kind": w.kind, "n": w.n, "n_absent": w.n_absent,
                                    "filter_bytes": w.filter_bytes} for w in plan}}
