@@ -17,6 +17,7 @@ from bloomwise._native.hashing cimport (
     bw_xxh3, key_type_message, SCHEME_XXH3,
 )
 from bloomwise._native.support cimport check_int, check_threads, numpy
+from bloomwise._native.core cimport PositionsCore
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, set_bits, test_bits, prefetch_key, block_index, second_hash, probe, bw_prefetch_write,
     bw_prefetch_read,
@@ -458,22 +459,13 @@ cdef uint64_t add_hashes_in_range(const Geometry* g, uint64_t* words, const uint
 
 # ---- the filter ---------------------------------------------------------------------------------------------
 @cython.auto_pickle(False)
-cdef class BloomCore:
+cdef class BloomCore(PositionsCore):
     """m bits, k probes per key, one of three layouts. Subclassed by bloomwise.BloomFilter."""
-    cdef Geometry _g
     cdef uint64_t* _words
-    cdef uint64_t _nbytes
-    cdef Hasher _hasher
     cdef uint64_t _keys_added
-    cdef uint64_t _capacity_limit   # warn (once) when keys_added passes it; 0 = no limit
-    cdef bint _warned
     cdef bint _writable
-    cdef bint _ready
-    cdef int _lock
-    cdef object _storage
     cdef Py_buffer _view
     cdef bint _has_view
-    cdef object _key_func
 
     def __dealloc__(self):
         if self._has_view:
@@ -489,20 +481,16 @@ cdef class BloomCore:
         num_bits = check_int("num_bits", num_bits, 1, MAX_NUM_BITS)
         max_hashes = MAX_BLOCKED_HASHES if layout == LAYOUT_BLOCKED else MAX_HASHES
         num_hashes = check_int("num_hashes", num_hashes, 1, max_hashes)
-        seed = check_int("seed", seed, 0, 2 ** 64 - 1)
+        self._set_hashing(seed, key, hash_scheme)
         if layout == LAYOUT_PARTITIONED and num_bits < num_hashes:
             raise ValueError(f"num_bits must be at least num_hashes ({num_hashes}) for the partitioned layout, "
                              f"got {num_bits}")
         if layout == LAYOUT_BLOCKED and num_bits % BLOCK_BITS:
             raise ValueError(f"num_bits must be a multiple of 512 for the blocked layout, got {num_bits} "
                              f"(nearest: {(num_bits + BLOCK_BITS - 1) // BLOCK_BITS * BLOCK_BITS})")
-        if key is not None and not callable(key):
-            raise TypeError(f"key must be a function turning a key into bytes, got {type(key).__name__}")
         geometry_init(&self._g, num_bits, num_hashes, layout)
         self._nbytes = (num_bits + 63) // 64 * 8
-        self._hasher = make_hasher(seed, hash_scheme)
         self._keys_added = keys_added
-        self._key_func = key
         self._attach(AlignedBuffer(self._nbytes) if storage is None else storage)
         self._ready = True
 
@@ -532,12 +520,6 @@ cdef class BloomCore:
         if not self._writable:
             raise TypeError("this filter is read-only (opened from a file with mode 'r'); "
                             "open it with mode='r+' or load() a private copy to change it")
-        return 0
-
-    cdef inline int _lock_writer(self) except -1:
-        if not bw_try_lock(&self._lock):
-            with nogil:  # never wait for the lock while holding the GIL
-                bw_lock(&self._lock)
         return 0
 
     cdef int _count_new(self, uint64_t new_keys) except -1:
@@ -872,11 +854,6 @@ cdef class BloomCore:
             raise ValueError(f"a hash function returned {p!r}; expected an int in [0, {self._g.num_bits})")
         return p
 
-    def _hash(self, key):
-        cdef uint64_t h
-        hash_object(key, self._hasher, self._key_func, &h)
-        return h
-
     def _bit_indices(self, key):
         """The bit positions a key maps to, in probe order (teaching, tests, the schema test)."""
         cdef uint64_t h, step
@@ -900,29 +877,6 @@ cdef class BloomCore:
         return self._g.num_bits
 
     @property
-    def num_hashes(self):
-        """k: the number of bits set per key."""
-        return self._g.num_hashes
-
-    @property
-    def seed(self):
-        """The hash seed (filters combine only with filters of the same seed)."""
-        return self._hasher.seed
-
-    @property
-    def _hash_scheme_id(self):
-        return self._hasher.scheme
-
-    @property
-    def nbytes(self):
-        """Bytes of the bit array."""
-        return self._nbytes
-
-    @property
-    def _layout_id(self):
-        return self._g.layout
-
-    @property
     def _keys_added_count(self):
         return self._keys_added
 
@@ -930,15 +884,6 @@ cdef class BloomCore:
     def _is_writable(self):
         return self._writable
 
-    @property
-    def _key_function(self):
-        return self._key_func
-
-    def _set_capacity_limit(self, limit):
-        self._capacity_limit = limit or 0
-
-    def _over_capacity(self):
-        """Called once when more keys were added than the capacity; BloomFilter warns."""
 
 
 def hash_range(Batch batch, uint64_t seed, int scheme, hashes, Py_ssize_t lo, Py_ssize_t hi):

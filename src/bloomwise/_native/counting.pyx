@@ -18,8 +18,9 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
 from libc.stdlib cimport realloc, free
 from libc.string cimport memset, memcpy, memcmp, memmove
 
-from bloomwise._native.hashing cimport Hasher, check_scheme, hash_key, hash_object, SCHEME_XXH3
+from bloomwise._native.hashing cimport Hasher, hash_key, hash_object, SCHEME_XXH3
 from bloomwise._native.support cimport check_int, check_threads, numpy
+from bloomwise._native.core cimport PositionsCore
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, positions, second_hash, bw_fmix64, bw_mulhi,
     LAYOUT_CLASSIC, LAYOUT_PARTITIONED, MAX_HASHES,
@@ -113,20 +114,11 @@ cdef object flat_hashes(object keys, Hasher hasher, object key_func):
 
 # ---- shared by both counting cores -----------------------------------------------------------------------------------
 @cython.auto_pickle(False)
-cdef class CounterArrayCore:
-    """m cells of `width` bits, k probes per key (classic or partitioned layout), the writer lock, key hashing."""
-    cdef Geometry _g
+cdef class CounterArrayCore(PositionsCore):
+    """m cells of `width` bits, k probes per key (classic or partitioned layout)."""
     cdef uint8_t* _cells
-    cdef uint64_t _nbytes
     cdef int _width
-    cdef Hasher _hasher
     cdef uint64_t _num_keys
-    cdef uint64_t _capacity_limit   # warn (once) when the number of keys passes it; 0 = no limit
-    cdef bint _warned
-    cdef bint _ready
-    cdef int _lock
-    cdef object _storage
-    cdef object _key_func
     cdef Journal _journal
 
     def __dealloc__(self):
@@ -143,21 +135,15 @@ cdef class CounterArrayCore:
             raise ValueError(f"cells are 4, 8, 16 or 32 bits wide, got {width}")
         num_cells = check_int(cells_name, num_cells, 1, MAX_NUM_CELLS)
         num_hashes = check_int("num_hashes", num_hashes, 1, MAX_HASHES)
-        seed = check_int("seed", seed, 0, 2 ** 64 - 1)
+        self._set_hashing(seed, key, hash_scheme)
         num_keys = check_int("num_keys", num_keys, 0, 2 ** 64 - 1)
         if layout == LAYOUT_PARTITIONED and num_cells < num_hashes:
             raise ValueError(f"{cells_name} must be at least num_hashes ({num_hashes}) for the partitioned layout, "
                              f"got {num_cells}")
-        if key is not None and not callable(key):
-            raise TypeError(f"key must be a function turning a key into bytes, got {type(key).__name__}")
         geometry_init(&self._g, num_cells, num_hashes, layout)
         self._width = width
         self._nbytes = cells_nbytes(num_cells, width)
-        check_scheme(hash_scheme)
-        self._hasher.seed = seed
-        self._hasher.scheme = hash_scheme
         self._num_keys = num_keys
-        self._key_func = key
         self._storage = AlignedBuffer(self._nbytes)
         cdef Py_buffer view
         PyObject_GetBuffer(self._storage, &view, PyBUF_SIMPLE)
@@ -168,12 +154,6 @@ cdef class CounterArrayCore:
     cdef inline int _check_ready(self) except -1:
         if not self._ready:
             raise RuntimeError("filter is not initialised: build it with its constructor, from_size() or load()")
-        return 0
-
-    cdef inline int _lock_writer(self) except -1:
-        if not bw_try_lock(&self._lock):
-            with nogil:  # never wait for the lock while holding the GIL
-                bw_lock(&self._lock)
         return 0
 
     cdef int _count_keys(self, int64_t change) except -1:
@@ -383,11 +363,6 @@ cdef class CounterArrayCore:
         return (other._nbytes == self._nbytes and other._width == self._width
                 and memcmp(self._cells, other._cells, self._nbytes) == 0)
 
-    def _hash(self, key):
-        cdef uint64_t h
-        hash_object(key, self._hasher, self._key_func, &h)
-        return h
-
     def _positions(self, key):
         """A key's k positions in probe order (the same as a BloomFilter's ``_bit_indices``)."""
         cdef uint64_t h
@@ -395,25 +370,6 @@ cdef class CounterArrayCore:
         hash_object(key, self._hasher, self._key_func, &h)
         positions(&self._g, h, pos)
         return [pos[i] for i in range(self._g.num_hashes)]
-
-    @property
-    def num_hashes(self):
-        """k: the number of positions per key."""
-        return self._g.num_hashes
-
-    @property
-    def seed(self):
-        """The hash seed."""
-        return self._hasher.seed
-
-    @property
-    def _hash_scheme_id(self):
-        return self._hasher.scheme
-
-    @property
-    def nbytes(self):
-        """Bytes of the cell array."""
-        return self._nbytes
 
     @property
     def num_keys(self):
@@ -424,19 +380,6 @@ cdef class CounterArrayCore:
     def _num_cells(self):
         return self._g.num_bits
 
-    @property
-    def _layout_id(self):
-        return self._g.layout
-
-    @property
-    def _key_function(self):
-        return self._key_func
-
-    def _set_capacity_limit(self, limit):
-        self._capacity_limit = limit or 0
-
-    def _over_capacity(self):
-        """Called once when more keys are stored than the capacity; the Python classes warn."""
 
 
 # ---- counting Bloom filter -------------------------------------------------------------------------------------------
