@@ -48,6 +48,25 @@ def _over_capacity_warning(structure, capacity: int, stored: int, fpr_now: float
         f"false-positive rate is now about {fpr_now:.3g}. Build a larger filter.", CapacityWarning, stacklevel=3)
 
 
+def _cell_array_header(f, num_positions: int, meta: dict) -> _format.Header:
+    """The header of a counting structure ``f`` (CountingBloomFilter, VI-CBF): ``meta`` plus its capacity, if any."""
+    if f._capacity is not None:
+        meta["capacity"] = f._capacity
+    return _format.Header(
+        structure=f._STRUCTURE, layout=_format.Layout(f._layout_id), hash_scheme=_format.HashScheme(f._hash_scheme_id),
+        seed=f.seed, num_bits=num_positions, num_hashes=f.num_hashes, keys_added=f.num_keys,
+        payload_length=f.nbytes, meta=meta, flags=header_flags(f._key_function))
+
+
+def _check_cell_array_header(header: _format.Header, key, what: str) -> int:
+    """The checks every counting structure's file passes (key function, hash scheme, layout); its scheme id."""
+    check_keyed(header, key)
+    scheme = _format.keyed_hash_scheme(header, what)
+    if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
+        raise FormatError(f"{what} has the classic or partitioned layout, the file says {header.layout.name}")
+    return scheme
+
+
 # ---- delta updates ---------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Changes:
@@ -288,23 +307,11 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
     _STRUCTURE = _format.Structure.COUNTING
 
     def _header(self) -> _format.Header:
-        meta = {"counter_bits": self.counter_bits}
-        if self._capacity is not None:
-            meta["capacity"] = self._capacity
-        flags = header_flags(self._key_function)
-        return _format.Header(
-            structure=self._STRUCTURE, layout=_format.Layout(self._layout_id),
-            hash_scheme=_format.HashScheme(self._hash_scheme_id),
-            seed=self.seed, num_bits=self.num_counters, num_hashes=self.num_hashes, keys_added=self.num_keys,
-            payload_length=self.nbytes, meta=meta, flags=flags)
+        return _cell_array_header(self, self.num_counters, {"counter_bits": self.counter_bits})
 
     @classmethod
     def _from_parts(cls, header: _format.Header, payload, *, key) -> "CountingBloomFilter":
-        check_keyed(header, key)
-        scheme = _format.keyed_hash_scheme(header, "a counting filter")
-        if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
-            raise FormatError(f"a counting filter has the classic or partitioned layout, the file says "
-                              f"{header.layout.name}")
+        scheme = _check_cell_array_header(header, key, "a counting filter")
         counter_bits = header.meta.get("counter_bits")
         if counter_bits not in (4, 8, 16) or isinstance(counter_bits, bool):
             raise FormatError(f"meta counter_bits must be 4, 8 or 16, the file says {counter_bits!r}")

@@ -19,10 +19,10 @@ from typing import Callable, NamedTuple, Optional, Sequence
 from bloomwise import _format
 from bloomwise._native.counting import VariableIncrementCore
 from bloomwise._compatibility import Compatible
-from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity
+from bloomwise._persistence import Persistent, meta_capacity
 from bloomwise._statistics import LAYOUT_NAMES, FillStatistics
 from bloomwise.counting import (
-    COUNTING_LAYOUTS, _check_capacity, _counting_layout_id,
+    COUNTING_LAYOUTS, _cell_array_header, _check_capacity, _check_cell_array_header, _counting_layout_id,
     _over_capacity_warning,
 )
 from bloomwise.errors import FormatError
@@ -549,23 +549,12 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
     _STRUCTURE = _format.Structure.VARIABLE_INCREMENT
 
     def _header(self) -> _format.Header:
-        meta = {"fixed_bits": self.fixed_bits, "variable_bits": self.variable_bits,
-                "increments": list(self.increments)}
-        if self._capacity is not None:
-            meta["capacity"] = self._capacity
-        flags = header_flags(self._key_function)
-        return _format.Header(
-            structure=self._STRUCTURE, layout=_format.Layout(self._layout_id),
-            hash_scheme=_format.HashScheme(self._hash_scheme_id),
-            seed=self.seed, num_bits=self.num_positions, num_hashes=self.num_hashes, keys_added=self.num_keys,
-            payload_length=self.nbytes, meta=meta, flags=flags)
+        return _cell_array_header(self, self.num_positions, {
+            "fixed_bits": self.fixed_bits, "variable_bits": self.variable_bits, "increments": list(self.increments)})
 
     @classmethod
     def _from_parts(cls, header: _format.Header, payload, *, key) -> "VariableIncrementCountingBloomFilter":
-        check_keyed(header, key)
-        scheme = _format.keyed_hash_scheme(header, "this filter")
-        if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
-            raise FormatError(f"this filter has the classic or partitioned layout, the file says {header.layout.name}")
+        scheme = _check_cell_array_header(header, key, "this filter")
         meta = header.meta
         try:
             fixed_bits, variable_bits = meta["fixed_bits"], meta["variable_bits"]

@@ -13,8 +13,8 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcmp, memcpy
 
 from bloomwise._native.hashing cimport (
-    Hasher, hash_bytes, check_scheme, hash_key, hash_object, hash_ascii_str, hash_int64, hash_uint64, bw_xxh64,
-    bw_xxh3, key_type_message, SCHEME_XXH3,
+    Hasher, hash_bytes, check_scheme, hash_key, hash_object, hash_ascii_str, hash_int64, hash_uint64,
+    key_type_message, SCHEME_XXH64, SCHEME_XXH3,
 )
 from bloomwise._native.support cimport check_int, check_threads, numpy
 from bloomwise._native.core cimport PositionsCore
@@ -53,28 +53,27 @@ cdef size_t HUGE_PAGE = 2 << 20
 
 
 # ---- hashing, exposed for tests and the file format ---------------------------------------------------
-def xxh64(data, uint64_t seed=0):
-    """XXH64 of a bytes-like object (bit-exact with the reference implementation)."""
+cdef uint64_t buffer_hash(object data, Hasher hasher) except? 0:
+    """The byte hash of a bytes-like object, without the GIL (payloads can be gigabytes)."""
     cdef Py_buffer view
+    cdef uint64_t result
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         with nogil:
-            result = bw_xxh64(view.buf, view.len, seed)
+            result = hash_bytes(hasher, view.buf, view.len)
     finally:
         PyBuffer_Release(&view)
     return result
+
+
+def xxh64(data, uint64_t seed=0):
+    """XXH64 of a bytes-like object (bit-exact with the reference implementation)."""
+    return buffer_hash(data, make_hasher(seed, SCHEME_XXH64))
 
 
 def xxh3(data, uint64_t seed=0):
     """XXH3-64 of a bytes-like object (bit-exact with the reference implementation)."""
-    cdef Py_buffer view
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        with nogil:
-            result = bw_xxh3(view.buf, view.len, seed)
-    finally:
-        PyBuffer_Release(&view)
-    return result
+    return buffer_hash(data, make_hasher(seed, SCHEME_XXH3))
 
 
 cdef Hasher make_hasher(uint64_t seed, int scheme) except *:
