@@ -180,8 +180,12 @@ cdef class CounterArrayCore(PositionsCore):
         return False
 
     cdef void _restore_hash(self, uint64_t h, const uint32_t* undo) noexcept nogil:
-        """Undo _remove_hash(h, undo) (in reverse order of a batch)."""
-        pass
+        """Undo _remove_hash(h, undo): put back the k cells it saved (batches undo in reverse key order)."""
+        cdef uint64_t pos[MAX_HASHES]
+        cdef int i
+        positions(&self._g, h, pos)
+        for i in range(<int>self._g.num_hashes - 1, -1, -1):
+            cell_set(self._cells, self._width, pos[i], undo[i])
 
     # -- single keys ---------------------------------------------------------------------------------------------------
     def add(self, key):
@@ -442,13 +446,6 @@ cdef class CountingCore(CounterArrayCore):
             if c == 1:
                 journal_push(&self._journal, pos[i], 0)
         return True
-
-    cdef void _restore_hash(self, uint64_t h, const uint32_t* undo) noexcept nogil:
-        cdef uint64_t pos[MAX_HASHES]
-        cdef int i
-        positions(&self._g, h, pos)
-        for i in range(<int>self._g.num_hashes - 1, -1, -1):
-            cell_set(self._cells, self._width, pos[i], undo[i])
 
     # -- counters ------------------------------------------------------------------------------------------------------
     def counters(self, key):
@@ -742,13 +739,6 @@ cdef class VariableIncrementCore(CounterArrayCore):
                 undo[i] = cell_get(self._cells, self._width, pos[i])
             cell_set(self._cells, self._width, pos[i], after[i])
         return True
-
-    cdef void _restore_hash(self, uint64_t h, const uint32_t* undo) noexcept nogil:
-        cdef uint64_t pos[MAX_HASHES]
-        cdef int i
-        positions(&self._g, h, pos)
-        for i in range(<int>self._g.num_hashes - 1, -1, -1):
-            cell_set(self._cells, self._width, pos[i], undo[i])
 
     # -- what a key sees -----------------------------------------------------------------------------------------------
     def _probe_many(self, keys):
