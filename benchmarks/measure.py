@@ -143,5 +143,14 @@ def machine() -> dict:
     }
 
 
+def bloomwise_kernels() -> str:
+    """Which batch kernels bloomwise's blocked layout uses here ("avx2" or "scalar")."""
+    try:
+        from bloomwise._native.bloom import batch_kernels
+    except ImportError as e:
+        return f"unavailable ({e})"
+    return batch_kernels()
+
+
 def loadavg() -> str:
     return " ".join(_read("/proc/loadavg").split()[:3])

@@ -129,6 +129,7 @@ def markdown(data: dict, json_name: str) -> str:
             ["OS", f"Linux {m['kernel']}, transparent huge pages: {m['thp']}"],
             ["Python", f"{m['python']}, numpy {m['numpy']}"],
             ["libraries", ", ".join(f"{k} {v}" for k, v in meta["versions"].items())],
+            ["bloomwise batch kernels", meta.get("batch_kernels", "?")],
             ["load average", f"{meta['load_before']} before, {meta['load_after']} after (shared machine)"],
             ["peak memory", meta["peak_memory_method"]],
         ]),

@@ -257,6 +257,7 @@ def main(argv=None) -> int:
                      for a in libs if a.dist},
         "workloads": [w.name for w in plan], "libraries": [a.name for a in libs],
         "peers": [a.name for a in libs if a.peer],
+        "batch_kernels": measure.bloomwise_kernels(),
     }
     print(f"bloomwise benchmarks: {meta['machine']['cpu']}, Python {meta['machine']['python']}, "
           f"numpy {meta['machine']['numpy']}; load {meta['load_before']}", flush=True)

@@ -9,7 +9,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_CheckExact
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t, uintptr_t
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset, memcmp, memcpy
 
 from bloomwise._native.hashing cimport (
@@ -31,6 +31,13 @@ cdef extern from "common.h" nogil:
     void bw_unlock(int* flag)
     int __builtin_popcountll(unsigned long long)
 
+cdef extern from "simd.h" nogil:
+    int bw_simd_available()
+    uint64_t bw_simd_add(uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, const uint64_t* hs, size_t n,
+                         size_t distance)
+    void bw_simd_test(const uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, const uint64_t* hs, size_t n,
+                      uint8_t* out, size_t distance)
+
 cdef extern from "<sys/mman.h>" nogil:
     void* mmap(void* addr, size_t length, int prot, int flags, int fd, long offset)
     int munmap(void* addr, size_t length)
@@ -45,11 +52,29 @@ cdef enum:
     CHUNK = 1024            # keys hashed per step of a batch
     PREFETCH_DISTANCE = 32  # keys ahead whose cache lines are requested
     OBJECT_PREFETCH_DISTANCE = 8  # list items ahead whose objects are requested
+    STRIPES = 64            # threaded blocked inserts: locked stripes of the filter (64 to 128 of them)
+    BUCKET = 256            # threaded blocked inserts: keys gathered per stripe before taking its lock
 
 MAX_NUM_BITS = 2 ** 48  # 32 TiB of bits: far beyond any real filter, small enough to catch nonsense
 cdef char* BYTE_FORMAT = "B"
 cdef size_t HUGE_PAGE_THRESHOLD = 1 << 20  # beyond one core's L2: whole 2 MiB-aligned huge pages
 cdef size_t HUGE_PAGE = 2 << 20
+cdef bint SIMD_AVAILABLE = bw_simd_available()
+cdef bint use_simd = SIMD_AVAILABLE  # blocked batches use the AVX2 kernels of simd.h (the same bits)
+
+
+def batch_kernels():
+    """The blocked layout's batch kernels in use: "avx2" (x86-64 CPUs that have it) or "scalar"."""
+    return "avx2" if use_simd else "scalar"
+
+
+def _use_simd(bint enabled):
+    """Tests: switch the AVX2 batch kernels off (or back on, where the CPU has them). Returns the previous
+    setting."""
+    global use_simd
+    previous = use_simd
+    use_simd = enabled and SIMD_AVAILABLE
+    return previous
 
 
 # ---- hashing, exposed for tests and the file format ---------------------------------------------------
@@ -380,6 +405,8 @@ cdef uint64_t add_hashes(const Geometry* g, uint64_t* words, const uint64_t* hs,
     """Set the bits of n keys, requesting cache lines PREFETCH_DISTANCE keys ahead; returns how many were new."""
     cdef Py_ssize_t i
     cdef uint64_t new_keys = 0
+    if use_simd and g.layout == LAYOUT_BLOCKED:
+        return bw_simd_add(words, g.num_blocks, g.num_hashes, hs, n, PREFETCH_DISTANCE if g.prefetch else 0)
     if g.prefetch:
         for i in range(n if n < PREFETCH_DISTANCE else PREFETCH_DISTANCE):
             prefetch_key(g, words, hs[i], True)
@@ -393,6 +420,9 @@ cdef uint64_t add_hashes(const Geometry* g, uint64_t* words, const uint64_t* hs,
 cdef void test_hashes(const Geometry* g, const uint64_t* words, const uint64_t* hs, Py_ssize_t n,
                       uint8_t* out) noexcept nogil:
     cdef Py_ssize_t i
+    if use_simd and g.layout == LAYOUT_BLOCKED:
+        bw_simd_test(words, g.num_blocks, g.num_hashes, hs, n, out, PREFETCH_DISTANCE if g.prefetch else 0)
+        return
     if g.prefetch:
         for i in range(n if n < PREFETCH_DISTANCE else PREFETCH_DISTANCE):
             prefetch_key(g, words, hs[i], False)
@@ -426,21 +456,12 @@ cdef void test_fixed(const Geometry* g, const uint64_t* words, const FixedKeys* 
 
 cdef uint64_t add_hashes_in_range(const Geometry* g, uint64_t* words, const uint64_t* hs, Py_ssize_t n,
                                   uint64_t lo, uint64_t hi, uint64_t* scratch) noexcept nogil:
-    """Set only the bits in [lo, hi) of n keys (threaded inserts: each thread owns a range of the array).
-
-    Blocked: ranges count blocks and a key belongs to the thread that owns its block. Others: ranges count bits
-    and always cover whole 64-bit words (threads never share a word); the probes that fall in range are
-    gathered first (branch-free), then applied with prefetch.
-    Returns the number of new keys (blocked) or whether any bit changed (others).
+    """Set only the bits in [lo, hi) of n keys (classic and partitioned threaded inserts: each thread owns a
+    range of whole 64-bit words). The probes that fall in range are gathered first (branch-free), then applied
+    with prefetch. Returns whether any bit changed.
     """
     cdef Py_ssize_t i, j, count = 0
-    cdef uint64_t step, pos, block, bit, changed = 0
-    if g.layout == LAYOUT_BLOCKED:
-        for i in range(n):
-            block = block_index(g, hs[i])
-            scratch[count] = hs[i]
-            count += (block >= lo) & (block < hi)
-        return add_hashes(g, words, scratch, count)
+    cdef uint64_t step, pos, bit, changed = 0
     for i in range(n):
         step = second_hash(hs[i])
         for j in range(g.num_hashes):
@@ -454,6 +475,83 @@ cdef uint64_t add_hashes_in_range(const Geometry* g, uint64_t* words, const uint
         changed |= bit & ~words[scratch[i] >> 6]
         words[scratch[i] >> 6] |= bit
     return changed != 0
+
+
+cdef class SharedInsert:
+    """One threaded insert into a blocked filter, without private copies (BloomCore._update_threaded).
+
+    The filter is cut into stripes of 2**shift blocks, each with a lock. Every thread hashes its own slice of
+    the keys and drops each hash into a bucket for its stripe; a full bucket is applied under that stripe's
+    lock. Threads never wait for each other except on one stripe for the few microseconds of one bucket, so a
+    thread that the system preempts does not hold the others up (a lock-step design with a barrier per round
+    measured slower on this shared machine), and no thread needs a copy of the filter.
+    """
+    cdef Batch batch
+    cdef Hasher hasher
+    cdef int nthreads
+    cdef int shift                  # stripe of block b: b >> shift
+    cdef Py_ssize_t nstripes
+    cdef int* locks                 # one per stripe
+    cdef uint64_t* buckets          # nthreads x nstripes x BUCKET hashes
+    cdef Py_ssize_t* fill           # nthreads x nstripes
+    cdef uint64_t* hashes           # nthreads x CHUNK
+    cdef uint8_t* text              # nthreads x (4 * width + 4): UTF-8 of 'U' keys
+
+    def __cinit__(self, Batch batch, uint64_t seed, int scheme, int nthreads, uint64_t num_blocks):
+        self.batch = batch
+        self.hasher = make_hasher(seed, scheme)
+        self.nthreads = nthreads
+        self.shift = 0
+        while (num_blocks >> self.shift) > STRIPES:  # at most 2 x STRIPES stripes
+            self.shift += 1
+        self.nstripes = ((num_blocks - 1) >> self.shift) + 1
+        self.locks = <int*>calloc(self.nstripes, sizeof(int))
+        self.buckets = <uint64_t*>malloc(nthreads * self.nstripes * BUCKET * sizeof(uint64_t))
+        self.fill = <Py_ssize_t*>calloc(nthreads * self.nstripes, sizeof(Py_ssize_t))
+        self.hashes = <uint64_t*>malloc(nthreads * CHUNK * sizeof(uint64_t))
+        self.text = <uint8_t*>malloc(nthreads * (4 * batch.keys.width + 4))
+        if not (self.locks and self.buckets and self.fill and self.hashes and self.text):
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.locks)
+        free(self.buckets)
+        free(self.fill)
+        free(self.hashes)
+        free(self.text)
+
+    cdef uint64_t flush(self, const Geometry* g, uint64_t* words, int t, Py_ssize_t stripe) noexcept nogil:
+        cdef Py_ssize_t slot = t * self.nstripes + stripe
+        cdef uint64_t new_keys
+        bw_lock(&self.locks[stripe])
+        new_keys = add_hashes(g, words, self.buckets + slot * BUCKET, self.fill[slot])
+        bw_unlock(&self.locks[stripe])
+        self.fill[slot] = 0
+        return new_keys
+
+    cdef uint64_t work(self, const Geometry* g, uint64_t* words, int t) noexcept nogil:
+        """Thread t: inserts its slice of the keys; returns how many of them were new."""
+        cdef const FixedKeys* keys = &self.batch.keys
+        cdef Py_ssize_t start = keys.length * t // self.nthreads, stop = keys.length * (t + 1) // self.nthreads
+        cdef Py_ssize_t i, count, stripe, slot
+        cdef Py_ssize_t* fill = self.fill + t * self.nstripes
+        cdef uint64_t* buckets = self.buckets + t * self.nstripes * BUCKET
+        cdef uint64_t* hs = self.hashes + t * CHUNK
+        cdef uint64_t new_keys = 0
+        while start < stop:
+            count = min(<Py_ssize_t>CHUNK, stop - start)
+            hash_fixed(keys, start, count, self.hasher, hs, self.text + t * (4 * keys.width + 4))
+            for i in range(count):
+                stripe = block_index(g, hs[i]) >> self.shift
+                buckets[stripe * BUCKET + fill[stripe]] = hs[i]
+                fill[stripe] += 1
+                if fill[stripe] == BUCKET:
+                    new_keys += self.flush(g, words, t, stripe)
+            start += count
+        for stripe in range(self.nstripes):
+            if fill[stripe]:
+                new_keys += self.flush(g, words, t, stripe)
+        return new_keys
 
 
 # ---- the filter ---------------------------------------------------------------------------------------------
@@ -636,15 +734,26 @@ cdef class BloomCore(PositionsCore):
             test_hashes(&self._g, self._words, hs + lo, hi - lo, &out[lo])
 
     def _update_threaded(self, Batch batch, int nthreads):
-        """Insert a batch with nthreads threads; no two threads ever write the same word.
+        """Insert a batch with nthreads threads; no two threads ever write the same word at the same time.
 
-        A filter no larger than the batch's hashes (8 bytes a key): the keys are split in nthreads slices, one
-        thread fills this filter and each other one a private zeroed copy, OR-merged at the end (the copies are
-        cheap next to the batch). A larger filter: each thread owns a range of the array and sets, for every key,
-        the bits that fall in it (no copies of a big array, one pass over the hashes per thread).
+        Blocked: a SharedInsert (locked stripes, no copies). Classic and partitioned, whose keys touch k words
+        all over the array: a filter no larger than the batch's hashes (8 bytes a key) is filled by nthreads
+        threads, one in this filter and the others in private zeroed copies, OR-merged at the end (the copies
+        are cheap next to the batch); a larger filter is cut into nthreads ranges of whole words, and each
+        thread sets, for every key, the bits that fall in its range (no copies of a big array).
         """
         if batch.keys.kind == BATCH_OBJECTS:  # Python objects are hashed once, with the GIL
             batch = prehashed_batch(hash_batch(batch, self._hasher, self._key_func))
+        if self._g.layout == LAYOUT_BLOCKED:
+            job = SharedInsert(batch, self._hasher.seed, self._hasher.scheme, nthreads, self._g.num_blocks)
+            with nogil:
+                bw_lock(&self._lock)
+            try:
+                counts = run_threads(nthreads, nthreads, lambda t, _: self._add_shared(job, t))
+            finally:
+                bw_unlock(&self._lock)
+            self._count_new(sum(counts))
+            return
         private_copies = self._nbytes <= 8 * <uint64_t>batch.keys.length
         if private_copies:
             helpers = [self] + [self._empty_like() for _ in range(nthreads - 1)]
@@ -668,7 +777,7 @@ cdef class BloomCore(PositionsCore):
                                      lambda t, _: self._add_prehashed_range(batch.items, *ranges[t]))
         finally:
             bw_unlock(&self._lock)
-        if private_copies or self._g.layout == LAYOUT_BLOCKED:
+        if private_copies:
             self._count_new(sum(counts))  # private copies: a key in two slices may count twice
         else:  # a key's bits are spread over the threads: count the batch as new when any bit changed
             self._count_new(batch.keys.length if any(counts) else 0)
@@ -703,15 +812,18 @@ cdef class BloomCore(PositionsCore):
         return 0
 
     def _write_ranges(self, int nthreads):
-        """The part of the array each of nthreads inserting threads owns: [lo, hi) in blocks (blocked) or in bits.
-
-        Bit ranges are cut at multiples of 64, so no two threads ever write the same 64-bit word.
-        """
-        blocked = self._g.layout == LAYOUT_BLOCKED
-        units = self._g.num_blocks if blocked else (self._g.num_bits + 63) // 64
-        scale = 1 if blocked else 64
-        cuts = [units * t // nthreads * scale for t in range(nthreads + 1)]
+        """The bits each of nthreads inserting threads owns (classic and partitioned): [lo, hi), cut at multiples
+        of 64, so no two threads ever write the same 64-bit word."""
+        units = (self._g.num_bits + 63) // 64
+        cuts = [units * t // nthreads * 64 for t in range(nthreads + 1)]
         return [(cuts[t], cuts[t + 1]) for t in range(nthreads)]
+
+    def _add_shared(self, SharedInsert job, int t):
+        """Thread t of a SharedInsert into this filter."""
+        cdef uint64_t new_keys
+        with nogil:
+            new_keys = job.work(&self._g, self._words, t)
+        return new_keys
 
     def _add_prehashed_range(self, hashes, uint64_t lo, uint64_t hi):
         cdef uint64_t[::1] hv = hashes
