@@ -52,7 +52,7 @@ cdef enum:
     CHUNK = 1024            # keys hashed per step of a batch
     PREFETCH_DISTANCE = 32  # keys ahead whose cache lines are requested
     OBJECT_PREFETCH_DISTANCE = 8  # list items ahead whose objects are requested
-    STRIPES = 64            # threaded blocked inserts: locked stripes of the filter (64 to 128 of them)
+    STRIPES = 64            # threaded blocked inserts: at most this many locked stripes of the filter
     BUCKET = 256            # threaded blocked inserts: keys gathered per stripe before taking its lock
 
 MAX_NUM_BITS = 2 ** 48  # 32 TiB of bits: far beyond any real filter, small enough to catch nonsense
@@ -502,7 +502,7 @@ cdef class SharedInsert:
         self.hasher = make_hasher(seed, scheme)
         self.nthreads = nthreads
         self.shift = 0
-        while (num_blocks >> self.shift) > STRIPES:  # at most 2 x STRIPES stripes
+        while (num_blocks >> self.shift) > STRIPES:  # STRIPES / 2 to STRIPES of them
             self.shift += 1
         self.nstripes = ((num_blocks - 1) >> self.shift) + 1
         self.locks = <int*>calloc(self.nstripes, sizeof(int))
