@@ -15,7 +15,7 @@ from hypothesis import given, strategies as st
 
 from bloomwise import BloomFilter, CapacityWarning, FormatError, theory
 from bloomwise._native import bloom as bloom_native
-from bloomwise._native.bloom import key_hash, xxh3, xxh64
+from bloomwise._native.bloom import hash_many, key_hash, xxh3, xxh64
 from stats import assert_rate_matches
 
 LAYOUTS = ("classic", "partitioned", "blocked")
@@ -232,8 +232,25 @@ def test_threaded_blocked_insert_sets_the_serial_bits_and_counts(nthreads, num_b
         assert threaded._keys_added_count == serial._keys_added_count
 
 
+@pytest.mark.parametrize("dtype", [np.uint64, np.int64])
+@pytest.mark.parametrize("scheme", ["xxh3", "xxh64"])
+def test_numpy_integer_hashes_match_the_single_key_hash(dtype, scheme, scalar_kernels):
+    """The AVX-512 integer hashing (XXH3, eight keys at a time) and the scalar loop give key_hash(int(v)) for
+    every value, the extremes and every tail length (n mod 8) included."""
+    info = np.iinfo(dtype)
+    extremes = [info.min, info.max, 0, 1, info.max - 1, info.min + 1, -1 if dtype is np.int64 else 2**63]
+    values = np.concatenate([np.array(extremes, dtype=dtype),
+                             np.random.default_rng(8).integers(info.min, info.max, 1000, dtype=dtype, endpoint=True)])
+    scheme_id = {"xxh3": 2, "xxh64": 1}[scheme]
+    expected = np.array([key_hash(int(v), 77, scheme_id) for v in values], dtype=np.uint64)
+    for n in (0, 1, 7, 8, 9, 15, 16, len(values)):
+        assert (hash_many(values[:n], 77, scheme=scheme_id) == expected[:n]).all(), n
+        with scalar_kernels():
+            assert (hash_many(values[:n], 77, scheme=scheme_id) == expected[:n]).all(), n
+
+
 def test_batch_kernels_are_reported():
-    assert bloom_native.batch_kernels() in ("avx2", "scalar")
+    assert bloom_native.batch_kernels() in ("avx2+avx512", "avx2", "avx512", "scalar")
 
 
 @pytest.mark.parametrize("layout,num_bits", [("classic", 1000), ("partitioned", 64 * 7 + 5), ("blocked", 512 * 7)])

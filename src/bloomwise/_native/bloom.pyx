@@ -14,7 +14,7 @@ from libc.string cimport memset, memcmp, memcpy
 
 from bloomwise._native.hashing cimport (
     Hasher, hash_bytes, check_scheme, hash_key, hash_object, hash_ascii_str, hash_int64, hash_uint64,
-    key_type_message, SCHEME_XXH64, SCHEME_XXH3,
+    key_type_message, SCHEME_XXH64, SCHEME_XXH3, BW_INT_DOMAIN, BW_NEG_INT_DOMAIN,
 )
 from bloomwise._native.support cimport check_int, check_threads, numpy
 from bloomwise._native.core cimport PositionsCore
@@ -33,6 +33,9 @@ cdef extern from "common.h" nogil:
 
 cdef extern from "simd.h" nogil:
     int bw_simd_available()
+    int bw_simd512_available()
+    void bw_simd_hash_u64(const uint64_t* keys, uint64_t* out, size_t n, uint64_t seed)
+    void bw_simd_hash_i64(const int64_t* keys, uint64_t* out, size_t n, uint64_t seed_nonneg, uint64_t seed_neg)
     uint64_t bw_simd_add(uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, const uint64_t* hs, size_t n,
                          size_t distance)
     void bw_simd_test(const uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, const uint64_t* hs, size_t n,
@@ -60,20 +63,25 @@ cdef char* BYTE_FORMAT = "B"
 cdef size_t HUGE_PAGE_THRESHOLD = 1 << 20  # beyond one core's L2: whole 2 MiB-aligned huge pages
 cdef size_t HUGE_PAGE = 2 << 20
 cdef bint SIMD_AVAILABLE = bw_simd_available()
-cdef bint use_simd = SIMD_AVAILABLE  # blocked batches use the AVX2 kernels of simd.h (the same bits)
+cdef bint SIMD512_AVAILABLE = bw_simd512_available()
+cdef bint use_simd = SIMD_AVAILABLE        # blocked batches: the AVX2 bit kernels of simd.h (the same bits)
+cdef bint use_simd512 = SIMD512_AVAILABLE  # numpy integer batches: XXH3 eight keys at a time (the same hashes)
 
 
 def batch_kernels():
-    """The blocked layout's batch kernels in use: "avx2" (x86-64 CPUs that have it) or "scalar"."""
-    return "avx2" if use_simd else "scalar"
+    """The SIMD batch kernels in use: "avx2" (blocked layout bits), "avx512" (XXH3 of numpy integers), both
+    joined by "+", or "scalar"."""
+    names = [name for name, used in (("avx2", use_simd), ("avx512", use_simd512)) if used]
+    return "+".join(names) or "scalar"
 
 
 def _use_simd(bint enabled):
-    """Tests: switch the AVX2 batch kernels off (or back on, where the CPU has them). Returns the previous
+    """Tests: switch the SIMD batch kernels off (or back on, where the CPU has them). Returns the previous
     setting."""
-    global use_simd
-    previous = use_simd
+    global use_simd, use_simd512
+    previous = use_simd or use_simd512
     use_simd = enabled and SIMD_AVAILABLE
+    use_simd512 = enabled and SIMD512_AVAILABLE
     return previous
 
 
@@ -328,9 +336,16 @@ cdef void hash_fixed(const FixedKeys* keys, Py_ssize_t start, Py_ssize_t count, 
     if keys.kind == BATCH_HASHES:
         memcpy(out, (<const uint64_t*>keys.data) + start, count * sizeof(uint64_t))
     elif keys.kind == BATCH_UINT64:
+        if use_simd512 and hasher.scheme == SCHEME_XXH3:
+            bw_simd_hash_u64((<const uint64_t*>keys.data) + start, out, count, hasher.seed ^ BW_INT_DOMAIN)
+            return
         for i in range(count):
             out[i] = hash_uint64((<const uint64_t*>keys.data)[start + i], hasher)
     elif keys.kind == BATCH_INT64:
+        if use_simd512 and hasher.scheme == SCHEME_XXH3:
+            bw_simd_hash_i64((<const int64_t*>keys.data) + start, out, count, hasher.seed ^ BW_INT_DOMAIN,
+                             hasher.seed ^ BW_NEG_INT_DOMAIN)
+            return
         for i in range(count):
             out[i] = hash_int64((<const int64_t*>keys.data)[start + i], hasher)
     elif keys.kind == BATCH_BYTES:

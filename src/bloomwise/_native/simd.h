@@ -1,4 +1,6 @@
-/* Blocked-layout batch kernels in AVX2, chosen at run time (docs/architecture.md, "Batch kernels").
+/* Batch kernels in AVX2 and AVX-512, chosen at run time (docs/architecture.md, "Batch kernels").
+ *
+ * 1. The blocked layout's bit kernels (AVX2).
  *
  * The same bits as the scalar kernels of layouts.pxd, computed eight lanes at once: probe i of a key sets bit
  * (x * BW_SALT[i]) >> 26 of lane i % 8, x being the low 32 bits of its hash (Putze, Sanders & Singler 2007,
@@ -6,8 +8,13 @@
  * registers, so one key costs two loads, a multiply, two variable shifts and (insert) two stores, instead of
  * eight scalar lane updates: about half the time in cache, and what lets a batch keep more misses in flight.
  *
- * Built with __attribute__((target("avx2"))), so the module stays portable x86-64: bw_simd_available() asks
- * the CPU once, and the Cython callers fall back to the scalar loops elsewhere (other CPUs, other compilers).
+ * 2. XXH3-64 of numpy 64-bit integer keys, eight at a time (AVX-512F/DQ: 64-bit rotates and multiplies).
+ *    Integer keys hash their 8 little-endian bytes, which XXH3 reads as two 32-bit halves swapped (its 4-8 byte
+ *    path), then mixes with rrmxmx: the same arithmetic, lane by lane, as bw_xxh3_u64.
+ *
+ * Built with __attribute__((target(...))), so the module stays portable x86-64: bw_simd_available() and
+ * bw_simd512_available() ask the CPU once, and the Cython callers fall back to the scalar loops elsewhere
+ * (other CPUs, other compilers).
  */
 #ifndef BLOOMWISE_SIMD_H
 #define BLOOMWISE_SIMD_H
@@ -22,6 +29,11 @@
 static inline int bw_simd_available(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2");
+}
+
+static inline int bw_simd512_available(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
 }
 
 /* Per-call constants: the 16 salts and, for each, a shift count that is >= 64 (vpsllvq then gives 0) when the
@@ -111,8 +123,59 @@ static void bw_simd_test(const uint64_t *words, uint64_t num_blocks, uint32_t nu
     }
 }
 
-#else  /* no AVX2 kernels with this compiler or CPU family: the scalar loops do the work */
+/* ---- XXH3-64 of 64-bit integers, eight at a time ------------------------------------------------------ */
+/* What bw3_4to8 computes before it sees the key: the seed-dependent "bitflip". */
+static inline uint64_t bw_xxh3_u64_bitflip(uint64_t seed) {
+    uint64_t modified = seed ^ ((uint64_t)__builtin_bswap32((uint32_t)seed) << 32);
+    return (bw3_r64(BW3_SECRET + 8) ^ bw3_r64(BW3_SECRET + 16)) - modified;
+}
+
+/* rrmxmx of eight (swapped key ^ bitflip) lanes. */
+__attribute__((target("avx512f,avx512dq")))
+static inline __m512i bw_rrmxmx8(__m512i v) {
+    const __m512i mx = _mm512_set1_epi64((long long)BW3_MX2), len = _mm512_set1_epi64(8);
+    v = _mm512_xor_si512(v, _mm512_xor_si512(_mm512_rol_epi64(v, 49), _mm512_rol_epi64(v, 24)));
+    v = _mm512_mullo_epi64(v, mx);
+    v = _mm512_xor_si512(v, _mm512_add_epi64(_mm512_srli_epi64(v, 35), len));
+    v = _mm512_mullo_epi64(v, mx);
+    return _mm512_xor_si512(v, _mm512_srli_epi64(v, 28));
+}
+
+/* out[i] = bw_xxh3_u64(in[i], seed). */
+__attribute__((target("avx512f,avx512dq")))
+static void bw_simd_hash_u64(const uint64_t *in, uint64_t *out, size_t n, uint64_t seed) {
+    const __m512i bitflip = _mm512_set1_epi64((long long)bw_xxh3_u64_bitflip(seed));
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)  /* ror 32: the two 32-bit halves swapped */
+        _mm512_storeu_si512(out + i, bw_rrmxmx8(_mm512_xor_si512(_mm512_ror_epi64(_mm512_loadu_si512(in + i), 32),
+                                                                  bitflip)));
+    for (; i < n; i++) out[i] = bw_xxh3_u64(in[i], seed);
+}
+
+/* Signed keys: non-negative ones under seed_nonneg, negative ones under seed_neg (their own key domain). */
+__attribute__((target("avx512f,avx512dq")))
+static void bw_simd_hash_i64(const int64_t *in, uint64_t *out, size_t n, uint64_t seed_nonneg, uint64_t seed_neg) {
+    const __m512i flip_nonneg = _mm512_set1_epi64((long long)bw_xxh3_u64_bitflip(seed_nonneg));
+    const __m512i flip_neg = _mm512_set1_epi64((long long)bw_xxh3_u64_bitflip(seed_neg));
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m512i v = _mm512_loadu_si512(in + i);
+        const __m512i flip = _mm512_mask_blend_epi64(_mm512_cmplt_epi64_mask(v, _mm512_setzero_si512()),
+                                                     flip_nonneg, flip_neg);
+        _mm512_storeu_si512(out + i, bw_rrmxmx8(_mm512_xor_si512(_mm512_ror_epi64(v, 32), flip)));
+    }
+    for (; i < n; i++) out[i] = bw_xxh3_u64((uint64_t)in[i], in[i] < 0 ? seed_neg : seed_nonneg);
+}
+
+#else  /* no SIMD kernels with this compiler or CPU family: the scalar loops do the work */
 static inline int bw_simd_available(void) { return 0; }
+static inline int bw_simd512_available(void) { return 0; }
+static void bw_simd_hash_u64(const uint64_t *in, uint64_t *out, size_t n, uint64_t seed) {
+    (void)in; (void)out; (void)n; (void)seed;
+}
+static void bw_simd_hash_i64(const int64_t *in, uint64_t *out, size_t n, uint64_t seed_nonneg, uint64_t seed_neg) {
+    (void)in; (void)out; (void)n; (void)seed_nonneg; (void)seed_neg;
+}
 static uint64_t bw_simd_add(uint64_t *words, uint64_t num_blocks, uint32_t num_hashes,
                             const uint64_t *hs, size_t n, size_t distance) {
     (void)words; (void)num_blocks; (void)num_hashes; (void)hs; (void)n; (void)distance;
