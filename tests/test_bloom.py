@@ -218,10 +218,11 @@ def test_blocked_batch_kernels_match_the_single_key_path_for_every_k(num_bits, s
 
 
 @pytest.mark.parametrize("nthreads", [2, 3, 5])
-@pytest.mark.parametrize("num_bits", [512 * 5, 512 * 70_001])  # one block per stripe; 2**k blocks per stripe
+@pytest.mark.parametrize("num_bits", [512 * 5, 512 * 70_001])  # private copies; shared under stripe locks
 def test_threaded_blocked_insert_sets_the_serial_bits_and_counts(nthreads, num_bits):
-    """Striped threaded inserts: the same bits and the same count of new keys as one thread, for numpy
-    integers, numpy 'U' strings (hashed by the threads) and Python objects (hashed first), repeats included."""
+    """Threaded blocked inserts set the bits of one thread, for numpy integers, numpy 'U' strings (hashed by the
+    threads) and Python objects (hashed first), repeats included. Shared under stripe locks (a filter larger
+    than the batch's hashes), they also count the new keys exactly; private copies may count a repeat twice."""
     values = np.random.default_rng(nthreads).integers(0, 10_000, size=30_000, dtype=np.uint64)  # repeats
     for keys in (values, values.astype("U"), values.astype("U").tolist()):
         serial = BloomFilter.from_size(num_bits, 8, layout="blocked", seed=3)
@@ -229,7 +230,8 @@ def test_threaded_blocked_insert_sets_the_serial_bits_and_counts(nthreads, num_b
         threaded = BloomFilter.from_size(num_bits, 8, layout="blocked", seed=3)
         threaded.update(keys, threads=nthreads)
         assert threaded == serial
-        assert threaded._keys_added_count == serial._keys_added_count
+        if num_bits // 8 > 8 * len(keys):
+            assert threaded._keys_added_count == serial._keys_added_count
 
 
 @pytest.mark.parametrize("dtype", [np.uint64, np.int64])
