@@ -112,6 +112,10 @@ static inline uint64_t bw_mulhi(uint64_t x, uint64_t range) {
     return (uint64_t)(((unsigned __int128)x * range) >> 64);
 }
 
+/* Split-block layout: a key's block is ((h >> 32) * num_blocks) >> 32 (the high half of h, reduced by
+ * multiply-high; num_blocks < 2^32). */
+static inline uint64_t bw_block_index(uint64_t h, uint64_t num_blocks) { return ((h >> 32) * num_blocks) >> 32; }
+
 /* Split-block layout: probe i sets bit (x * BW_SALT[i]) >> 26 (32-bit product) of lane i % 8.
  * Sixteen odd constants: splitmix64(i) (Steele et al.'s state step, state = i) for i = 1..16,
  * low 32 bits, forced odd. Part of the format. */

@@ -5,6 +5,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 cdef extern from "common.h" nogil:
     uint64_t bw_fmix64(uint64_t x)
     uint64_t bw_mulhi(uint64_t x, uint64_t range_)
+    uint64_t bw_block_index(uint64_t h, uint64_t num_blocks)
     const uint32_t BW_SALT[16]
     void bw_prefetch_read(const void* p)
     void bw_prefetch_write(const void* p)
@@ -66,7 +67,7 @@ cdef inline void positions(const Geometry* g, uint64_t h, uint64_t* out) noexcep
 
 # ---- blocked (split block) --------------------------------------------------------------------------
 cdef inline uint64_t block_index(const Geometry* g, uint64_t h) noexcept nogil:
-    return ((h >> 32) * g.num_blocks) >> 32
+    return bw_block_index(h, g.num_blocks)
 
 
 cdef inline uint64_t lane_mask(uint32_t num_hashes, uint32_t x, uint32_t lane) noexcept nogil:

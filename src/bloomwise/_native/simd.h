@@ -78,7 +78,7 @@ static inline void bw_block_mask(const bw_lane_plan *p, uint32_t x, __m256i *m0,
 }
 
 static inline uint64_t *bw_block_of(uint64_t *words, uint64_t num_blocks, uint64_t h) {
-    return words + (((h >> 32) * num_blocks) >> 32) * 8;
+    return words + bw_block_index(h, num_blocks) * 8;
 }
 
 /* Set the bits of n keys given their hashes; prefetch `distance` keys ahead (0: none). Returns how many keys
@@ -124,12 +124,6 @@ static void bw_simd_test(const uint64_t *words, uint64_t num_blocks, uint32_t nu
 }
 
 /* ---- XXH3-64 of 64-bit integers, eight at a time ------------------------------------------------------ */
-/* What bw3_4to8 computes before it sees the key: the seed-dependent "bitflip". */
-static inline uint64_t bw_xxh3_u64_bitflip(uint64_t seed) {
-    uint64_t modified = seed ^ ((uint64_t)__builtin_bswap32((uint32_t)seed) << 32);
-    return (bw3_r64(BW3_SECRET + 8) ^ bw3_r64(BW3_SECRET + 16)) - modified;
-}
-
 /* rrmxmx of eight (swapped key ^ bitflip) lanes. */
 __attribute__((target("avx512f,avx512dq")))
 static inline __m512i bw_rrmxmx8(__m512i v) {
@@ -144,7 +138,7 @@ static inline __m512i bw_rrmxmx8(__m512i v) {
 /* out[i] = bw_xxh3_u64(in[i], seed). */
 __attribute__((target("avx512f,avx512dq")))
 static void bw_simd_hash_u64(const uint64_t *in, uint64_t *out, size_t n, uint64_t seed) {
-    const __m512i bitflip = _mm512_set1_epi64((long long)bw_xxh3_u64_bitflip(seed));
+    const __m512i bitflip = _mm512_set1_epi64((long long)bw3_bitflip_4to8(seed));
     size_t i = 0;
     for (; i + 8 <= n; i += 8)  /* ror 32: the two 32-bit halves swapped */
         _mm512_storeu_si512(out + i, bw_rrmxmx8(_mm512_xor_si512(_mm512_ror_epi64(_mm512_loadu_si512(in + i), 32),
@@ -155,8 +149,8 @@ static void bw_simd_hash_u64(const uint64_t *in, uint64_t *out, size_t n, uint64
 /* Signed keys: non-negative ones under seed_nonneg, negative ones under seed_neg (their own key domain). */
 __attribute__((target("avx512f,avx512dq")))
 static void bw_simd_hash_i64(const int64_t *in, uint64_t *out, size_t n, uint64_t seed_nonneg, uint64_t seed_neg) {
-    const __m512i flip_nonneg = _mm512_set1_epi64((long long)bw_xxh3_u64_bitflip(seed_nonneg));
-    const __m512i flip_neg = _mm512_set1_epi64((long long)bw_xxh3_u64_bitflip(seed_neg));
+    const __m512i flip_nonneg = _mm512_set1_epi64((long long)bw3_bitflip_4to8(seed_nonneg));
+    const __m512i flip_neg = _mm512_set1_epi64((long long)bw3_bitflip_4to8(seed_neg));
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m512i v = _mm512_loadu_si512(in + i);

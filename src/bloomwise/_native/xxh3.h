@@ -61,9 +61,14 @@ static inline uint64_t bw3_avalanche_xxh64(uint64_t x) {
 }
 
 /* 4-8 bytes given as the 64-bit value (last 4 bytes) | (first 4 bytes) << 32. */
-static inline uint64_t bw3_4to8(uint64_t combined, uint64_t len, uint64_t seed) {
+/* The 4-8 byte path's seed-dependent "bitflip" (simd.h hoists it out of its loop). */
+static inline uint64_t bw3_bitflip_4to8(uint64_t seed) {
     uint64_t modified = seed ^ ((uint64_t)__builtin_bswap32((uint32_t)seed) << 32);
-    uint64_t v = ((bw3_r64(BW3_SECRET + 8) ^ bw3_r64(BW3_SECRET + 16)) - modified) ^ combined;
+    return (bw3_r64(BW3_SECRET + 8) ^ bw3_r64(BW3_SECRET + 16)) - modified;
+}
+
+static inline uint64_t bw3_4to8(uint64_t combined, uint64_t len, uint64_t seed) {
+    uint64_t v = bw3_bitflip_4to8(seed) ^ combined;
     v ^= bw3_rotl(v, 49) ^ bw3_rotl(v, 24);
     v *= BW3_MX2;
     v ^= (v >> 35) + len;
