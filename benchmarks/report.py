@@ -6,20 +6,21 @@ import os
 import re
 from pathlib import Path
 
-COLUMNS = (  # (record key, header); the first six are ns per key
+COLUMNS = (  # (record key, header); the first seven are ns per key
     ("add", "add"),
     ("query_present", "`in` present"),
     ("query_absent", "`in` absent"),
     ("batch_add_cold", "update, first touch"),
     ("batch_add", "update"),
+    ("batch_query_cold", "batch query, first call"),
     ("batch_query", "batch query"),
     ("fpr", "FPR"),
     ("bits_per_key", "bits/key"),
     ("filter_mib", "filter MiB"),
     ("peak_mib", "peak MiB"),
 )
-RATIO_KEYS = ("add", "query_present", "query_absent", "batch_add_cold", "batch_add", "batch_query", "bits_per_key",
-              "peak_mib")
+RATIO_KEYS = ("add", "query_present", "query_absent", "batch_add_cold", "batch_add", "batch_query_cold", "batch_query",
+              "bits_per_key", "peak_mib")
 
 
 def num(x: float) -> str:

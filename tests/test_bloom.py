@@ -218,20 +218,46 @@ def test_blocked_batch_kernels_match_the_single_key_path_for_every_k(num_bits, s
 
 
 @pytest.mark.parametrize("nthreads", [2, 3, 5])
-@pytest.mark.parametrize("num_bits", [512 * 5, 512 * 70_001])  # private copies; shared under stripe locks
-def test_threaded_blocked_insert_sets_the_serial_bits_and_counts(nthreads, num_bits):
-    """Threaded blocked inserts set the bits of one thread, for numpy integers, numpy 'U' strings (hashed by the
-    threads) and Python objects (hashed first), repeats included. Shared under stripe locks (a filter larger
-    than the batch's hashes), they also count the new keys exactly; private copies may count a repeat twice."""
-    values = np.random.default_rng(nthreads).integers(0, 10_000, size=30_000, dtype=np.uint64)  # repeats
-    for keys in (values, values.astype("U"), values.astype("U").tolist()):
-        serial = BloomFilter.from_size(num_bits, 8, layout="blocked", seed=3)
-        serial.update(keys)
-        threaded = BloomFilter.from_size(num_bits, 8, layout="blocked", seed=3)
-        threaded.update(keys, threads=nthreads)
-        assert threaded == serial
-        if num_bits // 8 > 8 * len(keys):
+@pytest.mark.parametrize("num_bits", [512 * 3, 512 * 70_001])  # fewer blocks than threads; beyond the caches
+@pytest.mark.parametrize("simd", [True, False])
+def test_threaded_blocked_insert_sets_the_serial_bits_and_counts(nthreads, num_bits, simd, scalar_kernels):
+    """Threaded blocked inserts (each thread owns a range of blocks) set the bits of one thread and count the new
+    keys exactly, for numpy integers (hashed by every thread), numpy 'S' and 'U' strings (hashed first, in
+    parallel) and Python objects (hashed first), repeats, negative numbers and a partial last chunk included;
+    with the AVX-512 selection of a thread's keys and with the scalar one."""
+    values = np.random.default_rng(nthreads).integers(-5_000, 5_000, size=30_001)  # repeats
+    batches = (values, values.astype(np.uint64), values.astype("S"), values.astype("U"), values.tolist())
+    with contextlib.ExitStack() as stack:
+        if not simd:
+            stack.enter_context(scalar_kernels())
+        for keys in batches:
+            serial = BloomFilter.from_size(num_bits, 8, layout="blocked", seed=3)
+            serial.update(keys)
+            threaded = BloomFilter.from_size(num_bits, 8, layout="blocked", seed=3)
+            threaded.update(keys, threads=nthreads)
+            assert threaded == serial
             assert threaded._keys_added_count == serial._keys_added_count
+
+
+@pytest.mark.parametrize("num_blocks", [1, 3, 1000, 2**32 - 1])
+def test_a_thread_picks_exactly_the_keys_of_its_blocks(num_blocks, scalar_kernels):
+    """Threaded blocked inserts: the keys a thread sets are those whose block is in its range [lo, hi), in order,
+    with the AVX-512 kernel and the scalar one; ranges that meet give every key to exactly one thread."""
+    hashes = np.random.default_rng(num_blocks).integers(0, 2**64, size=1003, dtype=np.uint64)
+    hashes[:4] = [0, 2**64 - 1, 2**32 - 1, 2**32]
+    blocks = ((hashes >> np.uint64(32)) * np.uint64(num_blocks)) >> np.uint64(32)
+    cuts = [num_blocks * t // 3 for t in range(4)]
+    for simd in (True, False):
+        with contextlib.ExitStack() as stack:
+            if not simd:
+                stack.enter_context(scalar_kernels())
+            picked = []
+            for lo, hi in zip(cuts, cuts[1:]):
+                for n in (0, 7, 8, 9, len(hashes)):  # tails of the eight-wide loop
+                    mine = bloom_native._select_blocks(hashes[:n], num_blocks, lo, hi)
+                    assert (mine == hashes[:n][(blocks[:n] >= lo) & (blocks[:n] < hi)]).all(), (simd, lo, hi, n)
+                picked.append(mine)  # all the hashes
+            assert sorted(np.concatenate(picked).tolist()) == sorted(hashes.tolist())
 
 
 @pytest.mark.parametrize("dtype", [np.uint64, np.int64])
@@ -258,7 +284,7 @@ def test_batch_kernels_are_reported():
 @pytest.mark.parametrize("layout,num_bits", [("classic", 1000), ("partitioned", 64 * 7 + 5), ("blocked", 512 * 7)])
 def test_inserting_threads_own_whole_words(layout, num_bits):
     """Classic and partitioned: threads write disjoint 64-bit words (a range cut inside a word would let two
-    threads race on it). Blocked: threads share the array under stripe locks. Either way: the serial bits."""
+    threads race on it). Blocked: threads own disjoint ranges of blocks. Either way: the serial bits."""
     f = BloomFilter.from_size(num_bits, 5, layout=layout)
     for nthreads in range(1, 9) if layout != "blocked" else ():
         ranges = f._write_ranges(nthreads)

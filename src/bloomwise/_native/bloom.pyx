@@ -27,6 +27,8 @@ from bloomwise._native.layouts cimport (
 
 cdef extern from "common.h" nogil:
     int bw_try_lock(int* flag)
+    size_t bw_select_blocks(const uint64_t* hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
+                            uint64_t* out)
     void bw_lock(int* flag)
     void bw_unlock(int* flag)
     int __builtin_popcountll(unsigned long long)
@@ -40,6 +42,8 @@ cdef extern from "simd.h" nogil:
                          size_t distance)
     void bw_simd_test(const uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, const uint64_t* hs, size_t n,
                       uint8_t* out, size_t distance)
+    size_t bw_simd_select_blocks(const uint64_t* hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
+                                 uint64_t* out)
 
 cdef extern from "<sys/mman.h>" nogil:
     void* mmap(void* addr, size_t length, int prot, int flags, int fd, long offset)
@@ -55,9 +59,6 @@ cdef enum:
     CHUNK = 1024            # keys hashed per step of a batch
     PREFETCH_DISTANCE = 32  # keys ahead whose cache lines are requested
     OBJECT_PREFETCH_DISTANCE = 8  # list items ahead whose objects are requested
-    STRIPES = 64            # threaded blocked inserts: at most this many locked stripes of the filter
-    BUCKET = 256            # threaded blocked inserts: keys gathered per stripe before taking its lock
-    LOCK_STRIDE = 16        # ints from one stripe lock to the next: one 64-byte cache line each
 
 MAX_NUM_BITS = 2 ** 48  # 32 TiB of bits: far beyond any real filter, small enough to catch nonsense
 cdef char* BYTE_FORMAT = "B"
@@ -68,6 +69,7 @@ cdef bint SIMD_AVAILABLE = bw_simd_available()
 cdef bint SIMD512_AVAILABLE = bw_simd512_available()
 cdef bint use_simd = SIMD_AVAILABLE        # blocked batches: the AVX2 bit kernels of simd.h (the same bits)
 cdef bint use_simd512 = SIMD512_AVAILABLE  # numpy integer batches: XXH3 eight keys at a time (the same hashes)
+
 
 
 def batch_kernels():
@@ -502,91 +504,31 @@ cdef uint64_t add_hashes_in_range(const Geometry* g, uint64_t* words, const uint
     return changed != 0
 
 
-cdef inline size_t cache_lines(size_t nbytes) noexcept nogil:
-    """nbytes rounded up to whole 64-byte cache lines."""
-    return (nbytes + 63) // 64 * 64
-
-
-cdef class SharedInsert:
-    """One threaded insert into a blocked filter, without private copies (BloomCore._update_threaded).
-
-    The filter is cut into stripes of 2**shift blocks, each with a lock. Every thread hashes its own slice of
-    the keys and drops each hash into a bucket for its stripe; a full bucket is applied under that stripe's
-    lock. Threads never wait for each other except on one stripe for the few microseconds of one bucket, so a
-    thread that the system preempts does not hold the others up (a lock-step design with a barrier per round
-    measured slower on this shared machine), and no thread needs a copy of the filter.
-    Each lock and each thread's private state sit on cache lines of their own: 64 locks packed in four lines
-    made the threaded insert slower than one thread (5.5 against 3.9 ns/key, the lines bouncing between cores).
+cdef uint64_t add_owned_blocks(const Geometry* g, uint64_t* words, const FixedKeys* keys, Hasher hasher,
+                               uint64_t lo, uint64_t hi, uint64_t* hs, uint64_t* owned,
+                               uint8_t* scratch) noexcept nogil:
+    """Blocked threaded inserts: one thread's share. It reads the whole batch but sets the bits only of the keys
+    whose block lies in [lo, hi), gathered per chunk without branches; returns how many of them were new. The
+    threads own disjoint ranges of blocks, so none ever writes another's cache lines, and each key is counted
+    by exactly one thread.
     """
-    cdef Batch batch
-    cdef Hasher hasher
-    cdef int nthreads
-    cdef int shift                  # stripe of block b: b >> shift
-    cdef Py_ssize_t nstripes
-    cdef int* locks                 # stripe s's lock: locks[s * LOCK_STRIDE], one cache line each
-    cdef uint8_t* private           # nthreads x stride bytes: each thread's buckets, fills, hashes, text
-    cdef size_t stride, fill_at, hashes_at, text_at  # byte offsets within one thread's part
-
-    def __cinit__(self, Batch batch, uint64_t seed, int scheme, int nthreads, uint64_t num_blocks):
-        cdef void* memory = NULL
-        self.batch = batch
-        self.hasher = make_hasher(seed, scheme)
-        self.nthreads = nthreads
-        self.shift = 0
-        while (num_blocks >> self.shift) > STRIPES:  # STRIPES / 2 to STRIPES of them
-            self.shift += 1
-        self.nstripes = ((num_blocks - 1) >> self.shift) + 1
-        self.fill_at = cache_lines(self.nstripes * BUCKET * sizeof(uint64_t))  # the buckets come first
-        self.hashes_at = self.fill_at + cache_lines(self.nstripes * sizeof(Py_ssize_t))
-        self.text_at = self.hashes_at + cache_lines(CHUNK * sizeof(uint64_t))
-        self.stride = self.text_at + cache_lines(4 * batch.keys.width + 4)
-        if posix_memalign(&memory, 64, nthreads * self.stride) != 0:
-            raise MemoryError()
-        self.private = <uint8_t*>memory
-        if posix_memalign(&memory, 64, self.nstripes * LOCK_STRIDE * sizeof(int)) != 0:
-            raise MemoryError()
-        self.locks = <int*>memory
-        memset(self.locks, 0, self.nstripes * LOCK_STRIDE * sizeof(int))
-
-    def __dealloc__(self):
-        free(self.locks)
-        free(self.private)
-
-    cdef uint64_t work(self, const Geometry* g, uint64_t* words, int t) noexcept nogil:
-        """Thread t: inserts its slice of the keys; returns how many of them were new."""
-        cdef const FixedKeys* keys = &self.batch.keys
-        cdef Py_ssize_t start = keys.length * t // self.nthreads, stop = keys.length * (t + 1) // self.nthreads
-        cdef Py_ssize_t i, count, stripe
-        cdef uint8_t* mine = self.private + t * self.stride
-        cdef uint64_t* buckets = <uint64_t*>mine
-        cdef Py_ssize_t* fill = <Py_ssize_t*>(mine + self.fill_at)
-        cdef uint64_t* hs = <uint64_t*>(mine + self.hashes_at)
-        cdef uint64_t new_keys = 0
-        memset(fill, 0, self.nstripes * sizeof(Py_ssize_t))
-        while start < stop:
-            count = min(<Py_ssize_t>CHUNK, stop - start)
-            hash_fixed(keys, start, count, self.hasher, hs, mine + self.text_at)
-            for i in range(count):
-                stripe = block_index(g, hs[i]) >> self.shift
-                buckets[stripe * BUCKET + fill[stripe]] = hs[i]
-                fill[stripe] += 1
-                if fill[stripe] == BUCKET:
-                    new_keys += self.flush(g, words, buckets + stripe * BUCKET, BUCKET, stripe)
-                    fill[stripe] = 0
-            start += count
-        for stripe in range(self.nstripes):
-            if fill[stripe]:
-                new_keys += self.flush(g, words, buckets + stripe * BUCKET, fill[stripe], stripe)
-        return new_keys
-
-    cdef inline uint64_t flush(self, const Geometry* g, uint64_t* words, const uint64_t* bucket, Py_ssize_t n,
-                               Py_ssize_t stripe) noexcept nogil:
-        """Set the bits of a bucket's n keys, under its stripe's lock."""
-        cdef uint64_t new_keys
-        bw_lock(&self.locks[stripe * LOCK_STRIDE])
-        new_keys = add_hashes(g, words, bucket, n)
-        bw_unlock(&self.locks[stripe * LOCK_STRIDE])
-        return new_keys
+    cdef Py_ssize_t start = 0, count, c
+    cdef const uint64_t* src
+    cdef uint64_t new_keys = 0
+    while start < keys.length:
+        count = min(<Py_ssize_t>CHUNK, keys.length - start)
+        if keys.kind == BATCH_HASHES:
+            src = (<const uint64_t*>keys.data) + start
+        else:
+            hash_fixed(keys, start, count, hasher, hs, scratch)
+            src = hs
+        if use_simd512:
+            c = bw_simd_select_blocks(src, count, g.num_blocks, lo, hi, owned)
+        else:
+            c = bw_select_blocks(src, count, g.num_blocks, lo, hi, owned)
+        new_keys += add_hashes(g, words, owned, c)
+        start += count
+    return new_keys
 
 
 # ---- the filter ---------------------------------------------------------------------------------------------
@@ -771,52 +713,48 @@ cdef class BloomCore(PositionsCore):
     def _update_threaded(self, Batch batch, int nthreads):
         """Insert a batch with nthreads threads; no two threads ever write the same word at the same time.
 
-        A filter no larger than the batch's hashes (8 bytes a key): the keys are split in nthreads slices, one
-        thread fills this filter and each other one a private zeroed copy, OR-merged at the end (the copies are
-        cheap next to the batch). A larger filter: blocked, the threads share it under stripe locks
-        (SharedInsert); classic and partitioned (k words all over the array per key), each thread owns a range
-        of whole words and sets, for every key, the bits that fall in it.
+        Blocked: each thread owns a range of whole blocks (cache lines) and sets the bits of the keys whose block
+        lies in it (add_owned_blocks). Every thread reads the whole batch: numpy integers it hashes itself (eight
+        at a time, cheaper than sharing the hashes); other keys are hashed once beforehand, in parallel. Each key
+        has one owner, so the count of new keys stays exact. Classic and partitioned (k words all over the array
+        per key): a filter no larger than the batch's hashes (8 bytes a key) is filled by slices of the keys, one
+        thread in this filter and each other one in a private zeroed copy, OR-merged at the end; a larger one is
+        cut into ranges of whole words, and each thread sets, for every key, the bits that fall in its range.
         """
         if batch.keys.kind == BATCH_OBJECTS:  # Python objects are hashed once, with the GIL
             batch = prehashed_batch(hash_batch(batch, self._hasher, self._key_func))
-        private_copies = self._nbytes <= 8 * <uint64_t>batch.keys.length
-        if self._g.layout == LAYOUT_BLOCKED and not private_copies:
-            job = SharedInsert(batch, self._hasher.seed, self._hasher.scheme, nthreads, self._g.num_blocks)
+        blocked = self._g.layout == LAYOUT_BLOCKED
+        private_copies = not blocked and self._nbytes <= 8 * <uint64_t>batch.keys.length
+        integers = batch.keys.kind == BATCH_UINT64 or batch.keys.kind == BATCH_INT64
+        if batch.keys.kind != BATCH_HASHES and not private_copies and not (blocked and integers):
+            hashes = scratch_uint64(batch.keys.length)
+            run_threads(nthreads, batch.keys.length,
+                        lambda lo, hi: hash_range(batch, self._hasher.seed, self._hasher.scheme, hashes, lo, hi))
+            batch = prehashed_batch(hashes)
+        if blocked:
             if isinstance(self._storage, AlignedBuffer) and batch.keys.length >= self._g.num_blocks // 8:
                 with nogil:  # the batch touches (nearly) every page anyway
                     (<AlignedBuffer>self._storage).populate()
-            with nogil:
-                bw_lock(&self._lock)
-            try:
-                counts = run_threads(nthreads, nthreads, lambda t, _: self._add_shared(job, t))
-            finally:
-                bw_unlock(&self._lock)
-            self._count_new(sum(counts))
-            return
-        if private_copies:
+            blocks = [self._g.num_blocks * t // nthreads for t in range(nthreads + 1)]
+            work = lambda t, _: self._add_owned(batch, blocks[t], blocks[t + 1])
+        elif private_copies:
             helpers = [self] + [self._empty_like() for _ in range(nthreads - 1)]
+            bounds = [batch.keys.length * t // nthreads for t in range(nthreads + 1)]
+            work = lambda t, _: helpers[t]._add_slice_unlocked(batch, bounds[t], bounds[t + 1])
         else:
-            if batch.keys.kind != BATCH_HASHES:
-                hashes = scratch_uint64(batch.keys.length)
-                run_threads(nthreads, batch.keys.length, lambda lo, hi: hash_range(batch, self._hasher.seed, self._hasher.scheme, hashes, lo, hi))
-                batch = prehashed_batch(hashes)
             ranges = self._write_ranges(nthreads)
+            work = lambda t, _: self._add_prehashed_range(batch.items, *ranges[t])
         with nogil:
             bw_lock(&self._lock)
         try:
+            counts = run_threads(nthreads, nthreads, work)
             if private_copies:
-                bounds = [batch.keys.length * t // nthreads for t in range(nthreads + 1)]
-                counts = run_threads(nthreads, nthreads,
-                                     lambda t, _: helpers[t]._add_slice_unlocked(batch, bounds[t], bounds[t + 1]))
                 for helper in helpers[1:]:
                     self._or_unlocked(helper)
-            else:
-                counts = run_threads(nthreads, nthreads,
-                                     lambda t, _: self._add_prehashed_range(batch.items, *ranges[t]))
         finally:
             bw_unlock(&self._lock)
-        if private_copies:
-            self._count_new(sum(counts))  # private copies: a key in two slices may count twice
+        if blocked or private_copies:  # private copies: a key in two slices may count twice
+            self._count_new(sum(counts))
         else:  # a key's bits are spread over the threads: count the batch as new when any bit changed
             self._count_new(batch.keys.length if any(counts) else 0)
 
@@ -856,11 +794,20 @@ cdef class BloomCore(PositionsCore):
         cuts = [units * t // nthreads * 64 for t in range(nthreads + 1)]
         return [(cuts[t], cuts[t + 1]) for t in range(nthreads)]
 
-    def _add_shared(self, SharedInsert job, int t):
-        """Thread t of a SharedInsert into this filter."""
+    def _add_owned(self, Batch batch, uint64_t lo, uint64_t hi):
+        """One thread of a blocked threaded insert: the keys whose block is in [lo, hi)."""
         cdef uint64_t new_keys
+        cdef uint64_t* hs = <uint64_t*>malloc(2 * CHUNK * sizeof(uint64_t))
+        cdef uint8_t* scratch = <uint8_t*>malloc(4 * batch.keys.width + 4)
+        if hs == NULL or scratch == NULL:
+            free(hs)
+            free(scratch)
+            raise MemoryError()
         with nogil:
-            new_keys = job.work(&self._g, self._words, t)
+            new_keys = add_owned_blocks(&self._g, self._words, &batch.keys, self._hasher, lo, hi, hs, hs + CHUNK,
+                                        scratch)
+        free(hs)
+        free(scratch)
         return new_keys
 
     def _add_prehashed_range(self, hashes, uint64_t lo, uint64_t hi):
@@ -1047,6 +994,21 @@ def hash_range(Batch batch, uint64_t seed, int scheme, hashes, Py_ssize_t lo, Py
     free(scratch)
 
 
+def _select_blocks(hashes, uint64_t num_blocks, uint64_t lo, uint64_t hi):
+    """Tests: the hashes (numpy uint64) whose block lies in [lo, hi), as a threaded blocked insert picks a thread's
+    keys (with the AVX-512 kernel unless _use_simd(False))."""
+    cdef const uint64_t[::1] hs = hashes
+    out = numpy().empty(hs.shape[0] + 8, dtype=numpy().uint64)
+    cdef uint64_t[::1] o = out
+    cdef size_t count = 0
+    if hs.shape[0]:
+        if use_simd512:
+            count = bw_simd_select_blocks(&hs[0], hs.shape[0], num_blocks, lo, hi, &o[0])
+        else:
+            count = bw_select_blocks(&hs[0], hs.shape[0], num_blocks, lo, hi, &o[0])
+    return out[:count]
+
+
 def run_threads(int nthreads, total, work):
     """Split [0, total) into nthreads ranges and run work(lo, hi) on each in its own thread."""
     from concurrent.futures import ThreadPoolExecutor
@@ -1094,3 +1056,4 @@ def hash_many(keys, uint64_t seed=0, key=None, int scheme=SCHEME_XXH3):
     cdef Batch batch = make_batch(keys, key is not None)
     hashes = hash_batch(batch, make_hasher(seed, scheme), key)
     return hashes.reshape(batch.shape) if batch.shape is not None else hashes
+

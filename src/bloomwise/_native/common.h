@@ -116,6 +116,18 @@ static inline uint64_t bw_mulhi(uint64_t x, uint64_t range) {
  * multiply-high; num_blocks < 2^32). */
 static inline uint64_t bw_block_index(uint64_t h, uint64_t num_blocks) { return ((h >> 32) * num_blocks) >> 32; }
 
+/* Threaded blocked inserts: copies to out, in order, the hashes among hs[0..n) whose block lies in [lo, hi);
+ * returns how many. Branch-free (a thread owns about 1/threads of the blocks, so a branch would mispredict). */
+static inline size_t bw_select_blocks(const uint64_t *hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
+                                      uint64_t *out) {
+    size_t i, count = 0;
+    for (i = 0; i < n; i++) {
+        out[count] = hs[i];
+        count += bw_block_index(hs[i], num_blocks) - lo < hi - lo;  /* unsigned: lo <= block < hi */
+    }
+    return count;
+}
+
 /* Split-block layout: probe i sets bit (x * BW_SALT[i]) >> 26 (32-bit product) of lane i % 8.
  * Sixteen odd constants: splitmix64(i) (Steele et al.'s state step, state = i) for i = 1..16,
  * low 32 bits, forced odd. Part of the format. */

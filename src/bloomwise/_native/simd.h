@@ -161,6 +161,25 @@ static void bw_simd_hash_i64(const int64_t *in, uint64_t *out, size_t n, uint64_
     for (; i < n; i++) out[i] = bw_xxh3_u64((uint64_t)in[i], in[i] < 0 ? seed_neg : seed_nonneg);
 }
 
+/* ---- threaded blocked inserts: the hashes of keys whose block a thread owns ----------------------------- */
+/* bw_select_blocks (common.h) with AVX-512F: eight blocks at once (a 32x32-bit multiply per lane), compressed in a register and stored unaligned (a
+ * compressing store straight to memory is microcoded and slow on AMD Zen 4). */
+__attribute__((target("avx512f")))
+static size_t bw_simd_select_blocks(const uint64_t *hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
+                                    uint64_t *out) {
+    const __m512i nb = _mm512_set1_epi64((long long)num_blocks);
+    const __m512i vlo = _mm512_set1_epi64((long long)lo), vhi = _mm512_set1_epi64((long long)hi);
+    size_t i = 0, count = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m512i h = _mm512_loadu_si512(hs + i);
+        const __m512i block = _mm512_srli_epi64(_mm512_mul_epu32(_mm512_srli_epi64(h, 32), nb), 32);
+        const __mmask8 mine = _mm512_cmpge_epu64_mask(block, vlo) & _mm512_cmplt_epu64_mask(block, vhi);
+        _mm512_storeu_si512(out + count, _mm512_maskz_compress_epi64(mine, h));
+        count += (size_t)__builtin_popcount(mine);
+    }
+    return count + bw_select_blocks(hs + i, n - i, num_blocks, lo, hi, out + count);
+}
+
 #else  /* no SIMD kernels with this compiler or CPU family: the scalar loops do the work */
 static inline int bw_simd_available(void) { return 0; }
 static inline int bw_simd512_available(void) { return 0; }
@@ -169,6 +188,10 @@ static void bw_simd_hash_u64(const uint64_t *in, uint64_t *out, size_t n, uint64
 }
 static void bw_simd_hash_i64(const int64_t *in, uint64_t *out, size_t n, uint64_t seed_nonneg, uint64_t seed_neg) {
     (void)in; (void)out; (void)n; (void)seed_nonneg; (void)seed_neg;
+}
+static size_t bw_simd_select_blocks(const uint64_t *hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
+                                    uint64_t *out) {
+    return bw_select_blocks(hs, n, num_blocks, lo, hi, out);
 }
 static uint64_t bw_simd_add(uint64_t *words, uint64_t num_blocks, uint32_t num_hashes,
                             const uint64_t *hs, size_t n, size_t distance) {
