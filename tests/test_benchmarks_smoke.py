@@ -17,3 +17,10 @@ def test_quick_benchmark_writes_its_report(tmp_path):
     assert results  # the bloomwise rows were measured
     table = (tmp_path / "latest.md").read_text()
     assert "bloomwise" in table and "ns" in table
+
+
+def test_quick_anatomy_prints_its_table():
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "anatomy.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "| bloomwise blocked |" in run.stdout and "tiny (call only)" in run.stdout
