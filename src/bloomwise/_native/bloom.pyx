@@ -71,7 +71,6 @@ cdef bint use_simd = SIMD_AVAILABLE        # blocked batches: the AVX2 bit kerne
 cdef bint use_simd512 = SIMD512_AVAILABLE  # numpy integer batches: XXH3 eight keys at a time (the same hashes)
 
 
-
 def batch_kernels():
     """The SIMD batch kernels in use: "avx2" (blocked layout bits), "avx512" (XXH3 of numpy integers), both
     joined by "+", or "scalar"."""
@@ -504,6 +503,14 @@ cdef uint64_t add_hashes_in_range(const Geometry* g, uint64_t* words, const uint
     return changed != 0
 
 
+cdef inline size_t select_blocks(const uint64_t* hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
+                                uint64_t* out) noexcept nogil:
+    """The hashes among hs[0..n) whose block lies in [lo, hi), copied in order to out (room for n); how many."""
+    if use_simd512:
+        return bw_simd_select_blocks(hs, n, num_blocks, lo, hi, out)
+    return bw_select_blocks(hs, n, num_blocks, lo, hi, out)
+
+
 cdef uint64_t add_owned_blocks(const Geometry* g, uint64_t* words, const FixedKeys* keys, Hasher hasher,
                                uint64_t lo, uint64_t hi, uint64_t* hs, uint64_t* owned,
                                uint8_t* scratch) noexcept nogil:
@@ -522,10 +529,7 @@ cdef uint64_t add_owned_blocks(const Geometry* g, uint64_t* words, const FixedKe
         else:
             hash_fixed(keys, start, count, hasher, hs, scratch)
             src = hs
-        if use_simd512:
-            c = bw_simd_select_blocks(src, count, g.num_blocks, lo, hi, owned)
-        else:
-            c = bw_select_blocks(src, count, g.num_blocks, lo, hi, owned)
+        c = select_blocks(src, count, g.num_blocks, lo, hi, owned)
         new_keys += add_hashes(g, words, owned, c)
         start += count
     return new_keys
@@ -753,7 +757,7 @@ cdef class BloomCore(PositionsCore):
                     self._or_unlocked(helper)
         finally:
             bw_unlock(&self._lock)
-        if blocked or private_copies:  # private copies: a key in two slices may count twice
+        if blocked or private_copies:  # blocked: one owner per key; private copies: a repeat may count twice
             self._count_new(sum(counts))
         else:  # a key's bits are spread over the threads: count the batch as new when any bit changed
             self._count_new(batch.keys.length if any(counts) else 0)
@@ -998,14 +1002,11 @@ def _select_blocks(hashes, uint64_t num_blocks, uint64_t lo, uint64_t hi):
     """Tests: the hashes (numpy uint64) whose block lies in [lo, hi), as a threaded blocked insert picks a thread's
     keys (with the AVX-512 kernel unless _use_simd(False))."""
     cdef const uint64_t[::1] hs = hashes
-    out = numpy().empty(hs.shape[0] + 8, dtype=numpy().uint64)
+    out = numpy().empty(hs.shape[0], dtype=numpy().uint64)
     cdef uint64_t[::1] o = out
     cdef size_t count = 0
     if hs.shape[0]:
-        if use_simd512:
-            count = bw_simd_select_blocks(&hs[0], hs.shape[0], num_blocks, lo, hi, &o[0])
-        else:
-            count = bw_select_blocks(&hs[0], hs.shape[0], num_blocks, lo, hi, &o[0])
+        count = select_blocks(&hs[0], hs.shape[0], num_blocks, lo, hi, &o[0])
     return out[:count]
 
 
@@ -1056,4 +1057,3 @@ def hash_many(keys, uint64_t seed=0, key=None, int scheme=SCHEME_XXH3):
     cdef Batch batch = make_batch(keys, key is not None)
     hashes = hash_batch(batch, make_hasher(seed, scheme), key)
     return hashes.reshape(batch.shape) if batch.shape is not None else hashes
-

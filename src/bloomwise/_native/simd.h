@@ -12,6 +12,8 @@
  *    Integer keys hash their 8 little-endian bytes, which XXH3 reads as two 32-bit halves swapped (its 4-8 byte
  *    path), then mixes with rrmxmx: the same arithmetic, lane by lane, as bw_xxh3_u64.
  *
+ * 3. Threaded blocked inserts: which hashes fall in the blocks a thread owns, eight at a time (AVX-512F).
+ *
  * Built with __attribute__((target(...))), so the module stays portable x86-64: bw_simd_available() and
  * bw_simd512_available() ask the CPU once, and the Cython callers fall back to the scalar loops elsewhere
  * (other CPUs, other compilers).
@@ -162,8 +164,9 @@ static void bw_simd_hash_i64(const int64_t *in, uint64_t *out, size_t n, uint64_
 }
 
 /* ---- threaded blocked inserts: the hashes of keys whose block a thread owns ----------------------------- */
-/* bw_select_blocks (common.h) with AVX-512F: eight blocks at once (a 32x32-bit multiply per lane), compressed in a register and stored unaligned (a
- * compressing store straight to memory is microcoded and slow on AMD Zen 4). */
+/* bw_select_blocks (common.h) with AVX-512F (out: room for n hashes): eight block indices at once (a 32x32-bit
+ * multiply per lane); the owned hashes are compressed in a register and stored unaligned (a compressing store
+ * straight to memory is microcoded and slow on AMD Zen 4). Every store stays below out + n: count <= i. */
 __attribute__((target("avx512f")))
 static size_t bw_simd_select_blocks(const uint64_t *hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
                                     uint64_t *out) {
