@@ -196,14 +196,15 @@ def scalar_kernels():
 
 @pytest.mark.parametrize("num_bits", [512 * 301, 512 * 40_000])  # in cache, and beyond it (prefetching)
 def test_blocked_batch_kernels_match_the_single_key_path_for_every_k(num_bits, scalar_kernels):
-    """The AVX2 kernels (where the CPU has AVX2) and the scalar ones set and test exactly the bits of add/in."""
+    """The AVX2 kernels (where the CPU has AVX2) and the scalar ones set and test exactly the same bits, in
+    batches and one key at a time (add, in, and the answers add gives)."""
     rng = np.random.default_rng(num_bits)
     values = rng.integers(0, 2**64, size=3000, dtype=np.uint64)
+    values[1500:1600] = values[:100]  # repeats: add answers False
     absent = rng.integers(0, 2**64, size=3000, dtype=np.uint64)
     for k in range(1, 17):
         single = BloomFilter.from_size(num_bits, k, layout="blocked", seed=k)
-        for v in values.tolist():
-            single.add(v)
+        answers = [single.add(v) for v in values.tolist()]
         expected = np.array([v in single for v in absent.tolist()])
         vector = BloomFilter.from_size(num_bits, k, layout="blocked", seed=k)
         vector.update(values)
@@ -212,7 +213,10 @@ def test_blocked_batch_kernels_match_the_single_key_path_for_every_k(num_bits, s
             scalar.update(values)
             assert (scalar.contains_many(absent) == expected).all(), k
             assert scalar.contains_many(values).all()
-        assert vector == single == scalar, k
+            scalar_single = BloomFilter.from_size(num_bits, k, layout="blocked", seed=k)
+            assert [scalar_single.add(v) for v in values.tolist()] == answers, k
+            assert [v in scalar_single for v in absent.tolist()] == expected.tolist(), k
+        assert vector == single == scalar == scalar_single, k
         assert (vector.contains_many(absent) == expected).all(), k
         assert vector.contains_many(values).all()
 

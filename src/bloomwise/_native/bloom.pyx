@@ -44,6 +44,8 @@ cdef extern from "simd.h" nogil:
                       uint8_t* out, size_t distance)
     size_t bw_simd_select_blocks(const uint64_t* hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
                                  uint64_t* out)
+    int bw_simd_add_one(uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, uint64_t h)
+    int bw_simd_test_one(const uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, uint64_t h)
 
 cdef extern from "<sys/mman.h>" nogil:
     void* mmap(void* addr, size_t length, int prot, int flags, int fd, long offset)
@@ -619,7 +621,10 @@ cdef class BloomCore(PositionsCore):
         if not self._writable:
             self._check_writable()
         self._lock_writer()
-        new_key = set_bits(&self._g, self._words, h)
+        if use_simd and self._g.layout == LAYOUT_BLOCKED:
+            new_key = bw_simd_add_one(self._words, self._g.num_blocks, self._g.num_hashes, h)
+        else:
+            new_key = set_bits(&self._g, self._words, h)
         bw_unlock(&self._lock)
         if new_key:
             self._keys_added += 1
@@ -636,6 +641,8 @@ cdef class BloomCore(PositionsCore):
             hash_key(key, self._hasher, &h)
         if not self._ready:
             self._check_ready()
+        if use_simd and self._g.layout == LAYOUT_BLOCKED:
+            return bw_simd_test_one(self._words, self._g.num_blocks, self._g.num_hashes, h)
         return test_bits(&self._g, self._words, h)
 
     # -- batches --------------------------------------------------------------------------------------------
