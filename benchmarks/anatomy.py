@@ -21,6 +21,7 @@ import sys
 import time
 
 import measure
+import report
 import workloads
 from run import fresh, parse_size
 
@@ -71,7 +72,7 @@ def table(results: dict, n: int, fpr: float) -> str:
         if (lib, "tiny") not in results:
             continue
         full, tiny = results[lib, "sized for N"], results[lib, "tiny"]
-        lines.append(f"| {lib} | {measure_text(full)} | {measure_text(tiny)} | "
+        lines.append(f"| {lib} | {report.spread_text(full, True)} | {report.spread_text(tiny, True)} | "
                      f"{med[lib, 'sized for N'] - med[lib, 'tiny']:.1f} |")
     if ("rbloom", "tiny") in results:
         bw_full, bw_tiny, rb_full = (med["bloomwise blocked", "sized for N"], med["bloomwise blocked", "tiny"],
@@ -80,10 +81,6 @@ def table(results: dict, n: int, fpr: float) -> str:
                   f"- ratio with a call that cost nothing (bloomwise's memory cost / rbloom's query): "
                   f"{(bw_full - bw_tiny) / rb_full:.3f}"]
     return "\n".join(lines)
-
-
-def measure_text(v: dict) -> str:
-    return f"{v['median']:.1f} [{v['min']:.1f}–{v['max']:.1f}]"
 
 
 def main(argv=None) -> int:

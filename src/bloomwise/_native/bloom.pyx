@@ -460,6 +460,20 @@ cdef void test_hashes(const Geometry* g, const uint64_t* words, const uint64_t* 
         out[i] = test_bits(g, words, hs[i])
 
 
+cdef inline bint add_key(const Geometry* g, uint64_t* words, uint64_t h) noexcept nogil:
+    """Set one key's bits (add); True when one was 0. Blocked: the AVX2 mask where the CPU has it."""
+    if use_simd and g.layout == LAYOUT_BLOCKED:
+        return bw_simd_add_one(words, g.num_blocks, g.num_hashes, h)
+    return set_bits(g, words, h)
+
+
+cdef inline bint test_key(const Geometry* g, const uint64_t* words, uint64_t h) noexcept nogil:
+    """Whether all of one key's bits are set (`in`). Blocked: the AVX2 mask where the CPU has it."""
+    if use_simd and g.layout == LAYOUT_BLOCKED:
+        return bw_simd_test_one(words, g.num_blocks, g.num_hashes, h)
+    return test_bits(g, words, h)
+
+
 cdef uint64_t add_fixed(const Geometry* g, uint64_t* words, const FixedKeys* keys, Py_ssize_t start,
                         Py_ssize_t stop, Hasher hasher, uint64_t* hs, uint8_t* scratch) noexcept nogil:
     cdef uint64_t new_keys = 0
@@ -621,10 +635,7 @@ cdef class BloomCore(PositionsCore):
         if not self._writable:
             self._check_writable()
         self._lock_writer()
-        if use_simd and self._g.layout == LAYOUT_BLOCKED:
-            new_key = bw_simd_add_one(self._words, self._g.num_blocks, self._g.num_hashes, h)
-        else:
-            new_key = set_bits(&self._g, self._words, h)
+        new_key = add_key(&self._g, self._words, h)
         bw_unlock(&self._lock)
         if new_key:
             self._keys_added += 1
@@ -641,9 +652,7 @@ cdef class BloomCore(PositionsCore):
             hash_key(key, self._hasher, &h)
         if not self._ready:
             self._check_ready()
-        if use_simd and self._g.layout == LAYOUT_BLOCKED:
-            return bw_simd_test_one(self._words, self._g.num_blocks, self._g.num_hashes, h)
-        return test_bits(&self._g, self._words, h)
+        return test_key(&self._g, self._words, h)
 
     # -- batches --------------------------------------------------------------------------------------------
     def update(self, keys, *, threads=None):
@@ -779,16 +788,10 @@ cdef class BloomCore(PositionsCore):
     def _add_slice_unlocked(self, Batch batch, Py_ssize_t lo, Py_ssize_t hi):
         """Insert keys [lo, hi) of a numpy or prehashed batch; the caller holds the writer lock (or owns self)."""
         cdef uint64_t new_keys
-        cdef uint64_t* hs = <uint64_t*>malloc(CHUNK * sizeof(uint64_t))
-        cdef uint8_t* scratch = <uint8_t*>malloc(4 * batch.keys.width + 4)
-        if hs == NULL or scratch == NULL:
-            free(hs)
-            free(scratch)
-            raise MemoryError()
+        cdef HashStream stream = HashStream(batch, self._hasher.seed, self._hasher.scheme, None)  # its buffers
         with nogil:
-            new_keys = add_fixed(&self._g, self._words, &batch.keys, lo, hi, self._hasher, hs, scratch)
-        free(hs)
-        free(scratch)
+            new_keys = add_fixed(&self._g, self._words, &batch.keys, lo, hi, self._hasher, stream.hashes,
+                                 stream.scratch)
         return new_keys
 
     cdef int _or_unlocked(self, BloomCore other) except -1:
@@ -808,17 +811,11 @@ cdef class BloomCore(PositionsCore):
     def _add_owned(self, Batch batch, uint64_t lo, uint64_t hi):
         """One thread of a blocked threaded insert: the keys whose block is in [lo, hi)."""
         cdef uint64_t new_keys
-        cdef uint64_t* hs = <uint64_t*>malloc(2 * CHUNK * sizeof(uint64_t))
-        cdef uint8_t* scratch = <uint8_t*>malloc(4 * batch.keys.width + 4)
-        if hs == NULL or scratch == NULL:
-            free(hs)
-            free(scratch)
-            raise MemoryError()
+        cdef HashStream stream = HashStream(batch, self._hasher.seed, self._hasher.scheme, None)  # its buffers
+        cdef uint64_t[::1] owned = scratch_uint64(CHUNK)
         with nogil:
-            new_keys = add_owned_blocks(&self._g, self._words, &batch.keys, self._hasher, lo, hi, hs, hs + CHUNK,
-                                        scratch)
-        free(hs)
-        free(scratch)
+            new_keys = add_owned_blocks(&self._g, self._words, &batch.keys, self._hasher, lo, hi, stream.hashes,
+                                        &owned[0], stream.scratch)
         return new_keys
 
     def _add_prehashed_range(self, hashes, uint64_t lo, uint64_t hi):
