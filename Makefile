@@ -23,6 +23,7 @@ demo: $(VENV)/.installed-plot
 	$(BIN)/python scripts/demo.py
 
 test: $(VENV)/.installed-test
+	@bash scripts/system-deps.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(VENV)/.installed-bench
