@@ -11,6 +11,9 @@ with a message that quotes the text and shows what would have been accepted.
   before either unit: ``64KiB`` = 64 * 1024 bytes = 524,288 bits, ``8MB`` = 8,000,000 bytes, ``1Mib`` = 1,048,576
   bits, ``10kb`` = 10,000 bits. Lower-case ``b`` is always bits and upper-case ``B`` always bytes (as in IEC and
   SI usage); the unit is case-sensitive, the prefix is not (``kib`` = ``KiB`` = kibibits, ``KB`` = ``kB``).
+- **Sizes in bytes** (cache sizes): the same syntax, but a bare number (or one with a prefix and no unit) is
+  bytes: ``64MiB``, ``64Mi``, ``1e9``, ``512KB``; a size given in bits must be a whole number of bytes.
+- **Fractions** (thresholds): like probabilities, but 1 (``100%``) is allowed: ``1%``, ``0.01``, ``1``.
 - **Probabilities** (p): ``0.01``, ``1e-6``, ``1%``, ``0.5 %``, ``1 in 10000``, ``1/10000``, ``1 in 1e6``. The
   result must lie strictly between 0 and 1.
 """
@@ -19,7 +22,8 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["parse_count", "parse_size_bits", "parse_probability", "parse_positive_int"]
+__all__ = ["parse_count", "parse_size_bits", "parse_size_bytes", "parse_probability", "parse_fraction",
+           "parse_positive_int"]
 
 _NUMBER = r"[+-]?(?:\d[\d_,]*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _COUNT_SUFFIXES = {"": 1, "k": 10 ** 3, "K": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12}
@@ -145,4 +149,44 @@ def parse_probability(text: str, what: str = "probability") -> float:
         raise ValueError(f"{what} {text!r} is not a probability (examples: {examples})") from None
     if not 0.0 < value < 1.0:  # also rejects NaN
         raise ValueError(f"{what} {text!r} must be strictly between 0 and 1 (examples: {examples})")
+    return value
+
+
+def parse_size_bytes(text: str, what: str = "size") -> int:
+    """A memory size in bytes: ``64MiB``, ``64Mi``, ``512KB``, ``1e9`` (a bare number is bytes).
+
+    :param text: what was typed.
+    :param what: the name used in error messages.
+    :return: the number of bytes.
+    :raises ValueError: if the text is not a size, or is not a whole number of bytes.
+
+    >>> parse_size_bytes("64MiB"), parse_size_bytes("64Mi"), parse_size_bytes("1e6"), parse_size_bytes("16Kib")
+    (67108864, 67108864, 1000000, 2048)
+    """
+    raw = str(text).strip()
+    match = _SIZE_RE.match(raw)
+    if match and not match.group(3):  # no unit: bytes
+        raw = raw + "B"
+    bits = parse_size_bits(raw, what)
+    if bits % 8:
+        raise ValueError(f"{what} {text!r} is not a whole number of bytes ({bits} bits)")
+    return bits // 8
+
+
+def parse_fraction(text: str, what: str = "fraction") -> float:
+    """A fraction in (0, 1]: ``1%``, ``0.01``, ``10 %``, ``1``.
+
+    >>> parse_fraction("1%"), parse_fraction("0.05"), parse_fraction("100%")
+    (0.01, 0.05, 1.0)
+    """
+    raw = str(text).strip()
+    try:
+        if match := _PERCENT_RE.match(raw):
+            value = _number(match.group(1)) / 100.0
+        else:
+            value = _number(raw)
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a fraction (examples: 1%, 0.01, 10%)") from None
+    if not 0.0 < value <= 1.0:  # also rejects NaN
+        raise ValueError(f"{what} {text!r} must lie in (0, 1] (examples: 1%, 0.01, 10%)")
     return value
