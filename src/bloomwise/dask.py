@@ -139,6 +139,8 @@ def _finish(recipe: _Recipe, capacity: int, partial: Optional[_Partial]):
     f = recipe.empty() if partial is None else recipe.load(partial)
     f._capacity = capacity
     f._set_capacity_limit(capacity)
+    if recipe.count(f) > capacity:  # the CapacityWarning a local build would have given
+        f._over_capacity()
     return f
 
 
