@@ -134,7 +134,7 @@ def markdown(data: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keys", default="4M", help="number of keys (e.g. 4M)")
+    parser.add_argument("--keys", default=None, help="number of keys (default 4M; --quick: 200k)")
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--workers", type=int, default=2, help="worker processes of the LocalCluster")
     parser.add_argument("--runs", type=int, default=3)
@@ -143,7 +143,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None, help="directory for the .md and .json (default benchmarks/results)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.keys, args.runs, args.partitions = "200k", 1, 4
+        args.keys, args.runs, args.partitions = args.keys or "200k", 1, 4
+    args.keys = args.keys or "4M"
     data = run(args)
     text = markdown(data)
     print(text)

@@ -118,3 +118,20 @@ def test_distributed_local_cluster(processes):
     local_counting = CountingBloomFilter(len(keys), 0.01)
     local_counting.update(keys)
     assert counting.to_bytes() == local_counting.to_bytes()
+
+
+@pytest.mark.slow
+def test_quick_benchmark_runs(tmp_path):
+    """The benchmark's CI-sized run: every build mode runs, and every Dask-built filter has the local bits."""
+    import json
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "dask_build.py"), "--quick",
+                          "--keys", "20k", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [raw] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
+    rows = json.loads(raw.read_text())["rows"]
+    assert len(rows) == 9 and all(r["identical"] for r in rows)
+    assert "| numpy-u64 | dask distributed" in run.stdout

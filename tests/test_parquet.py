@@ -90,6 +90,26 @@ def test_column_without_filter_answers_true(written):
     assert bp.row_groups_that_may_contain(path, "plain", 123456789) == [0, 1, 2]
 
 
+def test_writers_that_omit_bloom_filter_length(written):
+    """Older writers record only bloom_filter_offset: the header is read from a first probe of 256 bytes and the
+    bitset (here 4 KiB, beyond the probe) after it."""
+    path, _ = written
+    (expected, *_) = bp.read_bloom_filters(path, "s")
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(0).to_dict()
+    encoding = expected._encoding
+    with open(path, "rb") as handle:
+        size = path.stat().st_size
+        found = bp._read_filter(handle, size, {14: chunk["bloom_filter_offset"]}, encoding)
+        assert found == expected and found.num_bytes > bp._HEADER_PROBE
+        with pytest.raises(FormatError, match="runs past the file's end"):
+            # a file that ends 20 bytes into the bitset (its size given smaller)
+            bp._read_filter(handle, chunk["bloom_filter_offset"] + 20, {14: chunk["bloom_filter_offset"]}, encoding)
+        with pytest.raises(FormatError, match="outside the file"):
+            bp._read_filter(handle, size, {14: size + 5}, encoding)
+        with pytest.raises(FormatError, match="bloom_filter_length"):
+            bp._read_filter(handle, size, {14: chunk["bloom_filter_offset"], 15: 10**9}, encoding)
+
+
 def test_row_groups_that_may_contain(written):
     path, table = written
     assert bp.row_groups_that_may_contain(path, "s", "key-4500") == [2]
