@@ -75,6 +75,20 @@ def test_every_written_value_is_found_and_bits_equal_pyarrows(written, column):
         assert mine.to_bytes() == raw[start:start + length]
 
 
+def test_batches_of_arrow_arrays_lists_and_numpy(written):
+    path, table = written
+    for column in ("s", "i32", "d"):
+        (f, *_) = bp.read_bloom_filters(path, column)
+        chunk = table.column(column).slice(0, GROUP)
+        expected = [f.might_contain(v) for v in chunk.to_pylist()]
+        assert list(f.might_contain_many(chunk)) == expected == [True] * GROUP   # a pyarrow ChunkedArray
+        assert list(f.might_contain_many(chunk.to_pylist())) == expected          # a list
+        assert list(f.might_contain_many(chunk.to_numpy())) == expected           # numpy (object for strings)
+    (f, *_) = bp.read_bloom_filters(path, "i64")
+    mixed = np.array([0, 1, 2**40], dtype=object)
+    assert list(f.might_contain_many(mixed)) == [f.might_contain(v) for v in mixed]
+
+
 def test_sizes_match_the_reference_writer(written):
     path, _ = written
     sizes = [f.num_bytes for f in bp.read_bloom_filters(path, "s")]

@@ -187,7 +187,13 @@ class _Encoding:
     def hashes(self, values):
         """XXH64 of many values as numpy uint64, and a bool mask of those the column can hold at all."""
         import numpy as np
-        if isinstance(values, np.ndarray) and self.physical_type in ("INT32", "INT64", "FLOAT", "DOUBLE"):
+        if not isinstance(values, np.ndarray) and hasattr(values, "to_numpy"):  # pyarrow arrays, pandas Series
+            try:
+                values = values.to_numpy(zero_copy_only=False)
+            except TypeError:
+                values = values.to_numpy()
+        if (isinstance(values, np.ndarray) and values.dtype.kind in "iuf"
+                and self.physical_type in ("INT32", "INT64", "FLOAT", "DOUBLE")):
             return self._numpy_hashes(values.reshape(-1))
         values = list(values)
         out = np.zeros(len(values), dtype=np.uint64)
