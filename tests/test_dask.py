@@ -41,10 +41,13 @@ def test_series_dataframe_and_array_inputs():
     by_int = build(ddf["id"], len(ints), 0.001, scheduler="sync")
     assert by_int == _local(ints, len(ints), 0.001)
     assert by_int == _local([int(i) for i in ints], len(ints), 0.001)  # numpy ints hash as the Python ints
+    assert build(ddf["id"].astype("Int64"), len(ints), 0.001, scheduler="sync") == by_int  # nullable, no NA
     by_column = build(ddf, len(ints), 0.001, column="url", scheduler="threads")
     assert by_column == _local(list(frame["url"]), len(ints), 0.001)
     by_array = build(da.from_array(ints, chunks=4_000), len(ints), 0.001, scheduler="sync")
     assert by_array == by_int
+    with pytest.raises(KeyError, match="no column 'nope'; its columns: \\['id', 'url'\\]"):
+        build(ddf, 10, 0.01, column="nope")
     with pytest.raises(ValueError, match="pass column="):
         build(ddf, 10, 0.01, scheduler="sync")
 

@@ -106,8 +106,10 @@ def _partition_keys(part, column):
     elif hasattr(part, "columns"):
         raise ValueError(f"a DataFrame partition has columns {list(part.columns)!r}: pass column= (one of them), "
                          "or build from one column, df[name]")
-    if hasattr(part, "to_numpy") and not hasattr(part, "__array_interface__"):
-        return part.to_numpy()  # pandas Series / Index: ints as int64, strings as an object array
+    if hasattr(part, "to_numpy") and not hasattr(part, "__array_interface__"):  # pandas Series / Index
+        if getattr(part.dtype, "kind", "O") in "iu":
+            return part.to_numpy()  # int64/uint64 (nullable ints too, when nothing is missing): hashed without the GIL
+        return part.tolist()  # strings (Arrow-backed or not) and the rest: a list is the fastest batch of objects
     if hasattr(part, "__array_interface__"):
         return part.reshape(-1)
     return part if isinstance(part, (list, tuple)) else list(part)
@@ -194,6 +196,10 @@ def build(collection, capacity, fpr=0.01, *, counting=False, layout=None, seed=0
     num_positions, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
     recipe = _Recipe(bool(counting), num_positions, num_hashes, layout, seed, hash_scheme, counter_bits, key)
     recipe.empty()
+    if column is not None and hasattr(collection, "columns"):
+        if column not in collection.columns:
+            raise KeyError(f"the DataFrame has no column {column!r}; its columns: {list(collection.columns)!r}")
+        collection, column = collection[column], None  # Dask then reads only that column (projection)
     blocks = _blocks(collection, column)
 
     delayed = dask.delayed
