@@ -345,3 +345,26 @@ def test_thrift_round_trip(fields):
     decoded, end = _thrift.decode_struct(data, 0)
     assert end == len(data)
     assert decoded == {k: v.value for k, v in fields.items()}
+
+
+@settings(max_examples=500)
+@given(st.binary(max_size=200))
+def test_thrift_reader_refuses_garbage_cleanly(data):
+    """Arbitrary bytes decode or raise ThriftError; nothing else (no RecursionError, TypeError, MemoryError)."""
+    try:
+        decoded, end = _thrift.decode_struct(data, 0)
+    except _thrift.ThriftError:
+        return
+    assert isinstance(decoded, dict) and end <= len(data)
+
+
+def test_thrift_containers():
+    # struct {1: list<i32> [1, -2, 3], 2: map<binary, i64> {b"k": 7}, 3: true, 4: double 1.5, 5: set<bool>}
+    data = (b"\x19\x35\x02\x03\x06"            # field 1, list of 3 i32 (zigzag 2, 3, 6)
+            b"\x1b\x01\x86\x01k\x0e"          # field 2, map of 1 (binary -> i64): b"k" -> zigzag 14
+            b"\x11"                              # field 3, bool true
+            b"\x17" + struct.pack("<d", 1.5) +   # field 4, double
+            b"\x1a\x21\x01"                    # field 5, set of 2 bools: true, false (2)
+            b"\x02\x00")
+    decoded, end = _thrift.decode_struct(data, 0)
+    assert decoded == {1: [1, -2, 3], 2: [(b"k", 7)], 3: True, 4: 1.5, 5: [True, False]} and end == len(data)

@@ -3,7 +3,8 @@
 Parquet stores its footer (``FileMetaData``) and each Bloom filter's header in Thrift's compact protocol (Apache
 Thrift, ``thrift-compact-protocol.md``). This module decodes any struct generically, without a schema: a struct
 becomes a dict from field id to value (int for i8/i16/i32/i64 and enums, bool, float, bytes for binary/string,
-list for list/set, dict for struct and map). The callers check the types they need.
+list for list/set, dict for struct, a list of (key, value) pairs for map). The callers check the types they
+need.
 
 Encoding, in short: a field header byte holds the field-id delta (high nibble; 0 means a zigzag varint i16 id
 follows) and the type (low nibble); integers are zigzag varints; binary is a varint length and the bytes; a list
@@ -103,18 +104,15 @@ class _Reader:
             count = self.varint()
         return [self.value(kind, depth) for _ in range(self._count(count))]
 
-    def mapping(self, depth: int) -> dict:
+    def mapping(self, depth: int) -> list:
+        """A map as a list of (key, value) pairs (keys may be structs, which a dict could not hold)."""
         self._check_depth(depth)
         count = self.varint()
         if count == 0:
-            return {}
+            return []
         kinds = self.byte()
         self._count(2 * count)
-        result = {}
-        for _ in range(count):
-            k = self.value(kinds >> 4, depth)
-            result[k if not isinstance(k, list) else tuple(k)] = self.value(kinds & 0x0F, depth)
-        return result
+        return [(self.value(kinds >> 4, depth), self.value(kinds & 0x0F, depth)) for _ in range(count)]
 
     def struct(self, depth: int) -> dict:
         self._check_depth(depth)
