@@ -72,6 +72,18 @@ def test_counting_build_adds_counters_with_sticky_saturation():
         build(bag, 10, 0.01, counting=True, layout="blocked")
 
 
+def _pair_bytes(pair):
+    return f"{pair[0]}|{pair[1]}".encode()
+
+
+def test_key_function_is_used_on_every_partition():
+    pairs = [(i, f"v{i % 17}") for i in range(2_000)]
+    f = build(db.from_sequence(pairs, npartitions=5), 2_000, 0.01, key=_pair_bytes, scheduler="threads")
+    local = BloomFilter(2_000, 0.01, key=_pair_bytes)
+    local.update(pairs)
+    assert f == local and (3, "v3") in f
+
+
 def test_delayed_result_and_empty_collections():
     bag = db.from_sequence(KEYS[:500], npartitions=4)
     delayed = build(bag, 500, 0.01, compute=False)
