@@ -66,6 +66,10 @@ def test_counting_build_adds_counters_with_sticky_saturation():
     assert f == local and f.to_bytes() == local.to_bytes()  # counters, key count, header: everything
     assert f.counters("hot") == local.counters("hot") and set(f.counters("hot")) == {15}
     assert f.count("warm") >= 9 and f.saturated_count == local.saturated_count >= 7
+    wide = build(bag, 3_100, 0.01, counting=True, layout="partitioned", counter_bits=8, seed=3, scheduler="sync")
+    local_wide = CountingBloomFilter(3_100, 0.01, layout="partitioned", counter_bits=8, seed=3)
+    local_wide.update(keys)
+    assert wide.to_bytes() == local_wide.to_bytes() and wide.count("hot") >= 40 and wide.saturated_count == 0
     with pytest.warns(CapacityWarning, match="sized for 3,000 keys now holds 3,049"):
         build(bag, 3_000, 0.01, counting=True, scheduler="sync")
     with pytest.raises(ValueError, match="no counting variant"):
