@@ -256,38 +256,80 @@ def _open_binary(source, mode: str):
     return source, False
 
 
-class _Lines:
-    """Numbered lines of a binary or text stream, each at most MAX_LINE_BYTES; decode errors reported per line."""
+_BLOCK = 256 * 1024  # bytes (or characters) read at a time
+_BAD = "\n"          # stands for a line that could not be read (a real line never contains a newline)
 
-    __slots__ = ("_readline", "_text", "path", "number")
+
+class _LineBlocks:
+    """The lines of a binary or text stream, a block at a time, in bounded memory.
+
+    ``next()`` returns the next list of lines (without their newlines; None at the end). A line that is longer
+    than MAX_LINE_BYTES or not UTF-8 is returned as ``_BAD``, and its reason is in ``reasons`` (index in the list
+    -> reason). An over-long line is dropped as it is read, never held whole.
+    """
 
     def __init__(self, stream, path: str):
-        self._readline = stream.readline
+        self._read = stream.read
         self._text = isinstance(stream, io.TextIOBase)
+        self._newline = "\n" if self._text else b"\n"
+        self._carry = "" if self._text else b""
+        self._over_long = False  # inside a line already known to be too long
+        self._eof = False
         self.path = path
-        self.number = 0
+        self.reasons: dict[int, str] = {}
 
-    def next(self):
-        """(line text or None, reason when None); (None, None) at the end."""
+    def _read_block(self):
         try:
-            raw = self._readline(MAX_LINE_BYTES)
-            if not raw:
-                return None, None
-            self.number += 1
-            if len(raw) == MAX_LINE_BYTES and raw[-1:] not in ("\n", b"\n"):
-                while True:  # skip the rest of an over-long line, a bounded piece at a time
-                    more = self._readline(MAX_LINE_BYTES)
-                    if not more or more[-1:] in ("\n", b"\n"):
-                        break
-                return None, f"line longer than {MAX_LINE_BYTES} bytes"
+            return self._read(_BLOCK)
+        except UnicodeDecodeError as error:  # a text stream that is not UTF-8: nothing after it can be trusted
+            raise TraceError(self.path, None, f"cannot read: not UTF-8 text ({error.reason})") from error
         except (OSError, EOFError, lzma.LZMAError, zlib.error) as error:
-            raise TraceError(self.path, self.number + 1, f"cannot read: {error}") from error
+            raise TraceError(self.path, None, f"cannot read: {error}") from error
+
+    def next(self) -> list[str] | None:
+        while not self._eof:
+            data = self._read_block()
+            if not data:
+                self._eof = True
+                if not self._carry and not self._over_long:
+                    return None
+                chunk, self._carry = self._carry, self._carry[:0]  # the last line has no newline
+            else:
+                cut = data.rfind(self._newline)
+                if cut < 0:
+                    if not self._over_long:
+                        self._carry += data
+                        if len(self._carry) > MAX_LINE_BYTES:
+                            self._over_long, self._carry = True, self._carry[:0]
+                    continue
+                chunk, self._carry = self._carry + data[:cut], data[cut + 1:]
+            return self._lines(chunk)
+        return None
+
+    def _lines(self, chunk) -> list[str]:
+        reasons = self.reasons = {}
         if self._text:
-            return raw, None
-        try:
-            return raw.decode("utf-8"), None
-        except UnicodeDecodeError as error:
-            return None, f"not UTF-8 text ({error.reason} at byte {error.start})"
+            lines = chunk.split("\n")
+        else:
+            try:
+                lines = chunk.decode("utf-8").split("\n")
+            except UnicodeDecodeError:
+                lines = []
+                for index, raw in enumerate(chunk.split(b"\n")):
+                    try:
+                        lines.append(raw.decode("utf-8"))
+                    except UnicodeDecodeError as error:
+                        lines.append(_BAD)
+                        reasons[index] = f"not UTF-8 text ({error.reason} at byte {error.start})"
+        too_long = f"line longer than {MAX_LINE_BYTES} bytes"
+        if self._over_long:
+            self._over_long = False
+            lines[0], reasons[0] = _BAD, too_long
+        if len(chunk) > MAX_LINE_BYTES and max(map(len, lines)) > MAX_LINE_BYTES:
+            for index, text in enumerate(lines):
+                if len(text) > MAX_LINE_BYTES:
+                    lines[index], reasons[index] = _BAD, too_long
+        return lines
 
 
 class TraceReader:
@@ -304,11 +346,11 @@ class TraceReader:
             raise ValueError(f"format must be 'auto', 'squid' or 'plain', got {format!r}")
         self.path = _display_name(source)
         self.strict = bool(strict)
-        self.requests = self.skipped = self.malformed = 0
+        self.lines = self.requests = self.skipped = self.malformed = 0
         self.malformed_lines: list[tuple[int, str]] = []
         self._stream, self._owned = _open_binary(source, "rb")
         try:
-            self._source = _Lines(self._stream, self.path)
+            self._blocks = _LineBlocks(self._stream, self.path)
             self._head = self._read_head()
             self.format = self._detect(format)
         except BaseException:
@@ -316,40 +358,41 @@ class TraceReader:
             raise
         self._iterator = self._generate()
 
-    @property
-    def lines(self) -> int:
-        return self._source.number
-
-    def _read_head(self) -> list[tuple[int, str | None, str | None]]:
-        """The first DETECTION_LINES request lines (with the blank ones before them), kept for detection."""
+    def _read_head(self) -> list[tuple[list[str], dict[int, str]]]:
+        """The first blocks, up to DETECTION_LINES request lines (not blank, not #), kept for detection."""
         head, content = [], 0
         while content < DETECTION_LINES:
-            text, reason = self._source.next()
-            if text is None and reason is None:
+            lines = self._blocks.next()
+            if lines is None:
                 break
-            head.append((self._source.number, text, reason))
-            if reason is not None or (text.strip() and not text.startswith("#")):
-                content += 1
+            head.append((lines, self._blocks.reasons))
+            content += sum(1 for text in lines if text.strip() and not text.lstrip().startswith("#") or text == _BAD)
         return head
 
     def _detect(self, format: str) -> str:
         candidates = FORMATS if format == "auto" else (format,)
         parsed = {name: 0 for name in candidates}
-        first_problem = None
-        for number, text, reason in self._head:
-            if text is None:
-                first_problem = first_problem or (number, reason)
-                continue
-            fields = text.split()
-            if not fields or fields[0].startswith("#"):
-                continue
-            for name in candidates:
-                if _PARSERS[name][0](fields, number) is not None:
-                    parsed[name] += 1
-            if first_problem is None and not any(parsed.values()):
-                first_problem = (number, "; ".join(
-                    (f"as {name}: " if len(candidates) > 1 else "") + _PARSERS[name][1](fields)
-                    for name in candidates))
+        first_problem, number, content = None, 0, 0
+        for lines, reasons in self._head:
+            for index, text in enumerate(lines):
+                number += 1
+                if content == DETECTION_LINES:
+                    break
+                fields = text.split()
+                if text == _BAD:
+                    first_problem = first_problem or (number, reasons[index])
+                    content += 1
+                    continue
+                if not fields or fields[0].startswith("#"):
+                    continue
+                content += 1
+                for name in candidates:
+                    if _PARSERS[name][0](fields, number) is not None:
+                        parsed[name] += 1
+                if first_problem is None and not any(parsed.values()):
+                    first_problem = (number, "; ".join(
+                        (f"as {name}: " if len(candidates) > 1 else "") + _PARSERS[name][1](fields)
+                        for name in candidates))
         best = max(candidates, key=lambda name: parsed[name])
         if parsed[best] == 0 and first_problem is not None:
             what = " or ".join(_FORMAT_NAMES[name] for name in candidates)
@@ -359,39 +402,42 @@ class TraceReader:
         return best
 
     def _bad_line(self, number: int, reason: str) -> None:
+        self.lines = number
         if self.strict:
             raise TraceError(self.path, number, reason)
         self.malformed += 1
         if len(self.malformed_lines) < MAX_REPORTED_MALFORMED:
             self.malformed_lines.append((number, reason))
 
+    def _blocks_from_the_start(self):
+        head, self._head = self._head, None
+        head.reverse()
+        while head:  # popped, so that the first blocks are not held to the end
+            yield head.pop()
+        blocks = self._blocks
+        while (lines := blocks.next()) is not None:
+            yield lines, blocks.reasons
+
     def _generate(self) -> Iterator[Request]:
         parse, explain = _PARSERS[self.format]
-        source = self._source
-        head, self._head = self._head, None
-
-        def numbered():
-            yield from head
-            next_line = source.next
-            while True:
-                text, reason = next_line()
-                if text is None and reason is None:
-                    return
-                yield source.number, text, reason
-
-        for number, text, reason in numbered():
-            if text is None:
-                self._bad_line(number, reason)
-                continue
-            fields = text.split()
-            request = parse(fields, number)
-            if request is not None:
-                self.requests += 1
-                yield request
-            elif not fields or fields[0].startswith("#"):
-                self.skipped += 1
-            else:
-                self._bad_line(number, explain(fields))
+        number = 0
+        for lines, reasons in self._blocks_from_the_start():
+            first = number + 1
+            for text in lines:
+                number += 1
+                fields = text.split()
+                request = parse(fields, number)
+                if request is not None:
+                    self.lines = number
+                    self.requests += 1
+                    yield request
+                elif text == _BAD:
+                    self._bad_line(number, reasons[number - first])
+                elif not fields or fields[0].startswith("#"):
+                    self.skipped += 1
+                else:
+                    self._bad_line(number, explain(fields))
+            self.lines = number
         self.close()
 
     def __iter__(self) -> Iterator[Request]:
