@@ -501,3 +501,33 @@ def test_block_boundaries_change_nothing(monkeypatch, block):
                                       (5, "not UTF-8 text (invalid continuation byte at byte 13)"),
                                       (8, "line longer than 200 bytes")]
     assert (reader.lines, reader.skipped, reader.malformed) == (9, 2, 3)
+
+
+def test_squid_writer_refuses_empty_optional_fields():
+    with pytest.raises(ValueError, match="request 0: user must be a non-empty string"):
+        write_squid_log([Request(1.0, "c", "GET", "u", 1, 0, 0, "TCP_HIT", 200, "")], io.StringIO())
+    with pytest.raises(ValueError, match="request 0: hierarchy must not contain '/'"):
+        write_squid_log([Request(1.0, "c", "GET", "u", 1, 0, 0, "TCP_HIT", 200, "-", "A/B")], io.StringIO())
+    with pytest.raises(ValueError, match=r"request 0: status must be an integer in \[0, 999\]"):
+        write_squid_log([Request(1.0, "c", "GET", "u", 1, 0, 0, "TCP_HIT", 1000)], io.StringIO())
+
+
+def test_writers_accept_numpy_numbers_and_plain_tuples():
+    out = io.StringIO()
+    write_plain_trace([(np.float64(2.5), "c", "GET", "u", np.int64(7))], out)
+    assert out.getvalue() == "2.5 c u 7\n"
+
+
+def test_trace_benchmark_runs(tmp_path):
+    import json
+    import os
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "traces.json"
+    run = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "traces.py"), "--requests", "3000",
+                          "--runs", "1", "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "| read plain |" in run.stdout and "| generate |" in run.stdout
+    figures = json.loads(out.read_text())["cpu_figures"]
+    assert set(figures) == {"generate", "write plain", "write squid", "read plain", "read squid", "read plain.gz"}

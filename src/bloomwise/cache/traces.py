@@ -81,9 +81,13 @@ import gzip
 import io
 import lzma
 import math
+import numbers
+import operator
 import os
 import sys
 import zlib
+from itertools import repeat, starmap
+from operator import add
 from typing import IO, Iterable, Iterator, NamedTuple
 
 from bloomwise._native.bloom import xxh3 as _xxh3
@@ -486,40 +490,72 @@ def open_trace(path, format: str = "auto", strict: bool = False) -> TraceReader:
 # Writers
 
 def _check_token(value, what: str, index: int) -> str:
-    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+    if not isinstance(value, str) or not value or len(value.split()) != 1 or value.strip() != value:
         raise ValueError(f"request {index}: {what} must be a non-empty string without spaces, got {value!r}")
     return value
 
 
-def _check_request(request: Request, index: int) -> None:
-    timestamp, client, method, url, size = request[:5]
-    if not (isinstance(timestamp, (int, float)) and 0 <= timestamp < _INF):
-        raise ValueError(f"request {index}: timestamp must be a finite number >= 0, got {timestamp!r}")
-    if not isinstance(size, int) or size < 0:
-        raise ValueError(f"request {index}: size must be an integer >= 0, got {size!r}")
-    _check_token(client, "client", index)
-    _check_token(method, "method", index)
-    _check_token(url, "url", index)
+def _check_number(value, what: str, index: int, *, integer: bool, upper: float = _INF):
+    if integer:
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise ValueError(f"request {index}: {what} must be an integer >= 0, got {value!r}") from None
+    elif isinstance(value, (str, bytes, bool)) or not isinstance(value, (int, float, numbers.Real)):
+        raise ValueError(f"request {index}: {what} must be a finite number >= 0, got {value!r}")
+    if not 0 <= value <= upper or value == _INF:
+        kind = "an integer" if integer else "a finite number"
+        bound = ">= 0" if upper == _INF else f"in [0, {upper}]"
+        raise ValueError(f"request {index}: {what} must be {kind} {bound}, got {value!r}")
+    return value if integer else float(value)
+
+
+def _checked(request, index: int) -> Request:
+    """The request with its fields checked (the slow path: names the first field the formats cannot hold)."""
+    if not isinstance(request, Request):
+        request = Request(*request)
+    timestamp = _check_number(request.timestamp, "timestamp", index, integer=False)
+    size = _check_number(request.size, "size", index, integer=True)
+    for what in ("client", "method", "url"):
+        _check_token(getattr(request, what), what, index)
+    optional = {}
+    for what in ("user", "peer", "content_type", "squid_code", "hierarchy"):
+        value = getattr(request, what)
+        if value is not None:
+            _check_token(value, what, index)
+            if what in ("squid_code", "hierarchy") and "/" in value:
+                raise ValueError(f"request {index}: {what} must not contain '/', got {value!r}")
+    if request.elapsed_ms is not None:
+        optional["elapsed_ms"] = _check_number(request.elapsed_ms, "elapsed_ms", index, integer=True)
+    if request.status is not None:
+        optional["status"] = _check_number(request.status, "status", index, integer=True, upper=999)
+    return request._replace(timestamp=timestamp, size=size, **optional)
 
 
 def _write_lines(lines: Iterable[str], file) -> None:
     stream, owned = _open_binary(file, "wb")
     try:
-        if isinstance(stream, io.TextIOBase):
-            for text in lines:
-                stream.write(text)
-        else:
-            buffer = []
-            for text in lines:
-                buffer.append(text)
-                if len(buffer) == 4096:
-                    stream.write("".join(buffer).encode("utf-8"))
-                    buffer.clear()
-            stream.write("".join(buffer).encode("utf-8"))
+        text = isinstance(stream, io.TextIOBase)
+        buffer = []
+        for line in lines:
+            buffer.append(line)
+            if len(buffer) == 4096:
+                joined = "".join(buffer)
+                stream.write(joined if text else joined.encode("utf-8"))
+                buffer.clear()
+        joined = "".join(buffer)
+        stream.write(joined if text else joined.encode("utf-8"))
         stream.flush()
     finally:
         if owned:
             stream.close()
+
+
+def _squid_line(request) -> str:
+    (timestamp, client, method, url, size, _, elapsed, code, status, user, hierarchy, peer,
+     content_type) = request
+    return (f"{timestamp:.3f} {elapsed or 0:6d} {client} {code or 'TCP_MISS'}/{200 if status is None else status:03d} "
+            f"{size} {method} {url} {user or '-'} {hierarchy or 'HIER_DIRECT'}/{peer or '-'} {content_type or '-'}\n")
 
 
 def write_squid_log(requests: Iterable[Request], file) -> int:
@@ -537,23 +573,19 @@ def write_squid_log(requests: Iterable[Request], file) -> int:
     def lines():
         nonlocal count
         for index, request in enumerate(requests):
-            _check_request(request, index)
-            (timestamp, client, method, url, size, _, elapsed, code, status, user, hierarchy, peer,
-             content_type) = request if len(request) == 13 else Request(*request)
-            if elapsed is not None and (not isinstance(elapsed, int) or elapsed < 0):
-                raise ValueError(f"request {index}: elapsed_ms must be an integer >= 0, got {elapsed!r}")
-            if status is not None and (not isinstance(status, int) or not 0 <= status <= 999):
-                raise ValueError(f"request {index}: status must be an integer in [0, 999], got {status!r}")
-            code = _check_token(code, "squid_code", index) if code is not None else "TCP_MISS"
-            user = _check_token(user, "user", index) if user is not None else "-"
-            hierarchy = _check_token(hierarchy, "hierarchy", index) if hierarchy is not None else "HIER_DIRECT"
-            peer = _check_token(peer, "peer", index) if peer is not None else "-"
-            content_type = _check_token(content_type, "content_type", index) if content_type is not None else "-"
-            if "/" in code or "/" in hierarchy:
-                raise ValueError(f"request {index}: squid_code and hierarchy must not contain '/'")
+            # fast path: format, then check that the line reads back as 10 fields with sound numbers
+            line = None
+            if type(request) is Request and type(request[4]) is int and type(request[0]) is float:
+                timestamp, size = request[0], request[4]
+                if 0.0 <= timestamp < _INF and size >= 0 and (request[8] is None or 0 <= request[8] <= 999) and (
+                        request[6] is None or request[6] >= 0) and "" not in request[7:] and "/" not in (request[7] or "") + (request[10] or ""):
+                    line = _squid_line(request)
+                    if len(line.split()) != 10:
+                        line = None
+            if line is None:
+                line = _squid_line(_checked(request, index))
             count += 1
-            yield (f"{timestamp:.3f} {elapsed or 0:6d} {client} {code}/{200 if status is None else status:03d} "
-                   f"{size} {method} {url} {user} {hierarchy}/{peer} {content_type}\n")
+            yield line
 
     _write_lines(lines(), file)
     return count
@@ -571,11 +603,21 @@ def write_plain_trace(requests: Iterable[Request], file) -> int:
     def lines():
         nonlocal count
         for index, request in enumerate(requests):
-            _check_request(request, index)
+            line = None
             timestamp, client, method, url, size = request[:5]
+            if type(timestamp) is float and type(size) is int and 0.0 <= timestamp < _INF and size >= 0:
+                if method == "GET":
+                    line, expected = f"{timestamp!r} {client} {url} {size}\n", 4
+                else:
+                    line, expected = f"{timestamp!r} {client} {url} {size} {method}\n", 5
+                if len(line.split()) != expected:
+                    line = None
+            if line is None:
+                timestamp, client, method, url, size = _checked(request, index)[:5]
+                tail = "" if method == "GET" else f" {method}"
+                line = f"{timestamp!r} {client} {url} {size}{tail}\n"
             count += 1
-            tail = "" if method == "GET" else f" {method}"
-            yield f"{float(timestamp)!r} {client} {url} {size}{tail}\n"
+            yield line
 
     _write_lines(lines(), file)
     return count
@@ -795,6 +837,10 @@ class SyntheticTrace:
         mean_gap = 1.0 / self.request_rate
         clock = self.start_time
         once_counter = 0
+        prefixes = (["http://shared.example/"] + [f"http://proxy{p}.example/" for p in range(num_proxies)]
+                    + [f"http://once.example/{p}/" for p in range(num_proxies)])
+        flat_clients = [c for proxy_clients in clients for c in proxy_clients]
+        constant_fields = [repeat(value) for value in (0, None, None, None, None, None, None, None)]
         one_timer_pool = num_proxies + 1  # pool ids: 0 shared, 1..P private, P+1 one-timers
         remaining = self.num_requests
         while remaining:
@@ -823,14 +869,10 @@ class SyntheticTrace:
             times = np.cumsum(gaps) + clock
             clock = float(times[-1])
             times = np.round(times * 1000.0) / 1000.0
-            kind = np.where(is_once, 2, np.where(is_shared, 0, 1))
-            for t, p, c, k, r, s in zip(times.tolist(), proxy.tolist(), client.tolist(), kind.tolist(),
-                                        rank.tolist(), sizes.tolist()):
-                if k == 0:
-                    url = f"http://shared.example/{r}"
-                elif k == 1:
-                    url = f"http://proxy{p}.example/{r}"
-                else:
-                    url = f"http://once.example/{p}/{r}"
-                yield _new_request(Request, (t, clients[p][c], "GET", url, s, 0,
-                                             None, None, None, None, None, None, None))
+            # URL prefix: 0 shared, 1+p proxy p's pool, 1+P+p proxy p's one-timers
+            prefix = np.where(is_once, 1 + num_proxies + proxy, np.where(is_shared, 0, 1 + proxy))
+            urls = list(map(add, map(prefixes.__getitem__, prefix.tolist()), map(str, rank.tolist())))
+            who = list(map(flat_clients.__getitem__, (proxy * clients_per_proxy + client).tolist()))
+            # C-level assembly of the records (no Python code per request)
+            yield from starmap(_new_request, zip(repeat(Request), zip(
+                times.tolist(), who, repeat("GET"), urls, sizes.tolist(), *constant_fields)))
