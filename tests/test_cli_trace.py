@@ -76,3 +76,25 @@ def test_not_a_trace_and_missing_file(tmp_path, capsys):
     assert code == 1 and f"{path}: not a trace" in err
     code, _, err = run(capsys, "trace", tmp_path / "missing.log")
     assert code == 1 and "missing.log" in err
+
+
+def test_describe_counts_distinct_urls_like_a_set(tmp_path, capsys):
+    """The Bloom-filter counts of a seeded trace against exact sets (a new URL is miscounted with probability
+    below 1e-4, so 5,000 requests allow a difference of at most 2: Poisson(0.5) exceeds 2 with probability 0.014,
+    and the outcome is deterministic for these seeds)."""
+    path = tmp_path / "t.log"
+    run(capsys, "trace", "--synthetic", "5000", "--proxies", "4", "--documents", "3000", "-o", path)
+    code, out, _ = run(capsys, "trace", path, "--proxies", "4", "--json")
+    info = json.loads(out)
+    from collections import Counter
+
+    from bloomwise.cache.traces import assign_proxy
+    requests = list(open_trace(path))
+    counts = Counter(r.url for r in requests)
+    per_proxy = {(assign_proxy(r.client, 4), r.url) for r in requests}
+    assert info["get_requests"] == 5000
+    assert 0 <= len(counts) - info["distinct_get_urls"] <= 2
+    assert abs(sum(1 for n in counts.values() if n == 1) - info["urls_requested_once"]) <= 4
+    assert info["infinite_cache_hit_ratio"] == pytest.approx(1 - len(counts) / 5000, abs=4e-4)
+    assert info["infinite_cache_hit_ratio_per_proxy"] == pytest.approx(1 - len(per_proxy) / 5000, abs=4e-4)
+    assert info["infinite_cache_hit_ratio_per_proxy"] < info["infinite_cache_hit_ratio"]

@@ -6,7 +6,12 @@
 
 The synthetic workload is :class:`bloomwise.cache.traces.SyntheticTrace` (its docstring explains the model and
 its defaults). Describing a trace streams it once: requests per method, per Squid result and hierarchy code, per
-proxy (with ``--proxies``, by :func:`bloomwise.cache.traces.assign_proxy`), bytes, time span, malformed lines.
+proxy (with ``--proxies``, by :func:`bloomwise.cache.traces.assign_proxy`), bytes, time span, malformed lines,
+and for GET requests the distinct URLs, the URLs requested once, and the hit ratio of an infinite cache
+(``1 - distinct / requests``: the bound no cache can beat) for one cache and for one cache per proxy. Distinct URLs
+are counted with bloomwise's ScalableBloomFilter (false-positive rate 1e-4), so memory grows with about 2.4
+bytes per distinct URL, not with the log; a false positive counts a new URL as seen, so the counts can be low by
+about 1e-4 of themselves.
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ from bloomwise.cli._parse import parse_count, parse_positive_int, parse_size_byt
 
 #: Distinct methods / codes counted by name when describing a trace; the rest are counted as "(other)".
 MAX_DISTINCT = 100
+#: False-positive rate of the filters that count distinct URLs (each miscounts a new URL as seen at most this often).
+DISTINCT_FPR = 1e-4
 
 
 def register(subparsers) -> None:
@@ -106,14 +113,20 @@ def _bounded(counter: Counter, key) -> None:
 
 
 def _describe(args) -> int:
-    from bloomwise.cache.traces import TraceError, assign_proxy, open_trace
+    from bloomwise.cache.traces import TraceError, assign_proxy, open_trace, request_key
 
     try:
         num_proxies = None if args.proxies is None else parse_positive_int(args.proxies, "--proxies")
     except ValueError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
+    from bloomwise import ScalableBloomFilter
+
     methods, codes, hierarchies, proxies = Counter(), Counter(), Counter(), Counter()
     total_bytes, first, last = 0, None, None
+    # distinct GET URLs, counted in bounded memory: a key is new when a filter certainly has not seen it
+    seen, again = (ScalableBloomFilter(1 << 16, DISTINCT_FPR, seed=s) for s in (1, 2))
+    seen_by = [ScalableBloomFilter(1 << 14, DISTINCT_FPR, seed=3) for _ in range(num_proxies or 0)]
+    gets = distinct = repeated = distinct_by_proxy = 0
     try:
         with open_trace(args.trace, format=args.format or "auto", strict=args.strict) as reader:
             for request in reader:
@@ -121,8 +134,18 @@ def _describe(args) -> int:
                 if request.squid_code is not None:
                     _bounded(codes, request.squid_code)
                     _bounded(hierarchies, request.hierarchy)
-                if num_proxies is not None:
-                    proxies[assign_proxy(request.client, num_proxies)] += 1
+                proxy = None if num_proxies is None else assign_proxy(request.client, num_proxies)
+                if proxy is not None:
+                    proxies[proxy] += 1
+                if request.method == "GET":
+                    gets += 1
+                    key = request_key("GET", request.url)
+                    if seen.add(key):
+                        distinct += 1
+                    elif again.add(key):
+                        repeated += 1
+                    if proxy is not None and seen_by[proxy].add(key):
+                        distinct_by_proxy += 1
                 total_bytes += request.size
                 first = request.timestamp if first is None else min(first, request.timestamp)
                 last = request.timestamp if last is None else max(last, request.timestamp)
@@ -135,6 +158,13 @@ def _describe(args) -> int:
         "methods": dict(methods.most_common()), "bytes": total_bytes,
         "first_timestamp": first, "last_timestamp": last,
     }
+    if gets:
+        info["get_requests"] = gets
+        info["distinct_get_urls"] = distinct
+        info["urls_requested_once"] = distinct - repeated
+        info["infinite_cache_hit_ratio"] = 1 - distinct / gets
+        if num_proxies is not None:
+            info["infinite_cache_hit_ratio_per_proxy"] = 1 - distinct_by_proxy / gets
     if codes:
         info["squid_codes"] = dict(codes.most_common())
         info["hierarchy_codes"] = dict(hierarchies.most_common())
@@ -150,6 +180,13 @@ def _describe(args) -> int:
            f"bytes           {total_bytes:,}",
            f"time span       {span}",
            "methods         " + ", ".join(f"{m} {n:,}" for m, n in methods.most_common())]
+    if gets:
+        out.append(f"GET URLs        {distinct:,} distinct, {distinct - repeated:,} of them requested once "
+                   f"({(distinct - repeated) / distinct:.1%}) (Bloom-filter counts: each new URL is missed with "
+                   f"probability < {DISTINCT_FPR:g})")
+        alone = ("" if num_proxies is None else
+                 f"; {info['infinite_cache_hit_ratio_per_proxy']:.3f} with one cache per proxy, no sharing")
+        out.append(f"max hit ratio   {info['infinite_cache_hit_ratio']:.3f} with one infinite cache{alone}")
     if codes:
         out.append("squid codes     " + ", ".join(f"{c} {n:,}" for c, n in codes.most_common()))
         out.append("hierarchy       " + ", ".join(f"{c} {n:,}" for c, n in hierarchies.most_common()))
