@@ -6,8 +6,9 @@
 
 Each figure is the median of the runs, in requests (lines) per second, twice: by wall-clock time and by the
 process's CPU time (on a shared, loaded machine the process gets a fraction of a core, and the CPU-time rate is
-what one core would do alone); the machine and its load are printed beside them. Reading counts the whole loop a simulator runs: opening, parsing, building the Request records
-and handing them to a consumer that only counts them. The targets (issue 13): reading a plain trace above 300k
+what one core would do alone); the machine and its load are printed beside them. Reading counts the whole loop
+a simulator runs: opening, parsing, building the Request records and handing them to a consumer that only
+counts them. The targets (issue 13): reading a plain trace above 300k
 lines/s, generation above 500k requests/s.
 """
 from __future__ import annotations

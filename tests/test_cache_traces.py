@@ -531,3 +531,13 @@ def test_trace_benchmark_runs(tmp_path):
     assert "| read plain |" in run.stdout and "| generate |" in run.stdout
     figures = json.loads(out.read_text())["cpu_figures"]
     assert set(figures) == {"generate", "write plain", "write squid", "read plain", "read squid", "read plain.gz"}
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("status", 200.0, "status must be an integer"), ("elapsed_ms", -1, "elapsed_ms must be an integer >= 0"),
+    ("squid_code", 5, "squid_code must be a non-empty string"), ("peer", "a b", "peer must be"),
+])
+def test_squid_writer_checks_squid_fields(field, value, message):
+    request = Request(1.0, "c", "GET", "u", 1, 0, 0, "TCP_HIT", 200, "-", "HIER_NONE", "-", "-")
+    with pytest.raises(ValueError, match=f"request 0: {message}"):
+        write_squid_log([request._replace(**{field: value})], io.StringIO())
