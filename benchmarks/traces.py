@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 
@@ -36,6 +37,14 @@ def _count(iterable) -> int:
     for _ in iterable:
         n += 1
     return n
+
+
+def _cpuinfo() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def timed(fn, *args) -> tuple[int, int, object]:
@@ -85,8 +94,11 @@ def main(argv=None) -> int:
     figures = {name: summary(values) for name, values in rates.items()}
     cpu_figures = {name: summary(values) for name, values in cpu_rates.items()}
     print(f"bloomwise.cache.traces, {n:,} requests (16 proxies, {max(1000, n // 4):,} documents), "
-          f"median of {args.runs} run(s), one core")
-    print(f"CPU: {info['cpu']} ({info['cpus']} cpus, AVX-512 {'yes' if info['avx512'] else 'no'}), "
+          f"median of {args.runs} run(s), one thread")
+    flags = set(re.findall(r"^flags\s*:(.*)$", _cpuinfo(), re.M)[0].split()) if "flags" in _cpuinfo() else set()
+    info["avx2"] = "avx2" in flags
+    print(f"CPU: {info['cpu']} ({info['cpus']} cpus, AVX2 {'yes' if info['avx2'] else 'no'}, "
+          f"AVX-512 {'yes' if info['avx512'] else 'no'}), "
           f"Python {info['python']}, numpy {info['numpy']}; load average before {before}, after {loadavg()}")
     print(f"file sizes: " + ", ".join(f"{name} {size / n:.1f} B/request" for name, size in sizes.items()))
     print()
