@@ -593,3 +593,19 @@ def test_a_real_squid_log():
     out = io.StringIO()
     write_squid_log(got, out)  # what Squid wrote, bloomwise writes back, byte for byte
     assert out.getvalue() == (Path(__file__).parent / "data" / "squid-5.7-access.log").read_text()
+
+
+def test_a_long_run_of_blank_lines_before_the_requests_is_not_held(monkeypatch):
+    """Format detection keeps blocks of blank and comment lines as counts only."""
+    monkeypatch.setattr(traces, "_BLOCK", 4096)
+    data = b"\n" * 3_000_000 + b"# header\n" + b"1 c http://a/ 5\n" * 3
+    tracemalloc.start()
+    try:
+        reader = open_trace(io.BytesIO(data))
+        got = list(reader)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [r.line for r in got] == [3_000_002, 3_000_003, 3_000_004]
+    assert (reader.skipped, reader.lines) == (3_000_001, 3_000_004)
+    assert peak < 1_000_000, peak

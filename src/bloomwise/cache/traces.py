@@ -373,15 +373,20 @@ class TraceReader:
             raise
         self._iterator = self._generate()
 
-    def _read_head(self) -> list[tuple[list[str], dict[int, str]]]:
-        """The first blocks, up to DETECTION_LINES request lines (not blank, not #), kept for detection."""
+    def _read_head(self) -> list[tuple[list[str] | int, dict[int, str] | None]]:
+        """The first blocks, up to DETECTION_LINES request lines (not blank, not #), kept for detection.
+
+        A block of blank and comment lines only is kept as its number of lines, so that a file starting with
+        gigabytes of them does not fill the memory.
+        """
         head, content = [], 0
         while content < DETECTION_LINES:
             lines = self._blocks.next()
             if lines is None:
                 break
-            head.append((lines, self._blocks.reasons))
-            content += sum(1 for text in lines if text.strip() and not text.lstrip().startswith("#") or text == _BAD)
+            in_block = sum(1 for text in lines if text.strip() and not text.lstrip().startswith("#") or text == _BAD)
+            head.append((lines, self._blocks.reasons) if in_block else (len(lines), None))
+            content += in_block
         return head
 
     def _detect(self, format: str) -> str:
@@ -389,6 +394,9 @@ class TraceReader:
         parsed = {name: 0 for name in candidates}
         first_problem, number, content = None, 0, 0
         for lines, reasons in self._head:
+            if type(lines) is int:  # blank and comment lines only
+                number += lines
+                continue
             for index, text in enumerate(lines):
                 number += 1
                 if content == DETECTION_LINES:
@@ -437,6 +445,11 @@ class TraceReader:
         parse, explain = _PARSERS[self.format]
         number = 0
         for lines, reasons in self._blocks_from_the_start():
+            if type(lines) is int:  # a block of the head with blank and comment lines only
+                number += lines
+                self.skipped += lines
+                self.lines = number
+                continue
             first = number + 1
             for text in lines:
                 number += 1
