@@ -609,3 +609,27 @@ def test_a_long_run_of_blank_lines_before_the_requests_is_not_held(monkeypatch):
     assert [r.line for r in got] == [3_000_002, 3_000_003, 3_000_004]
     assert (reader.skipped, reader.lines) == (3_000_001, 3_000_004)
     assert peak < 1_000_000, peak
+
+
+@given(st.integers(0, 400), st.integers(1, 6), st.integers(1, 300), st.floats(0, 2), st.floats(0, 0.99),
+       st.floats(0, 1), st.one_of(st.none(), st.integers(1, 10 ** 6)), st.floats(1.01, 5), st.integers(0, 2 ** 70))
+def test_synthetic_traces_are_valid_for_any_parameters(n, proxies, documents, alpha, once, shared, mean, tail, seed):
+    try:
+        trace = SyntheticTrace(n, num_proxies=proxies, num_documents=documents, zipf_alpha=alpha,
+                               one_timer_fraction=once, shared_fraction=shared, mean_size=mean, size_tail=tail,
+                               seed=seed, clients_per_proxy=3)
+    except ValueError as error:
+        assert "leaves no private document" in str(error)
+        return
+    requests = list(trace)
+    assert len(requests) == n
+    previous = trace.start_time
+    for r in requests:
+        proxy = assign_proxy(r.client, proxies)
+        host = r.url.split("/")[2]
+        assert host in ("shared.example", f"proxy{proxy}.example", "once.example")
+        assert 1 <= r.size <= traces.MAX_DOCUMENT_SIZE and r.timestamp >= previous
+        previous = r.timestamp
+    out = io.BytesIO()
+    write_plain_trace(requests, out)
+    assert [r[:5] for r in read_plain_trace(io.BytesIO(out.getvalue()), strict=True)] == [r[:5] for r in requests]
