@@ -4,7 +4,7 @@ Source: Laufer, Velloso, Duarte, *Generalized Bloom Filters* (tech. report GTA-0
 2011). Inserting x resets the bits g_1(x)..g_k0(x) to 0, then sets h_1(x)..h_k1(x) to 1; a position in both ends at 0
 (reset wins). A query is positive iff every g_i(x) bit is 0 and every h_j(x) bit is 1 (an h_j position that is also
 a g_i position is expected at 0). Later insertions overwrite earlier ones' bits, so a GBF has false negatives as well
-as false positives: it trades one for the other, and its rates are those of :mod:`bloomwise.theory_generalized`.
+as false positives: it trades one for the other, and its rates are those of :mod:`bloomwise.theory.generalized`.
 
 Probes: for a key with 64-bit hash h (the library's key hash), probe i is the classic layout's
 ``mulhi(h + i (fmix64(h) | 1), m)``; probes 0..k0-1 are the reset functions g, probes k0..k0+k1-1 the set functions h.
@@ -20,7 +20,7 @@ from bloomwise import _format, _positions
 from bloomwise._hashed_bits import HashedBits, _int
 from bloomwise._persistence import meta_capacity
 from bloomwise.errors import FormatError
-from bloomwise.theory_generalized import gbf_error_rates, gbf_false_positive_rate
+from bloomwise.theory.generalized import gbf_error_rates, gbf_false_positive_rate
 
 __all__ = ["GeneralizedBloomFilter"]
 
@@ -130,7 +130,7 @@ class GeneralizedBloomFilter(HashedBits):
         return self._initial
 
     def false_positive_rate(self) -> float:
-        """The model's FPR after the keys inserted so far (:func:`~bloomwise.theory_generalized.gbf_error_rates`)."""
+        """The model's FPR after the keys inserted so far (:func:`~bloomwise.theory.generalized.gbf_error_rates`)."""
         return gbf_false_positive_rate(self._num_bits, self._keys_added, self._k1, self._k0,
                                        initial_ones=self._initial_fraction)
 

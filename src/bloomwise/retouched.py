@@ -31,7 +31,7 @@ from bloomwise import _format, _positions, theory
 from bloomwise._hashed_bits import HashedBits, _int
 from bloomwise._persistence import meta_capacity
 from bloomwise.errors import FormatError
-from bloomwise.theory_retouched import rbf_random_clearing_rates
+from bloomwise.theory.retouched import rbf_random_clearing_rates
 
 __all__ = ["RetouchedBloomFilter", "RetouchResult"]
 

@@ -12,7 +12,7 @@ The set-up is :class:`bloomwise.paradox.simulation.Population` (13 types x 256 m
   every variant that consults it. The run reproduces :func:`~bloomwise.paradox.simulation.bloom_trial` exactly
   (same S, hash seed and answers) at a fraction of its time.
 - **GBF** (:class:`~bloomwise.GeneralizedBloomFilter`): k1 = k set functions and the k0 in [1, k1 - 1] that
-  minimises the expected cost of :mod:`bloomwise.theory_generalized`; members inserted in a random order.
+  minimises the expected cost of :mod:`bloomwise.theory.generalized`; members inserted in a random order.
 - **RBF** (:class:`~bloomwise.RetouchedBloomFilter`): a classic filter with all of S; the known false positives are
   all false positives of U \\ S (the paper's universe is enumerable); Ratio Selection with weights alpha (a member)
   and 1 (a false positive), clearing a bit only when its ratio is below 1 (the cost-aware variant; the literal
@@ -162,7 +162,7 @@ def _whole_universe_errors(population, members, contains_many) -> Outcome:
 
 def _gbf_columns(population, members, all_members, m, k, alphas, hash_seed, rng, out) -> None:
     from bloomwise.generalized import GeneralizedBloomFilter
-    from bloomwise.theory_generalized import gbf_optimal_num_reset_hashes
+    from bloomwise.theory.generalized import gbf_optimal_num_reset_hashes
 
     n = population.num_members
     order = rng.permutation(len(all_members))

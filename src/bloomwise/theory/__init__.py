@@ -10,7 +10,9 @@ docstrings which formula they compute and where it comes from. One module per to
   ``plan()``/``Plan``;
 - :mod:`~bloomwise.theory.counting`: counter-overflow bounds, the expected largest count, and the
   variable-increment counting filter's rates and sizing;
-- :mod:`~bloomwise.theory.fill`: from the number of bits set to the number of keys and the current rate.
+- :mod:`~bloomwise.theory.fill`: from the number of bits set to the number of keys and the current rate;
+- :mod:`~bloomwise.theory.generalized`: the Generalized Bloom filter's false-positive and false-negative rates;
+- :mod:`~bloomwise.theory.retouched`: the Retouched Bloom filter's rates under random bit clearing.
 
 Cheat sheet (m = bits, n = keys, k = hashes, b = m/n bits per key, p = false-positive rate)::
 
@@ -38,6 +40,11 @@ from bloomwise.theory.counting import (
     DEFAULT_INCREMENTS, bh_order, counter_overflow_bound, dl_false_positive_rate, dl_increments, expected_max_count,
     inverse_gamma, vicbf_false_positive_rate, vicbf_optimal_size,
 )
+from bloomwise.theory.generalized import (
+    gbf_bit_probabilities, gbf_error_rates, gbf_false_negative_rate, gbf_false_positive_rate,
+    gbf_optimal_num_reset_hashes,
+)
+from bloomwise.theory.retouched import rbf_random_clearing_rates
 from bloomwise.theory.fill import CountEstimate, approx_count, fill_moments, fpr_from_fill
 from bloomwise.theory.rates import false_positive_rate
 from bloomwise.theory.sizing import (
@@ -68,6 +75,12 @@ __all__ = [
     "approx_count",
     "fpr_from_fill",
     "fill_moments",
+    "gbf_bit_probabilities",
+    "gbf_false_positive_rate",
+    "gbf_false_negative_rate",
+    "gbf_error_rates",
+    "gbf_optimal_num_reset_hashes",
+    "rbf_random_clearing_rates",
 ]
 
 #: Names that moved to :mod:`bloomwise.reproduce.summary_cache` (they reproduce a paper's printed tables).
