@@ -36,7 +36,8 @@ from bloomwise.theory.retouched import rbf_random_clearing_rates
 __all__ = ["RetouchedBloomFilter", "RetouchResult"]
 
 _SCHEMES = ("ratio", "random")
-_SCAN = 4096  # known false positives examined per vector step of a retouch
+_SCAN_MIN, _SCAN_MAX = 32, 8192  # known false positives examined per vector step of a retouch (doubling while none
+# of them needs a clear, back to the minimum after one)
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class RetouchResult:
 
     ``cleared_bits``: bits set to 0; ``false_negatives``: members that tested positive before and negative after;
     ``false_positives_removed``: known false positives that tested positive before and negative after;
-    ``kept``: known false positives left positive because no bit of theirs had a ratio below ``max_ratio``.
+    ``kept``: known false positives still positive at the end (no bit of theirs had a ratio below ``max_ratio`` when
+    they were examined, and no later clearing removed them).
     """
 
     cleared_bits: int
@@ -66,7 +68,7 @@ def _csr(pos_sorted: np.ndarray, mask: np.ndarray, num_bits: int):
     """For each bit, the rows that hash there: (starts, rows)."""
     rows = np.broadcast_to(np.arange(pos_sorted.shape[0])[:, None], pos_sorted.shape)[mask]
     flat = pos_sorted[mask].astype(np.int64)
-    order = np.argsort(flat, kind="stable")
+    order = np.argsort(flat)
     starts = np.searchsorted(flat[order], np.arange(num_bits + 1))
     return starts, rows[order]
 
@@ -219,10 +221,11 @@ class RetouchedBloomFilter(HashedBits):
         order = rng.permutation(len(fp_pos))
         pick = rng.integers(0, k, size=len(fp_pos)) if scheme == "random" else None
         fp_pos_i = fp_pos.astype(np.int64)
-        cleared = kept = fn = fp_removed = 0
+        cleared = fn = fp_removed = 0
         i = 0
+        scan = _SCAN_MIN
         while i < len(order):
-            window = order[i:i + _SCAN]
+            window = order[i:i + scan]
             live = fp_live[window]
             cand = fp_pos_i[window]
             if scheme == "ratio":
@@ -236,11 +239,11 @@ class RetouchedBloomFilter(HashedBits):
                 acceptable = live
             hits = np.flatnonzero(acceptable)
             if hits.size == 0:
-                kept += int(live.sum())
                 i += len(window)
+                scan = min(2 * scan, _SCAN_MAX)  # nothing to clear here: look further ahead at once
                 continue
+            scan = _SCAN_MIN
             first = int(hits[0])
-            kept += int(live[:first].sum())
             j = int(cand[first, best[first]])
             i += first + 1
             # clear bit j: its live members become false negatives, its live false positives are removed
@@ -259,7 +262,7 @@ class RetouchedBloomFilter(HashedBits):
                 fp_removed += int(rows.size)
                 np.subtract.at(weight_b, fp_sorted[rows][fp_first[rows]].astype(np.int64), wb)
         self._words[:] = _positions.bits_to_words(bits)
-        return RetouchResult(cleared, fn, fp_removed, kept)
+        return RetouchResult(cleared, fn, fp_removed, int(fp_live.sum()))
 
     # -- persistence ------------------------------------------------------------------------------------------
     def _header(self) -> _format.Header:

@@ -29,7 +29,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
     parser.add_argument("--quick", action="store_true",
                         help="CI-sized run: 8 members per type, one seed, N = 2^16 trace queries")
-    parser.add_argument("--seeds", metavar="N", help="seeds per simulated cell (default 10; quick: 1)")
+    parser.add_argument("--seeds", metavar="N", help="seeds per simulated cell (default 5; quick: 1)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.set_defaults(func=run)
     return parser

@@ -36,7 +36,7 @@ class Settings:
     """What one run does."""
 
     quick: bool = False
-    seeds: int = 10            # seeds of the BF-family, CBF and Fig. 8 simulations
+    seeds: int = 5             # seeds of the BF-family and CBF simulations
     heavy_seeds: int = 2       # seeds of the GBF and RBF columns (each queries all of U)
     trace_seeds: int = 3       # independent stand-in traces
     fig8_seeds: int = 200      # seeds of Fig. 8 (only three types are queried)
@@ -47,7 +47,7 @@ class Settings:
         if quick:
             s = cls(quick=True, seeds=seeds or 1, heavy_seeds=1, trace_seeds=1, fig8_seeds=20)
         else:
-            s = cls(seeds=seeds or 10)
+            s = cls(seeds=seeds or 5)
             s.heavy_seeds = max(1, min(s.seeds, 2))
         return s
 

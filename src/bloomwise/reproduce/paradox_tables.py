@@ -194,8 +194,14 @@ def _rbf_columns(population, members, all_members, m, k, alphas, hash_seed, rng,
             fps.append(hits)
     fps = np.concatenate(fps) if fps else np.zeros(0, dtype=np.uint64)
     order_seed = int(rng.integers(0, 2**63))
+    literal = None
     for alpha in alphas:
         for variant, max_ratio in (("rbf", 1.0), ("rbf_literal", math.inf)):
+            if variant == "rbf_literal" and literal is not None:
+                # always clearing, the weights only scale every ratio alike: the same clears for every alpha
+                out.outcomes[(variant, alpha, "ratio")] = literal[0]
+                out.details[(variant, alpha)] = literal[1]
+                continue
             f = base.copy()
             result = f.retouch(fps, scheme="ratio", false_negative_weight=float(alpha), false_positive_weight=1.0,
                                max_ratio=max_ratio, seed=order_seed)
@@ -208,6 +214,8 @@ def _rbf_columns(population, members, all_members, m, k, alphas, hash_seed, rng,
             out.outcomes[(variant, alpha, "ratio")] = Outcome(fp, fn)
             out.details[(variant, alpha)] = {"cleared_bits": result.cleared_bits,
                                              "false_positives_before": int(fp_before.sum())}
+            if variant == "rbf_literal":
+                literal = (out.outcomes[(variant, alpha, "ratio")], out.details[(variant, alpha)])
 
 
 def counting_seed(population: Population, counters_per_key: int, alpha: float, seed: int,
