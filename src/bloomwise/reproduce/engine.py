@@ -99,9 +99,8 @@ def _sim_row(source, item, printed, values, expected, *, quick, extra_note="", s
         gap = (mean / float(printed) - 1) if float(printed) else float("inf")
         note = (f"measured {_fmt(mean)} (sd of one run {_fmt(sd)}, {len(values)} seeds) is {gap:+.1%} from the "
                 f"printed value; exact expectation {_fmt(expected)}")
-    if quick:
-        note = ("quick run (8 members per type" + (", cost scaled by 32" if scale != 1 else "") + "); " + note).rstrip(
-            "; ")
+    if quick and note:  # a marker, never a note by itself: a differs row without its reason stays without one
+        note = "quick run (8 members per type" + (", cost scaled by 32" if scale != 1 else "") + "); " + note
     return Row(source, item, printed, mean, expected, verdict, note)
 
 
