@@ -5,6 +5,7 @@ Examples::
     bloomwise reproduce --out repro              # the papers' sizes (minutes)
     bloomwise reproduce --quick --out /tmp/r     # the CI-sized run (seconds)
     bloomwise reproduce --seeds 20 --out repro
+    bloomwise reproduce --quick --trace-hash wang64 --out /tmp/r   # Sec. VIII.C with the paper's 64-bit mix
 
 Writes ``OUT/report.md``, ``OUT/results.json`` (one row per printed number: source, item, printed, measured,
 expected, verdict, note) and ``OUT/figures/*.png`` (needs the ``plot`` extra: matplotlib). Exit codes: 0 done,
@@ -30,6 +31,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true",
                         help="CI-sized run: 8 members per type, one seed, N = 2^16 trace queries")
     parser.add_argument("--seeds", metavar="N", help="seeds per simulated cell (default 5; quick: 1)")
+    parser.add_argument("--trace-hash", choices=("xxh3", "wang64"), default="xxh3",
+                        help="hash of the Sec. VIII.C stand-in trace: bloomwise's XXH3 (default) or Thomas Wang's "
+                             "64-bit mix, the paper's")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.set_defaults(func=run)
     return parser
@@ -57,7 +61,7 @@ def run(args) -> int:
             print(message, file=sys.stderr, flush=True)
 
     try:
-        rep = reproduce(out, quick=args.quick, seeds=seeds, log=log)
+        rep = reproduce(out, quick=args.quick, seeds=seeds, trace_hash=args.trace_hash, log=log)
     except ImportError as exc:
         raise CommandError(str(exc), EXIT_FAILURE) from None
     except OSError as exc:

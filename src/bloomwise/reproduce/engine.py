@@ -41,14 +41,18 @@ class Settings:
     trace_seeds: int = 3       # independent stand-in traces
     fig8_seeds: int = 200      # seeds of Fig. 8 (only three types are queried)
     base_seed: int = 20120325
+    trace_hash: str = "xxh3"   # the stand-in trace's hash: "xxh3" (bloomwise's) or "wang64" (the paper's mix)
 
     @classmethod
-    def make(cls, quick: bool, seeds: int | None) -> "Settings":
+    def make(cls, quick: bool, seeds: int | None, trace_hash: str = "xxh3") -> "Settings":
+        if trace_hash not in ("xxh3", "wang64"):
+            raise ValueError(f"trace_hash must be 'xxh3' or 'wang64', got {trace_hash!r}")
         if quick:
             s = cls(quick=True, seeds=seeds or 1, heavy_seeds=1, trace_seeds=1, fig8_seeds=20)
         else:
             s = cls(seeds=seeds or 5)
             s.heavy_seeds = max(1, min(s.seeds, 2))
+        s.trace_hash = trace_hash
         return s
 
     @property
@@ -383,11 +387,11 @@ def trace_section(rep: Reproduction, log) -> None:
     runs = []
     for i in range(s.trace_seeds):
         t0 = time.perf_counter()
-        runs.append(run_trace(setup, ks=(3, 4, 5, 6, 7, 8), seed=s.base_seed + 90_000 + i))
+        runs.append(run_trace(setup, ks=(3, 4, 5, 6, 7, 8), seed=s.base_seed + 90_000 + i, hash=s.trace_hash))
         log(f"  Sec. VIII.C stand-in trace {i + 1}/{s.trace_seeds}: {time.perf_counter() - t0:.1f} s")
     rep.data["trace"] = runs
     scale = ((1 << 20) - (1 << 10)) / (setup.queried - setup.stored)
-    src = BP + ", Sec. VIII.C (synthetic stand-in trace)"
+    src = BP + f", Sec. VIII.C (synthetic stand-in trace, hash {s.trace_hash})"
     quick_note = "quick run: N = 2^16 queries, FP counts scaled to N = 2^20; " if s.quick else ""
     n = setup.stored
     # CBF FPR for k = 4, 5, 6
@@ -496,7 +500,7 @@ def trace_section(rep: Reproduction, log) -> None:
                          decision_prior=setup.decision_prior)
         vals_c, vals_s = [], []
         for i in range(s.trace_seeds):
-            r = run_trace(sub, ks=(k,), seed=s.base_seed + 95_000 + 100 * bpe + i)
+            r = run_trace(sub, ks=(k,), seed=s.base_seed + 95_000 + 100 * bpe + i, hash=s.trace_hash)
             vals_c.append(r.rates(k, 1)[0] * ((1 << 20) - (1 << 10)))
             vals_s.append(scaled(r, k, 5))
         e_sub = (float(expected_rates(sub, k, [1.0])[0][0]) * ((1 << 20) - (1 << 10)))
@@ -549,7 +553,7 @@ def fig9c_points(rep: Reproduction) -> list:
         sub = TraceSetup(stored=base.stored, queried=base.queried, bits_per_element=bpe,
                          decision_prior=base.decision_prior)
         k = theory.optimal_num_hashes(sub.num_counters, sub.stored, layout="partitioned")
-        r = run_trace(sub, ks=(k,), seed=s.base_seed + 97_000 + bpe)
+        r = run_trace(sub, ks=(k,), seed=s.base_seed + 97_000 + bpe, hash=s.trace_hash)
         scale = ((1 << 20) - (1 << 10)) / (sub.queried - sub.stored)
         points.append((bpe, r.rates(k, 1)[0] * (sub.queried - sub.stored) * scale, _theorem4_cost_full(r, k, 5)))
     rep.data["fig9c"] = points
@@ -626,14 +630,15 @@ def _dependence_check(setup, keys, k, alpha, seed) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------------------
-def run(out_dir, *, quick: bool = False, seeds: int | None = None, log=None) -> Reproduction:
+def run(out_dir, *, quick: bool = False, seeds: int | None = None, trace_hash: str = "xxh3",
+        log=None) -> Reproduction:
     """Run everything, write ``out_dir/report.md``, ``results.json`` and ``figures/*.png``; return the result."""
     import os
 
     from bloomwise.reproduce import report, text_checks
 
     log = log or (lambda message: None)
-    rep = Reproduction(Settings.make(quick, seeds))
+    rep = Reproduction(Settings.make(quick, seeds, trace_hash))
     started = time.perf_counter()
 
     def timed(name, fn):

@@ -57,7 +57,8 @@ def write(out_dir, rep) -> None:
     s = rep.settings
     counts = Counter(r.verdict for r in rep.rows)
     meta = {"quick": s.quick, "seeds": s.seeds, "heavy_seeds": s.heavy_seeds, "trace_seeds": s.trace_seeds,
-            "fig8_seeds": s.fig8_seeds, "members_per_type": s.population.members_per_type, "base_seed": s.base_seed}
+            "fig8_seeds": s.fig8_seeds, "trace_hash": s.trace_hash,
+            "members_per_type": s.population.members_per_type, "base_seed": s.base_seed}
     doc = {"machine": rep.data.get("machine", {}), "settings": meta,
            "wall_time_s": round(rep.timings.get("total", 0.0), 1),
            "timings_s": {k: round(v, 1) for k, v in rep.timings.items()},
@@ -75,7 +76,8 @@ def _markdown(rep, doc) -> str:
     lines = [
         "# bloomwise reproduces its papers",
         "",
-        f"`bloomwise reproduce{' --quick' if s.quick else ''} --seeds {s.seeds} --out DIR` wrote this report, "
+        f"`bloomwise reproduce{' --quick' if s.quick else ''} --seeds {s.seeds} --trace-hash {s.trace_hash} --out DIR`"
+        " wrote this report, "
         "`results.json` (one row per printed number) and `figures/`.",
         "",
         f"- Machine: {m.get('cpu')} ({m.get('cores')} cores; instruction sets {', '.join(m.get('instruction_sets', []))}"
