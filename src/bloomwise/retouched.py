@@ -134,7 +134,8 @@ class RetouchedBloomFilter(HashedBits):
                                          set_bits=set_bits)
 
     def __repr__(self) -> str:
-        return f"<RetouchedBloomFilter m={self._num_bits} k={self._k} keys={self._keys_added} fill={self.fill_ratio:.3f}>"
+        return (f"<RetouchedBloomFilter m={self._num_bits} k={self._k} keys={self._keys_added} "
+                f"fill={self.fill_ratio:.3f}>")
 
     # -- operations -------------------------------------------------------------------------------------------
     def _probes(self, hashes):

@@ -525,7 +525,8 @@ def _row_cost(src, item, printed, values, expected, note):
     sd = float(np.std(values, ddof=1)) if len(values) > 1 else math.sqrt(max(mean, 1.0)) * 2
     v = verdict_for(printed, mean, sd)
     if v == "differs":
-        note = (note + ("; " if note and not note.endswith("; ") else "") + f"measured mean {mean:.0f} (sd of one trace {sd:.0f}, {len(values)} traces), exact expectation "
+        sep = "; " if note and not note.endswith("; ") else ""
+        note = (note + sep + f"measured mean {mean:.0f} (sd of one trace {sd:.0f}, {len(values)} traces), exact expectation "
                 f"{expected:.0f}: the printed value is {float(printed) / expected - 1:+.1%} from the expectation")
     return Row(src, item, printed, mean, expected, v, note)
 

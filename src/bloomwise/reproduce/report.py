@@ -80,7 +80,8 @@ def _markdown(rep, doc) -> str:
         " wrote this report, "
         "`results.json` (one row per printed number) and `figures/`.",
         "",
-        f"- Machine: {m.get('cpu')} ({m.get('cores')} cores; instruction sets {', '.join(m.get('instruction_sets', []))}"
+        f"- Machine: {m.get('cpu')} ({m.get('cores')} cores; instruction sets "
+        f"{', '.join(m.get('instruction_sets', []))}"
         f"; bloomwise batch kernels: {m.get('batch_kernels')}); Python {m.get('python')}, numpy {m.get('numpy')}.",
         f"- Wall time: {doc['wall_time_s']:.0f} s ("
         + ", ".join(f"{k} {v:.0f} s" for k, v in doc["timings_s"].items() if k != "total")
