@@ -526,8 +526,8 @@ def _row_cost(src, item, printed, values, expected, note):
     v = verdict_for(printed, mean, sd)
     if v == "differs":
         sep = "; " if note and not note.endswith("; ") else ""
-        note = (note + sep + f"measured mean {mean:.0f} (sd of one trace {sd:.0f}, {len(values)} traces), exact expectation "
-                f"{expected:.0f}: the printed value is {float(printed) / expected - 1:+.1%} from the expectation")
+        note = (note + sep + f"measured mean {mean:.0f} (sd of one trace {sd:.0f}, {len(values)} traces), "
+                f"exact expectation {expected:.0f}: the printed value is {float(printed) / expected - 1:+.1%} from the expectation")
     return Row(src, item, printed, mean, expected, v, note)
 
 
