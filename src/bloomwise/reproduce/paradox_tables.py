@@ -222,9 +222,11 @@ def counting_seed(population: Population, counters_per_key: int, alpha: float, s
                   counter_bits: int = 4) -> TrialResults:
     """One seed of Table III at one memory size: the CBF (positivity) and the query-selective CBF.
 
-    Draws S and the hash seed as :func:`bloomwise.paradox.simulation.counting_trial` does. The plain CBF is asked
-    about all of U; the Selective CBF reads the counters only of types whose prior can ever be answered "present"
-    (its ``skip_threshold``), as its ``query_many`` does.
+    Draws S and the hash seed as :func:`bloomwise.paradox.simulation.counting_trial` does, and reads every key's
+    counters once (``counters_many``, the compiled path): the CBF answers "present" iff all are non-zero, the
+    Selective CBF iff their product reaches Theorems 2 and 4's threshold ``(1 - P)/(alpha P) (n k / m)^k`` for the
+    key's prior, and never for a prior below :class:`~bloomwise.paradox.SelectiveCountingBloomFilter`'s
+    ``skip_threshold``, exactly its decisions (the test suite checks the counts against ``counting_trial``).
     """
     from bloomwise import CountingBloomFilter
     from bloomwise.paradox.costs import CostModel
@@ -237,17 +239,41 @@ def counting_seed(population: Population, counters_per_key: int, alpha: float, s
     cbf = CountingBloomFilter.from_size(m, k, counter_bits=counter_bits, layout="partitioned", seed=hash_seed)
     selective = SelectiveCountingBloomFilter(cbf, population.prior(), CostModel.from_alpha(alpha))
     selective.update(np.concatenate(members))
-    plain = _whole_universe_errors(population, members, cbf.contains_many)
-    nt = population.num_types
-    fp = np.zeros(nt, dtype=np.int64)
-    fn = np.zeros(nt, dtype=np.int64)
+    n = cbf.num_keys
     skip = selective.skip_threshold
+    nt = population.num_types
+    plain_fp, plain_fn = np.zeros(nt, dtype=np.int64), np.zeros(nt, dtype=np.int64)
+    fp, fn = np.zeros(nt, dtype=np.int64), np.zeros(nt, dtype=np.int64)
+    log_load = k * math.log(n * k / m)
+    saturation = (1 << counter_bits) - 1
+    exact_ints = k * math.log2(max(saturation, 2)) < 62  # the product of k counters fits an int64
     for t, prior in enumerate(population.priors.tolist()):
-        if prior < skip:
-            fn[t] = population.members_per_type
-            continue
-        fp[t], fn[t] = _type_errors(population, members, t, lambda keys: selective.query_many(keys).member)
+        log_threshold = math.log((1.0 - prior) / (alpha * prior)) + log_load
+        threshold = math.exp(log_threshold) * (1.0 - 1e-12)
+        for keys in population.type_keys(t):
+            counters = np.asarray(cbf.counters_many(keys)).reshape(len(keys), k)
+            if exact_ints:
+                product = counters[:, 0].astype(np.int64)
+                for j in range(1, k):
+                    product *= counters[:, j]
+                plain = product > 0
+            else:
+                plain = (counters > 0).all(axis=1)
+            truth = _truth_mask(members[t], keys)
+            plain_fp[t] += int(np.count_nonzero(plain & ~truth))
+            plain_fn[t] += int(np.count_nonzero(~plain & truth))
+            if prior < skip:
+                fn[t] += int(truth.sum())
+                continue
+            if exact_ints:
+                answer = product >= threshold
+            else:
+                with np.errstate(divide="ignore"):
+                    answer = plain & (np.log(counters.astype(np.float64)).sum(axis=1)
+                                      >= log_threshold - 1e-12 * max(1.0, abs(log_threshold)))
+            fp[t] += int(np.count_nonzero(answer & ~truth))
+            fn[t] += int(np.count_nonzero(~answer & truth))
     out = TrialResults()
-    out.outcomes[("cbf", alpha, counters_per_key)] = plain
+    out.outcomes[("cbf", alpha, counters_per_key)] = Outcome(plain_fp, plain_fn)
     out.outcomes[("selective_cbf", alpha, counters_per_key)] = Outcome(fp, fn)
     return out
