@@ -196,10 +196,20 @@ def table_ii(rep: Reproduction, log) -> None:
                                  extra_note="the same number as its Table II cell"))
 
 
+#: Table II cells the paper prints with fewer than 3 significant digits (the others have 3: "1.00", "9.00e4")
+_SHORT_PRINTS = {3e-06: "3e-6", 9.1e-05: "9.1e-5", 6.8e-05: "6.8e-5"}
+
+
 def _ptext(x: float) -> str:
+    """A Table II/III number as the paper prints it (3 significant digits unless it printed fewer)."""
     if x == 0:
         return "0.00"
-    return f"{x:.3g}" if x < 1e3 else f"{x:.3g}".replace("+0", "").replace("+", "")
+    if x in _SHORT_PRINTS:
+        return _SHORT_PRINTS[x]
+    if 0.01 <= x < 10:
+        return f"{x:#.3g}"
+    mantissa, exponent = f"{x:.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
 
 
 def _binomial_sd(runs, j, n, nn, alpha, scale):
