@@ -86,8 +86,8 @@ def _markdown(rep, doc) -> str:
         f"- Wall time: {doc['wall_time_s']:.0f} s ("
         + ", ".join(f"{k} {v:.0f} s" for k, v in doc["timings_s"].items() if k != "total")
         + "). The machine may be shared: the time is what this run saw.",
-        f"- Seeds: {s.seeds} per cell for the Bloom filter, Selective BF and CBF columns, {s.heavy_seeds} for the GBF "
-        f"and RBF columns (each asks all of U), {s.fig8_seeds} for Fig. 8, {s.trace_seeds} stand-in traces for "
+        f"- Seeds: {s.seeds} per cell for the Bloom filter, Selective BF, GBF and CBF columns, {s.heavy_seeds} for "
+        f"the RBF column (it finds and clears every false positive of U), {s.fig8_seeds} for Fig. 8, {s.trace_seeds} stand-in traces for "
         f"Sec. VIII.C; population: {s.population.members_per_type} members per type"
         + (" (quick run: NOT the paper's 256; costs scaled by 32 before comparing)" if s.quick else
            " (the paper's set-up)") + ".",
