@@ -18,11 +18,12 @@ from fractions import Fraction
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from bloomwise import _tables, theory
+from bloomwise import theory
+from bloomwise.reproduce import summary_cache as _tables
+from bloomwise.reproduce.summary_cache import figure4_data, fp_table, fp_table_differences
 from bloomwise.theory import (
     approx_count, bits_per_item, counter_overflow_bound, expected_max_count, false_positive_rate,
-    figure4_data, fill_moments, fp_table, fp_table_differences, fpr_from_fill, inverse_gamma,
-    optimal_num_hashes, optimal_num_hashes_real, optimal_size, plan,
+    fill_moments, fpr_from_fill, inverse_gamma, optimal_num_hashes, optimal_num_hashes_real, optimal_size, plan,
 )
 from stats import FALSE_ALARM, binomial_acceptance
 
@@ -243,7 +244,7 @@ def test_optimal_size_is_fast():
         best = math.inf
         for _ in range(5):
             start = time.perf_counter()
-            theory._optimal_size.__wrapped__(float(n), p, layout)
+            theory.sizing._optimal_size.__wrapped__(float(n), p, layout)
             best = min(best, time.perf_counter() - start)
         return best
 
@@ -421,7 +422,7 @@ def test_table_extents():
     assert len(missing) == 16 and {d.bits_per_item for d in missing} >= {5, 6, 9, 13, 32}
     assert all(row.cells[-1].fpr > row.cells[-2].fpr for row in shorter)
     assert [cell.k for cell in fp_table([10], hashes=range(1, 5))[0].cells] == [1, 2, 3, 4]
-    text = theory.format_fp_tables()
+    text = _tables.format_fp_tables()
     assert text.count("Table ") == 3 and "0.00819" in text
     with pytest.raises(ValueError, match="extent"):
         fp_table(extent="all")
@@ -728,12 +729,21 @@ def test_numpy_scalars_are_accepted():
 # The module itself
 # ---------------------------------------------------------------------------------------------------------
 def test_docstring_examples():
-    import bloomwise._tables
     import bloomwise.cli._parse
 
-    for module in (theory, bloomwise._tables, bloomwise.cli._parse):
+    modules = (theory, theory.rates, theory.sizing, theory.counting, theory.fill, _tables, bloomwise.cli._parse)
+    for module in modules:
         failures, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert failures == 0, module.__name__
+
+
+def test_moved_table_names_still_work_with_a_deprecation_warning():
+    for name in ("fp_table", "fp_table_differences", "format_fp_tables", "figure4_data", "FpTableRow", "FpTableCell",
+                 "TableDifference", "Figure4Data"):
+        with pytest.warns(DeprecationWarning, match=f"bloomwise.reproduce.summary_cache.{name}"):
+            assert getattr(theory, name) is getattr(_tables, name)
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        theory.no_such_name
 
 
 def test_import_is_cheap_and_loads_no_numpy():

@@ -23,6 +23,8 @@ _EXPORTS = {
     "apply_changes": "bloomwise.counting",
     "VariableIncrementCountingBloomFilter": "bloomwise.vicbf",
     "ScalableBloomFilter": "bloomwise.scalable",
+    "GeneralizedBloomFilter": "bloomwise.generalized",
+    "RetouchedBloomFilter": "bloomwise.retouched",
     "FormatError": "bloomwise.errors",
     "CapacityWarning": "bloomwise.errors",
     "Plan": "bloomwise.theory",

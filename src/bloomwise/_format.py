@@ -90,6 +90,8 @@ class Structure(enum.IntEnum):
     COUNTING = 2
     VARIABLE_INCREMENT = 3
     SCALABLE = 4
+    GENERALIZED = 5
+    RETOUCHED = 6
 
 
 class Layout(enum.IntEnum):
@@ -153,6 +155,8 @@ _CLASS_NAMES = {
     Structure.COUNTING: "CountingBloomFilter",
     Structure.VARIABLE_INCREMENT: "VariableIncrementCountingBloomFilter",
     Structure.SCALABLE: "ScalableBloomFilter",
+    Structure.GENERALIZED: "GeneralizedBloomFilter",
+    Structure.RETOUCHED: "RetouchedBloomFilter",
 }
 
 

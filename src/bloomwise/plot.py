@@ -26,7 +26,7 @@ def plot_figure4(path: Union[str, os.PathLike], *, bits_per_item: Iterable[int] 
     """Draw Figure 4 of *Summary Cache* (Fan et al. 2000) to a PNG or SVG file.
 
     The false-positive rate ``(1 - e^(-k/b))^k`` against bits per entry b on a log scale: the upper curve for
-    k = 4, the lower one for the best integer k (:func:`bloomwise.theory.figure4_data`).
+    k = 4, the lower one for the best integer k (:func:`bloomwise.reproduce.summary_cache.figure4_data`).
 
     :param path: where to write; the suffix (``.png`` or ``.svg``) picks the format.
     :param bits_per_item: the x values (default 1..32, as in the paper).
@@ -34,7 +34,7 @@ def plot_figure4(path: Union[str, os.PathLike], *, bits_per_item: Iterable[int] 
     :raises ValueError: for another suffix.
     :raises ImportError: if matplotlib is not installed.
     """
-    from bloomwise.theory import figure4_data
+    from bloomwise.reproduce.summary_cache import figure4_data
 
     path = os.fspath(path)
     suffix = os.path.splitext(path)[1].lower()

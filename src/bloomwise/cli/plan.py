@@ -107,8 +107,10 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
     if table:
         if wants_plan:
             print(file=stdout)
-        print(theory.format_fp_tables(), file=stdout)
-        differences = theory.fp_table_differences()
+        from bloomwise.reproduce import summary_cache
+
+        print(summary_cache.format_fp_tables(), file=stdout)
+        differences = summary_cache.fp_table_differences()
         print(f"\nDifferences with the printed tables (formula (1 - e^(-k m/n))^k, 3 significant digits): "
               f"{len(differences)}", file=stdout)
         for difference in differences:

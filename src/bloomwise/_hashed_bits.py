@@ -1,0 +1,124 @@
+"""The base of the bit-array structures whose updates are not a Bloom filter's OR (GeneralizedBloomFilter,
+RetouchedBloomFilter): a numpy word array, the library's key hashing (compiled ``hash_many``), classic-layout probes
+(:mod:`bloomwise._positions`), and the header fields every such structure saves."""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+
+from bloomwise import _format, _positions
+from bloomwise._persistence import Persistent, check_keyed, header_flags
+from bloomwise.errors import FormatError
+
+_CHUNK = 1 << 20  # keys hashed and probed at a time by the batch paths (bounds their memory)
+
+
+def _int(name: str, value, low: int, high: int) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    value = value.__index__()
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+    return value
+
+
+class HashedBits(Persistent):
+    """m bits as little-endian uint64 words, keys hashed as every bloomwise filter hashes them."""
+
+    _STRUCTURE: _format.Structure
+
+    def _init_bits(self, num_bits, seed, key, hash_scheme) -> None:
+        self._num_bits = _int("num_bits", num_bits, 1, 2**40)
+        self._seed = _int("seed", seed, 0, 2**64 - 1)
+        if key is not None and not callable(key):
+            raise TypeError(f"key must be a function key -> bytes, got {type(key).__name__}")
+        self._key = key
+        self._hash_scheme_id = _format.hash_scheme_id(hash_scheme) if isinstance(hash_scheme, str) else hash_scheme
+        self._words = np.zeros((self._num_bits + 63) // 64, dtype=np.uint64)
+        self._keys_added = 0
+
+    # -- description ------------------------------------------------------------------------------------------
+    @property
+    def num_bits(self) -> int:
+        """m: the number of bits."""
+        return self._num_bits
+
+    @property
+    def seed(self) -> int:
+        """The hash seed."""
+        return self._seed
+
+    @property
+    def _key_function(self):
+        return self._key
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the bit array."""
+        return int(self._words.nbytes)
+
+    @property
+    def fill_ratio(self) -> float:
+        """The fraction of bits set."""
+        return self.count_set_bits() / self._num_bits
+
+    def count_set_bits(self) -> int:
+        """The number of bits set."""
+        return int(np.unpackbits(self._words.view(np.uint8)).sum())
+
+    def bits(self) -> np.ndarray:
+        """A copy of the bits, one uint8 (0 or 1) per bit."""
+        return _positions.words_to_bits(self._words, self._num_bits).copy()
+
+    def _bit_reader(self):
+        """A function positions -> bool array over the current bits: through one byte per bit (unpacked once) for
+        arrays up to 2^28 bits, through the words beyond (no 8x copy of a large array)."""
+        if self._num_bits <= 1 << 28:
+            unpacked = _positions.words_to_bits(self._words, self._num_bits).view(bool)
+            return lambda pos: unpacked[pos.astype(np.intp)]
+        return lambda pos: _positions.get_bits(self._words, pos)
+
+    # -- hashing ----------------------------------------------------------------------------------------------
+    def _hashes(self, keys) -> np.ndarray:
+        return _positions.hash_keys(keys, self._seed, self._hash_scheme_id, self._key)
+
+    def _chunks(self, keys):
+        """Hashes of a batch in chunks of at most ``_CHUNK`` keys (numpy arrays sliced, iterables listed once)."""
+        if isinstance(keys, np.ndarray):
+            flat = keys.reshape(-1)
+            for lo in range(0, flat.shape[0], _CHUNK):
+                yield self._hashes(flat[lo:lo + _CHUNK])
+            return
+        if isinstance(keys, (str, bytes, bytearray, memoryview)):
+            raise TypeError("expected a batch of keys (list, tuple, iterator, numpy array), got a single key; "
+                            "use add(key) or `key in f`")
+        items = keys if isinstance(keys, (list, tuple)) else list(keys)
+        for lo in range(0, len(items), _CHUNK):
+            yield self._hashes(items[lo:lo + _CHUNK])
+
+    # -- persistence ------------------------------------------------------------------------------------------
+    def _base_header(self, num_hashes: int, meta: dict, payload_length: int) -> _format.Header:
+        return _format.Header(structure=self._STRUCTURE, layout=_format.Layout.CLASSIC,
+                              hash_scheme=_format.HashScheme(self._hash_scheme_id), seed=self._seed,
+                              num_bits=self._num_bits, num_hashes=num_hashes, keys_added=self._keys_added,
+                              payload_length=payload_length, meta=meta, flags=header_flags(self._key))
+
+    @staticmethod
+    def _check_header(header: _format.Header, key: Optional[Callable], what: str) -> int:
+        check_keyed(header, key)
+        if header.layout != _format.Layout.CLASSIC:
+            raise FormatError(f"a {what} has the classic layout, the file says {header.layout.name}")
+        return _format.keyed_hash_scheme(header, f"a {what}")
+
+    def _load_words(self, payload, offset: int = 0) -> int:
+        """Copy the bit array from ``payload[offset:]``; FormatError when padding bits are set. Returns its end."""
+        nbytes = self._words.nbytes
+        if len(payload) < offset + nbytes:
+            raise FormatError(f"the payload holds {len(payload)} bytes, the bit array alone needs {nbytes}")
+        self._words[:] = np.frombuffer(bytes(payload[offset:offset + nbytes]), dtype="<u8")
+        extra = self._num_bits % 64
+        if extra and int(self._words[-1]) >> extra:
+            raise FormatError(f"bits past num_bits ({self._num_bits}) are set in the last word: "
+                              f"the payload is damaged")
+        return offset + nbytes

@@ -1,0 +1,279 @@
+"""Tables II and III of *The Bloom Paradox* (section VIII.A-B), all seven columns, fast enough to run at the paper's
+sizes in minutes.
+
+The set-up is :class:`bloomwise.paradox.simulation.Population` (13 types x 256 members, priors 2^-3..2^-15,
+|U| = 16,775,168; every key of U is queried once; cost = #FP + alpha #FN). For each seed and memory size:
+
+- **BF and the Selective BF variants**: the Selective BF decides per type (a type is inserted, and consulted, or
+  not: :func:`selective_plan`, the same decisions as :class:`~bloomwise.paradox.SelectiveBloomFilter` and
+  :func:`~bloomwise.paradox.simulation.expected_bloom`). Each distinct set of inserted types is one partitioned
+  ``BloomFilter`` holding those members, asked (``contains_many``, the compiled batch path) about every key of the
+  types some variant consults; a type's false positives and false negatives are then counted once and shared by
+  every variant that consults it. The run reproduces :func:`~bloomwise.paradox.simulation.bloom_trial` exactly
+  (same S, hash seed and answers) at a fraction of its time.
+- **GBF** (:class:`~bloomwise.GeneralizedBloomFilter`): k1 = k set functions and the k0 in [1, k1 - 1] that
+  minimises the expected cost of :mod:`bloomwise.theory.generalized`; members inserted in a random order.
+- **RBF** (:class:`~bloomwise.RetouchedBloomFilter`): a classic filter with all of S; the known false positives are
+  all false positives of U \\ S (the paper's universe is enumerable); Ratio Selection with weights alpha (a member)
+  and 1 (a false positive), clearing a bit only when its ratio is below 1 (the cost-aware variant; the literal
+  variant, which always clears, is reported beside it).
+- **CBF and Selective CBF** (Table III): a partitioned 4-bit ``CountingBloomFilter``; the CBF answers by
+  positivity, the Selective CBF by :class:`~bloomwise.paradox.SelectiveCountingBloomFilter` (Theorems 2 and 4).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bloomwise.paradox.posterior import paradox_threshold
+from bloomwise.paradox.simulation import Outcome, Population, bloom_num_hashes, _fpr_function
+
+__all__ = ["selective_plan", "TrialResults", "bloom_seed", "counting_seed", "SELECTIVE_VARIANTS"]
+
+SELECTIVE_VARIANTS = ("insert", "query", "both")
+_FLAGS = {"bf": (False, False), "insert": (True, False), "query": (False, True), "both": (True, True)}
+
+
+def selective_plan(population: Population, bits_per_key: int, alpha: float, variant: str,
+                   rule: str) -> tuple[tuple[bool, ...], tuple[bool, ...]]:
+    """``(inserted, consulted)`` per type: the Selective BF's decisions (section IV.C; rule "theorem1" or "exact").
+
+    Insertion admits types by decreasing prior while the prior clears the threshold of the filter that holds them;
+    a query consults a type iff its prior clears the threshold at the final load (under the exact rule, only if it
+    was inserted).
+    """
+    m, k = bloom_num_hashes(population, bits_per_key)
+    fpr_of = _fpr_function(m, k, rule)
+    insert, query = _FLAGS[variant]
+    priors = population.priors
+    per = population.members_per_type
+    inserted = np.ones(population.num_types, dtype=bool)
+    if insert:
+        inserted[:] = False
+        load = 0
+        for t in np.argsort(-priors, kind="stable"):
+            if priors[t] < paradox_threshold(fpr_of(load + per), alpha):
+                break
+            inserted[t] = True
+            load += per
+    n_star = per * int(inserted.sum())
+    if query:
+        consulted = priors >= paradox_threshold(fpr_of(n_star), alpha)
+        if rule == "exact" and insert:
+            consulted &= inserted
+    else:
+        consulted = np.ones(population.num_types, dtype=bool)
+    return tuple(bool(x) for x in inserted), tuple(bool(x) for x in consulted)
+
+
+@dataclass
+class TrialResults:
+    """Per-seed outcomes: ``{(column, alpha, bits_per_key): Outcome}`` plus details (k0 chosen, clears, ...)."""
+
+    outcomes: dict = field(default_factory=dict)
+    details: dict = field(default_factory=dict)
+
+
+def _truth_mask(members_t: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    truth = np.zeros(len(keys), dtype=bool)
+    inside = members_t[(members_t >= keys[0]) & (members_t <= keys[-1])]
+    truth[(inside - keys[0]).astype(np.int64)] = True
+    return truth
+
+
+def _type_errors(population, members, t, answer_of) -> tuple[int, int]:
+    """FP and FN counts of one type, asking ``answer_of(keys)`` about each of its keys (in chunks)."""
+    fp = fn = 0
+    for keys in population.type_keys(t):
+        answer = answer_of(keys)
+        truth = _truth_mask(members[t], keys)
+        fp += int(np.count_nonzero(answer & ~truth))
+        fn += int(np.count_nonzero(~answer & truth))
+    return fp, fn
+
+
+def bloom_seed(population: Population, bits_per_key: int, alphas, seed: int, *, rules=("theorem1", "exact"),
+               columns=("bf", "insert", "query", "both", "gbf", "rbf"), log=None) -> TrialResults:
+    """One seed of Table II at one memory size: every column, both alphas.
+
+    The members and the hash seed are drawn exactly as :func:`bloomwise.paradox.simulation.bloom_trial` draws them
+    (same ``seed``), so the BF and Selective BF columns give the same counts as that function.
+    """
+    from bloomwise import BloomFilter
+
+    rng = np.random.default_rng(seed)
+    members = population.draw_members(rng)
+    all_members = np.concatenate(members)
+    m, k = bloom_num_hashes(population, bits_per_key)
+    hash_seed = int(rng.integers(0, 2**63))
+    per = population.members_per_type
+    nt = population.num_types
+    out = TrialResults()
+
+    # which (inserted set -> types to ask) the BF-family columns need
+    plans = {}
+    for alpha in alphas:
+        for variant in ("bf",) + SELECTIVE_VARIANTS:
+            if variant not in columns:
+                continue
+            for rule in (("plain",) if variant == "bf" else rules):
+                if variant == "bf":
+                    plan = (tuple([True] * nt), tuple([True] * nt))
+                else:
+                    plan = selective_plan(population, bits_per_key, alpha, variant, rule)
+                plans[(variant, alpha, rule)] = plan
+    needed: dict[tuple, set] = {}
+    for inserted, consulted in plans.values():
+        needed.setdefault(inserted, set()).update(t for t in range(nt) if consulted[t])
+    errors: dict[tuple, dict[int, tuple[int, int]]] = {}
+    for inserted, types in needed.items():
+        f = BloomFilter.from_size(m, k, layout="partitioned", seed=hash_seed)
+        chosen = [members[t] for t in range(nt) if inserted[t]]
+        if chosen:
+            f.update(np.concatenate(chosen))
+        errors[inserted] = {t: _type_errors(population, members, t, f.contains_many) for t in sorted(types)}
+    for (variant, alpha, rule), (inserted, consulted) in plans.items():
+        fp = np.zeros(nt, dtype=np.int64)
+        fn = np.zeros(nt, dtype=np.int64)
+        for t in range(nt):
+            if consulted[t]:
+                fp[t], fn[t] = errors[inserted][t]
+            else:
+                fn[t] = per
+        out.outcomes[(variant, alpha, rule)] = Outcome(fp, fn)
+
+    if "gbf" in columns:
+        _gbf_columns(population, members, all_members, m, k, alphas, hash_seed, rng, out)
+    if "rbf" in columns:
+        _rbf_columns(population, members, all_members, m, k, alphas, hash_seed, rng, out)
+    return out
+
+
+def _whole_universe_errors(population, members, contains_many) -> Outcome:
+    nt = population.num_types
+    fp = np.zeros(nt, dtype=np.int64)
+    fn = np.zeros(nt, dtype=np.int64)
+    for t in range(nt):
+        fp[t], fn[t] = _type_errors(population, members, t, contains_many)
+    return Outcome(fp, fn)
+
+
+def _gbf_columns(population, members, all_members, m, k, alphas, hash_seed, rng, out) -> None:
+    from bloomwise.generalized import GeneralizedBloomFilter
+    from bloomwise.theory.generalized import gbf_optimal_num_reset_hashes
+
+    n = population.num_members
+    order = rng.permutation(len(all_members))
+    measured = {}
+    for alpha in alphas:
+        k0, _ = gbf_optimal_num_reset_hashes(m, n, k, population.num_nonmembers, alpha)
+        if k0 not in measured:
+            g = GeneralizedBloomFilter.from_size(m, k, k0, seed=hash_seed)
+            g.update(all_members[order])
+            measured[k0] = _whole_universe_errors(population, members, g.contains_many)
+        out.outcomes[("gbf", alpha, "k0")] = measured[k0]
+        out.details[("gbf", alpha)] = {"k0": k0, "k1": k}
+
+
+def _rbf_columns(population, members, all_members, m, k, alphas, hash_seed, rng, out) -> None:
+    from bloomwise.retouched import RetouchedBloomFilter
+
+    base = RetouchedBloomFilter.from_size(m, k, seed=hash_seed)
+    base.update(all_members)
+    fps = []
+    nt = population.num_types
+    fp_before = np.zeros(nt, dtype=np.int64)
+    for t in range(nt):
+        for keys in population.type_keys(t):
+            answer = base.contains_many(keys)
+            truth = _truth_mask(members[t], keys)
+            hits = keys[answer & ~truth]
+            fp_before[t] += hits.size
+            fps.append(hits)
+    fps = np.concatenate(fps) if fps else np.zeros(0, dtype=np.uint64)
+    order_seed = int(rng.integers(0, 2**63))
+    literal = None
+    for alpha in alphas:
+        for variant, max_ratio in (("rbf", 1.0), ("rbf_literal", math.inf)):
+            if variant == "rbf_literal" and literal is not None:
+                # always clearing, the weights only scale every ratio alike: the same clears for every alpha
+                out.outcomes[(variant, alpha, "ratio")] = literal[0]
+                out.details[(variant, alpha)] = literal[1]
+                continue
+            f = base.copy()
+            result = f.retouch(fps, scheme="ratio", false_negative_weight=float(alpha), false_positive_weight=1.0,
+                               max_ratio=max_ratio, seed=order_seed)
+            # the known false positives are all of them: what is left positive is kept; members lost are FN
+            fp_total = result.kept
+            fn_total = result.false_negatives
+            fp = np.zeros(nt, dtype=np.int64)
+            fn = np.zeros(nt, dtype=np.int64)
+            fp[0], fn[0] = fp_total, fn_total  # per-type split not tracked for the RBF (totals only)
+            out.outcomes[(variant, alpha, "ratio")] = Outcome(fp, fn)
+            out.details[(variant, alpha)] = {"cleared_bits": result.cleared_bits,
+                                             "false_positives_before": int(fp_before.sum())}
+            if variant == "rbf_literal":
+                literal = (out.outcomes[(variant, alpha, "ratio")], out.details[(variant, alpha)])
+
+
+def counting_seed(population: Population, counters_per_key: int, alpha: float, seed: int,
+                  counter_bits: int = 4) -> TrialResults:
+    """One seed of Table III at one memory size: the CBF (positivity) and the query-selective CBF.
+
+    Draws S and the hash seed as :func:`bloomwise.paradox.simulation.counting_trial` does, and reads every key's
+    counters once (``counters_many``, the compiled path): the CBF answers "present" iff all are non-zero, the
+    Selective CBF iff their product reaches Theorems 2 and 4's threshold ``(1 - P)/(alpha P) (n k / m)^k`` for the
+    key's prior, and never for a prior below :class:`~bloomwise.paradox.SelectiveCountingBloomFilter`'s
+    ``skip_threshold``, exactly its decisions (the test suite checks the counts against ``counting_trial``).
+    """
+    from bloomwise import CountingBloomFilter
+    from bloomwise.paradox.costs import CostModel
+    from bloomwise.paradox.selective_counting import SelectiveCountingBloomFilter
+
+    rng = np.random.default_rng(seed)
+    members = population.draw_members(rng)
+    m, k = bloom_num_hashes(population, counters_per_key)
+    hash_seed = int(rng.integers(0, 2**63))
+    cbf = CountingBloomFilter.from_size(m, k, counter_bits=counter_bits, layout="partitioned", seed=hash_seed)
+    selective = SelectiveCountingBloomFilter(cbf, population.prior(), CostModel.from_alpha(alpha))
+    selective.update(np.concatenate(members))
+    n = cbf.num_keys
+    skip = selective.skip_threshold
+    nt = population.num_types
+    plain_fp, plain_fn = np.zeros(nt, dtype=np.int64), np.zeros(nt, dtype=np.int64)
+    fp, fn = np.zeros(nt, dtype=np.int64), np.zeros(nt, dtype=np.int64)
+    log_load = k * math.log(n * k / m)
+    saturation = (1 << counter_bits) - 1
+    exact_ints = k * math.log2(max(saturation, 2)) < 62  # the product of k counters fits an int64
+    for t, prior in enumerate(population.priors.tolist()):
+        log_threshold = math.log((1.0 - prior) / (alpha * prior)) + log_load
+        threshold = math.exp(log_threshold) * (1.0 - 1e-12)
+        for keys in population.type_keys(t):
+            counters = np.asarray(cbf.counters_many(keys)).reshape(len(keys), k)
+            if exact_ints:
+                product = counters[:, 0].astype(np.int64)
+                for j in range(1, k):
+                    product *= counters[:, j]
+                plain = product > 0
+            else:
+                plain = (counters > 0).all(axis=1)
+            truth = _truth_mask(members[t], keys)
+            plain_fp[t] += int(np.count_nonzero(plain & ~truth))
+            plain_fn[t] += int(np.count_nonzero(~plain & truth))
+            if prior < skip:
+                fn[t] += int(truth.sum())
+                continue
+            if exact_ints:
+                answer = product >= threshold
+            else:
+                with np.errstate(divide="ignore"):
+                    answer = plain & (np.log(counters.astype(np.float64)).sum(axis=1)
+                                      >= log_threshold - 1e-12 * max(1.0, abs(log_threshold)))
+            fp[t] += int(np.count_nonzero(answer & ~truth))
+            fn[t] += int(np.count_nonzero(~answer & truth))
+    out = TrialResults()
+    out.outcomes[("cbf", alpha, counters_per_key)] = Outcome(plain_fp, plain_fn)
+    out.outcomes[("selective_cbf", alpha, counters_per_key)] = Outcome(fp, fn)
+    return out
