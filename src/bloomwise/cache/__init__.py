@@ -2,7 +2,8 @@
 
 The engine is synchronous pure Python over the compiled filters, with no I/O: the simulator
 (``bloomwise.cache.simulation``, ``bloomwise simulate``) and the network proxy drive the same classes.
-See docs/cache.md.
+``bloomwise.cache.traces``: request records, trace readers and writers (Squid access.log, plain), the client ->
+proxy mapping and the synthetic workload generator. See docs/cache.md.
 """
 from bloomwise.cache.node import STATS_KEYS, CacheNode
 from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, POLICY_NAMES, IcpPolicy, NoCooperation,
@@ -11,6 +12,10 @@ from bloomwise.cache.store import (AVERAGE_DOCUMENT_SIZE, EVICTION_POLICIES, Doc
                                    FIFOPolicy, LRUPolicy)
 from bloomwise.cache.summary import (DEFAULT_MAX_SUMMARY_BYTES, SUMMARY_KINDS, PeerSummary, SummaryGap,
                                      SummaryPublisher, SummaryUpdate)
+from bloomwise.cache.traces import (
+    Request, SyntheticTrace, TraceError, TraceReader, assign_proxy, open_trace, read_plain_trace, read_squid_log,
+    request_key, write_plain_trace, write_squid_log,
+)
 
 __all__ = [
     # store
@@ -23,4 +28,7 @@ __all__ = [
     "ParadoxPolicy", "PeerState", "RoutingPolicy", "SummaryPolicy", "make_policy",
     # node
     "STATS_KEYS", "CacheNode",
+    # traces
+    "Request", "SyntheticTrace", "TraceError", "TraceReader", "assign_proxy", "open_trace", "read_plain_trace",
+    "read_squid_log", "request_key", "write_plain_trace", "write_squid_log",
 ]
