@@ -180,6 +180,8 @@ def test_receiver_follows_sender(batches, kind, wire):
         for put, i in batch:
             cache.put(url(i), 100) if put else cache.remove(url(i))
         update = pub.publish()
+        size = update.nbytes
+        assert size == len(update.to_bytes())
         peer.apply(update.to_bytes() if wire else update)
         assert np.array_equal(receiver_state(peer), sender_state(cache, kind))
         assert all(peer.may_contain(k) for k in cache.keys())  # no false negative from a fresh summary

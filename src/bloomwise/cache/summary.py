@@ -137,6 +137,22 @@ def _decode_positions(data: np.ndarray, count: int, num_bits: int) -> np.ndarray
     return positions
 
 
+def _net_flips(entries: np.ndarray) -> np.ndarray:
+    """Journal entries (position << 1 | new bit, in order) -> the positions whose bit differs from its value before
+    the first entry, sorted. A bit's first transition leaves the value it had; it ends changed iff its last
+    transition sets the same value. (``counting._net_changes`` does this with numpy; most deltas are small.)"""
+    if entries.size > 512:
+        from bloomwise.counting import _net_changes
+        return _net_changes(entries, 0, 0).positions
+    first: dict = {}
+    last: dict = {}
+    for entry in entries.tolist():
+        position = entry >> 1
+        first.setdefault(position, entry & 1)
+        last[position] = entry & 1
+    return np.array(sorted(p for p, bit in last.items() if first[p] == bit), dtype=np.uint64)
+
+
 def _pack_nibbles(values: np.ndarray) -> bytes:
     padded = np.zeros(values.size + (values.size & 1), dtype=np.uint8)
     padded[:values.size] = values
@@ -176,7 +192,7 @@ class SummaryUpdate:
     """
 
     __slots__ = ("kind", "version", "base_version", "origin", "num_bits", "num_hashes", "layout", "seed",
-                 "hash_scheme", "num_keys", "payload", "positions", "values", "_wire")
+                 "hash_scheme", "num_keys", "payload", "positions", "values", "_wire", "_body")
 
     def __init__(self, *, kind, version, base_version, origin, num_bits, num_hashes, layout, seed, hash_scheme,
                  num_keys, payload=None, positions=None, values=None):
@@ -196,6 +212,7 @@ class SummaryUpdate:
         self.positions = positions
         self.values = values
         self._wire = None
+        self._body = None
 
     @property
     def is_delta(self) -> bool:
@@ -224,7 +241,7 @@ class SummaryUpdate:
     def to_bytes(self) -> bytes:
         """The exact bytes sent to a peer (a bloomwise file of structure SUMMARY_UPDATE)."""
         if self._wire is None:
-            payload = self._payload_bytes()
+            payload = self._body if self._body is not None else self._payload_bytes()
             header = _format.Header(
                 structure=_format.Structure.SUMMARY_UPDATE, layout=_LAYOUTS[self.layout],
                 hash_scheme=_format.hash_scheme_id(self.hash_scheme), seed=self.seed, num_bits=self.num_bits,
@@ -234,8 +251,13 @@ class SummaryUpdate:
 
     @property
     def nbytes(self) -> int:
-        """``len(self.to_bytes())``: the bytes this update costs on the wire."""
-        return len(self.to_bytes())
+        """``len(self.to_bytes())``: the bytes this update costs on the wire (the 64-byte header and the payload;
+        computed without building the header)."""
+        if self._wire is not None:
+            return len(self._wire)
+        if self._body is None:
+            self._body = self._payload_bytes()
+        return _format.HEADER_SIZE + len(self._body)
 
     @classmethod
     def from_bytes(cls, data, *, max_size: int = DEFAULT_MAX_SUMMARY_BYTES) -> "SummaryUpdate":
@@ -381,12 +403,12 @@ class SummaryPublisher:
         if self._mark is None or not self._states:
             self._mark = filt.mark()
             return filt._bit_view()
-        changes = filt.changes_since(self._mark)
-        filt.trim_journal(changes.end)
-        self._mark = changes.end
+        entries, end = filt._journal_since(self._mark)
+        filt.trim_journal(end)
+        self._mark = end
         words = next(reversed(self._states.values()))[0].copy()
-        if len(changes):
-            positions = changes.positions
+        positions = _net_flips(entries)
+        if positions.size:
             index = (positions >> np.uint64(6)).astype(np.intp)
             np.bitwise_xor.at(words, index, np.uint64(1) << (positions & np.uint64(63)))
         return words
