@@ -346,6 +346,16 @@ class SquidDigestSummary:
         return cls(CacheDigest.from_bytes(data, max_mask_size=max_mask_size), version=version, nbytes=len(data))
 
     @property
+    def filter(self) -> CacheDigest:
+        """The digest itself (``key in summary.filter`` is what routing asks)."""
+        return self.digest
+
+    @property
+    def fpr(self) -> float:
+        """The digest's false-positive rate estimated from its fill: ``fill ** 4``."""
+        return self._fpr
+
+    @property
     def num_keys(self) -> int:
         """Entries the peer says it added (the control block's count)."""
         return self.digest.count
