@@ -76,14 +76,16 @@ class PeerLink:
         config = self.proxy.config
         delay = min(config.max_retry_after, config.retry_after * 2 ** (self.consecutive_failures - 1))
         self.retry_at = time.monotonic() + delay
-        if self.healthy:
-            log.warning("%s: peer %s marked unhealthy (%s); retry in %.1f s", self.proxy.name, self.url, reason, delay)
+        if self.healthy:  # a peer never reached yet (still starting) is only worth an info line
+            log.log(logging.WARNING if self.kind else logging.INFO, "%s: peer %s marked unhealthy (%s); retry in "
+                    "%.1f s", self.proxy.name, self.url, reason, delay)
         self.healthy = False
         self.proxy.node.set_peer_health(self.url, False)
         self._wake.set()  # let the pull loop schedule the retry
 
     def notify(self) -> None:
-        """The peer said it has a new summary version: pull now."""
+        """The peer said it has a new summary version (or that it started): pull now, even if it was unhealthy."""
+        self.retry_at = 0.0
         self._wake.set()
 
     def stats(self) -> dict:
