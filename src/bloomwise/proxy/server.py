@@ -98,6 +98,8 @@ class BloomwiseProxy:
         self.counters = {key: 0 for key in (
             "requests_total", "pass_through", "cache_bypassed", "peer_failures", "summaries_rejected",
             "notifies_sent", "notifies_received", "digests_served", "loops_refused", "summaries_served")}
+        #: where a miss's time goes: the summary decision (node.route) against the whole miss (peers + origin)
+        self.timing = {"misses": 0, "miss_seconds": 0.0, "route_seconds": 0.0}
         self.session = None
         self.started_monotonic = time.monotonic()
         self._runner = None
@@ -314,7 +316,20 @@ class BloomwiseProxy:
         doc = node.lookup(key)
         if doc is not None:
             return self._respond_document(doc, "HIT")
-        links = [self.links[p] for p in node.route(key) if p in self.links]
+        miss_started = time.perf_counter()
+        try:
+            return await self._miss(request, url, key, miss_started)
+        finally:
+            timing = self.timing
+            timing["misses"] += 1
+            timing["miss_seconds"] += time.perf_counter() - miss_started
+
+    async def _miss(self, request, url: str, key: str, started: float):
+        """A local miss: the peers the policy names (the summary decision, timed), then the origin."""
+        node, method, headers = self.node, request.method, request.headers
+        order = node.route(key)
+        self.timing["route_seconds"] += time.perf_counter() - started
+        links = [self.links[p] for p in order if p in self.links]
         if node.policy.sequential:  # paradox: one at a time in the optimal order, stop at the first hit
             answers = []
             for link in links:
@@ -482,6 +497,10 @@ class BloomwiseProxy:
                         "origin": f"{self.node.publisher.origin:016x}", "kind": self.config.summary_kind},
         })
         out.update(self.counters)
+        timing = self.timing
+        out["timing"] = {"misses": timing["misses"], "miss_seconds": round(timing["miss_seconds"], 6),
+                         "route_seconds": round(timing["route_seconds"], 6),
+                         "route_share": timing["route_seconds"] / timing["miss_seconds"] if timing["misses"] else None}
         return out
 
 
