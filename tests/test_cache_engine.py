@@ -367,11 +367,11 @@ def test_online_prior_equals_sampled_prior():
     assert OnlinePrior(initial=0.3).estimate() == 0.3
 
 
-def summaries_for(groups, kind="counters"):
+def summaries_for(groups, kind="counters", bits_per_entry=8):
     """One PeerSummary per group of document numbers."""
     out = []
     for j, docs in enumerate(groups):
-        cache = DocumentCache(10**6, expected_entries=50, bits_per_entry=8, seed=j)
+        cache = DocumentCache(10**6, expected_entries=50, bits_per_entry=bits_per_entry, seed=j)
         for i in docs:
             cache.put(url(i), 10)
         s = PeerSummary()
@@ -413,8 +413,10 @@ def test_paradox_outcome_prior_learns_and_stops_asking():
 
 def test_paradox_mixture_prior_estimates_membership():
     """q = P + (1 - P) FPR inverted: keys drawn uniformly from 400, of which the peer holds 40 (P = 0.1).
-    Deterministic keys; the tolerance is about 6 standard deviations of the mean of 4000 samples."""
-    summaries = summaries_for([range(0, 40)], kind="bits")
+    Deterministic keys; the tolerance is about 6 standard deviations of the mean of 4000 samples. Two bits per entry:
+    the summary's FPR is large, so the fraction of "maybe" answers (about 0.1 + 0.9 FPR) is far from the prior."""
+    summaries = summaries_for([range(0, 40)], kind="bits", bits_per_entry=2)
+    assert summaries[0].fpr > 0.2
     peers = [PeerState("a", summaries[0], 1.0, True)]
     policy = ParadoxPolicy(prior_window=1e9)
     assert policy.prior("a", summaries[0]) == 1.0  # no sample yet: initial_prior
