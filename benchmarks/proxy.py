@@ -236,16 +236,19 @@ def median_of(runs, *path):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: 200 requests, 1 run, short churn")
-    parser.add_argument("--requests", type=int, default=3000, help="documents per workload (default 3000)")
+    parser.add_argument("--requests", type=int, help="documents per workload (default 3000; quick 200)")
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--churn-seconds", type=float, default=20.0)
-    parser.add_argument("--churn-rate", type=float, default=100.0, help="new documents per second at P0")
+    parser.add_argument("--runs", type=int, help="runs per figure (default 3; quick 1)")
+    parser.add_argument("--churn-seconds", type=float, help="seconds of churn per threshold (default 20; quick 3)")
+    parser.add_argument("--churn-rate", type=float, help="new documents per second at P0 (default 100; quick 50)")
     parser.add_argument("--no-squid", action="store_true")
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
-    if args.quick:
-        args.requests, args.runs, args.churn_seconds, args.churn_rate = 200, 1, 3.0, 50.0
+    defaults = dict(requests=200, runs=1, churn_seconds=3.0, churn_rate=50.0) if args.quick else \
+        dict(requests=3000, runs=3, churn_seconds=20.0, churn_rate=100.0)
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     use_squid = not args.no_squid and squid_binary() is not None
     from measure import machine
     try:

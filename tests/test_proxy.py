@@ -3,6 +3,7 @@ digest it serves. Every body that comes back is compared with the origin's docum
 import asyncio
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from proxy_support import (aiohttp, config, eventually, get, get_checked, origin_and_proxies, run)
 from bloomwise.cache.squid_digest import DIGEST_PATH, CacheDigest
@@ -45,6 +46,21 @@ def test_freshness_and_request_directives():
     assert http_cache.only_if_cached({"cache-control": "max-stale, only-if-cached"})
     assert http_cache.end_to_end_headers({"Connection": "close, X-Hop", "X-Hop": "1", "Keep-Alive": "5",
                                           "Transfer-Encoding": "chunked", "ETag": '"e"'}) == {"ETag": '"e"'}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["Cache-Control", "Expires", "Date", "Last-Modified", "Age", "Vary",
+                                        "Pragma", "Authorization"]), st.text(max_size=40), max_size=6),
+       st.integers(100, 599))
+def test_cache_rules_never_crash_on_odd_headers(headers, status):
+    lifetime = http_cache.freshness_lifetime(status, headers)
+    assert lifetime is None or lifetime >= 0
+    storable = http_cache.response_is_storable("GET", headers, status, headers)
+    assert storable in (True, False)
+    if storable:
+        assert status == 200 and lifetime > 0
+    http_cache.is_fresh(headers, stored_at=0.0)
+    http_cache.request_may_use_cache("GET", headers)
 
 
 # -- one proxy --------------------------------------------------------------------------------------------------------
@@ -186,4 +202,6 @@ def test_squid_digest_served_by_a_bloomwise_proxy():
             # Squid asks with an absolute URL naming the proxy itself
             async with session.get(a.url + DIGEST_PATH, proxy=a.url) as reply:
                 assert CacheDigest.from_bytes(await reply.read()) == digest
+            async with session.get(f"http://localhost:{a.config.port}{DIGEST_PATH}", proxy=a.url) as reply:
+                assert CacheDigest.from_bytes(await reply.read()) == digest   # named by a host name
     run(scenario())

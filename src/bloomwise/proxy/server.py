@@ -193,8 +193,10 @@ class BloomwiseProxy:
             port = parts.port or 80
         except ValueError:
             return False
-        return port == self.config.port and parts.hostname in {self.config.host, "localhost", "127.0.0.1", "::1"} \
-            and (parts.path.startswith("/bloomwise/") or parts.path.startswith("/squid-internal-"))
+        # Any host name on this port: a Squid sibling names this proxy as its cache_peer line does (a host name,
+        # not necessarily the address listened on), and no origin is expected to serve these paths.
+        return port == self.config.port and (parts.path.startswith("/bloomwise/")
+                                             or parts.path.startswith("/squid-internal-periodic/"))
 
     async def _internal(self, request, target: str):
         from aiohttp import web
@@ -475,7 +477,8 @@ class BloomwiseProxy:
         from aiohttp import web
 
         headers = self._client_headers(dict(doc.headers or {}), cache_state)
-        headers["Age"] = str(int(max(0.0, time.time() - doc.stored_at)))
+        age_at_arrival = http_cache._seconds(headers.get("Age")) or 0.0
+        headers["Age"] = str(int(max(0.0, time.time() - doc.stored_at) + age_at_arrival))
         return web.Response(status=200, body=doc.body or b"", headers=headers)
 
     # -- stats ------------------------------------------------------------------------------------------------
