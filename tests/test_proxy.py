@@ -205,3 +205,22 @@ def test_squid_digest_served_by_a_bloomwise_proxy():
             async with session.get(f"http://localhost:{a.config.port}{DIGEST_PATH}", proxy=a.url) as reply:
                 assert CacheDigest.from_bytes(await reply.read()) == digest   # named by a host name
     run(scenario())
+
+
+def test_misses_go_to_the_parent_when_there_is_one():
+    async def scenario():
+        async with origin_and_proxies(config(name="P")) as (origin, (parent,), session):
+            from bloomwise.proxy.server import BloomwiseProxy
+
+            child = await BloomwiseProxy(config(name="C", parent=parent.url)).start()
+            try:
+                for i in range(5):
+                    await get_checked(session, child.url, origin, f"/doc/{i}")
+                assert parent.stats()["requests"] == 5 and parent.stats()["origin_fetches"] == 5
+                assert child.stats()["origin_fetches"] == 5            # "origin" here is the parent
+                headers = await get_checked(session, child.url, origin, "/doc/1")
+                assert headers["X-Cache"].startswith("HIT")
+                assert parent.stats()["requests"] == 5 and origin.served["doc"] == 5
+            finally:
+                await child.stop()
+    run(scenario())
