@@ -114,7 +114,8 @@ async def bloomwise_run(origin, n, concurrency, summary_kind):
     """Local hits on P0, remote hits at P1 (served by P0), and misses at P1 (to the origin): one run."""
     ports = [free_port(), free_port()]
     urls = [f"http://127.0.0.1:{ports[i]}" for i in range(2)]
-    extra = ["--summary-interval", "1", "--summary-kind", summary_kind, "--update-threshold", "1%"]
+    extra = ["--summary-interval", "1", "--summary-kind", summary_kind, "--update-threshold", "1%",
+             "--mean-document-size", str(MEAN_SIZE)]
     p0, u0 = start_proxy(ports[0], [urls[1]], extra)
     p1, u1 = start_proxy(ports[1], [urls[0]], extra)
     try:
@@ -147,7 +148,7 @@ async def bloomwise_run(origin, n, concurrency, summary_kind):
 
 async def squid_run(origin, n, concurrency):
     """The same local-hit and remote-hit workloads through Squid: S0 warmed, S1 its digest sibling."""
-    s0 = await asyncio.to_thread(SquidProcess(digest_period=1, cache_mem_mb=256).start)
+    s0 = await asyncio.to_thread(SquidProcess(digest_period=3, cache_mem_mb=256).start)
     s1 = None
     try:
         held = [f"{origin}/doc/{i}" for i in range(n)]
@@ -161,11 +162,11 @@ async def squid_run(origin, n, concurrency):
                 d = CacheDigest.from_bytes(await asyncio.to_thread(s0.fetch_digest))
             except OSError:
                 return False
-            return all(d.contains_url(u) for u in held[:50])
+            return all(d.contains_url(u) for u in held)
         await wait_until(digest_complete, 60, "Squid's digest")
         s1 = await asyncio.to_thread(SquidProcess(peers=[SquidPeer("127.0.0.1", s0.port)], cache_mem_mb=256).start)
         await load(s1.proxy_url, [f"{origin}/doc/{2 * n + 5}"], 1)               # makes S1 fetch S0's digest
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(3.0)
         rps, lat, tags = await load(s1.proxy_url, held, concurrency)
         log = s1.access_log_lines()
         sibling_hits = sum("CD_SIBLING_HIT" in line for line in log)
@@ -181,7 +182,7 @@ async def churn_run(origin, seconds, rate, threshold, cache_size):
     """Summary bytes per second between two proxies while P0's cache turns over at ``rate`` new documents/s."""
     ports = [free_port(), free_port()]
     urls = [f"http://127.0.0.1:{ports[i]}" for i in range(2)]
-    extra = ["--summary-interval", "1", "--update-threshold", threshold]
+    extra = ["--summary-interval", "1", "--update-threshold", threshold, "--mean-document-size", str(MEAN_SIZE)]
     p0, u0 = start_proxy(ports[0], [urls[1]], extra + ["--cache-size", cache_size])
     p1, u1 = start_proxy(ports[1], [urls[0]], extra)
     try:

@@ -35,6 +35,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 def _proxy_options(args) -> list[str]:
     out = ["--cache-size", args.cache_size, "--policy", args.policy, "--bits-per-entry", args.bits_per_entry,
            "--update-threshold", args.update_threshold, "--summary-kind", args.summary_kind,
+           "--mean-document-size", args.mean_document_size,
            "--summary-interval", args.summary_interval, "--peer-timeout", args.peer_timeout,
            "--origin-cost", args.origin_cost, "--log-level", args.log_level]
     if args.parent:

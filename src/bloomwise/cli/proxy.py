@@ -69,6 +69,9 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
     parser.add_argument("--update-threshold", default="1%", metavar="T",
                         help="publish a new summary when this fraction of the cached documents changed "
                              "(1%% or 0.01; default 1%%)")
+    parser.add_argument("--mean-document-size", default="8KiB", metavar="SIZE",
+                        help="mean document size expected: the summary is sized for cache size / this documents "
+                             "(default 8KiB)")
     parser.add_argument("--summary-kind", default="bits", choices=("bits", "counters"),
                         help="what peers receive: the bit array (Summary Cache) or the 4-bit counters (needed by "
                              "the paradox policy's Theorem 2 posterior; default bits)")
@@ -120,6 +123,7 @@ def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=N
         summary_interval=_seconds(args.summary_interval, "--summary-interval"),
         peer_timeout=_seconds(args.peer_timeout, "--peer-timeout"),
         origin_cost_ms=_seconds(args.origin_cost, "--origin-cost"),
+        mean_document_size=parse_size_bytes(args.mean_document_size, "--mean-document-size"),
     )
 
 

@@ -74,8 +74,9 @@ class ProxyConfig:
     max_summary_bytes: int = 64 * 2**20
     max_object_size: Optional[int] = None  # largest body stored (default: cache_size / 8, at most 64 MiB)
     digest_period: float = 2.0           # seconds a served Squid digest is reused before it is rebuilt
+    min_publish_interval: float = 0.1    # seconds between two summary publications, at least
     expected_entries: Optional[int] = None
-    mean_document_size: int = 8192
+    mean_document_size: int = 8192       # sizes the summary: expected documents = cache_size / this
 
     def __post_init__(self):
         if self.max_object_size is None:
@@ -104,6 +105,8 @@ class BloomwiseProxy:
         self.started_monotonic = time.monotonic()
         self._runner = None
         self._digest_cache: Optional[tuple] = None
+        self._publish_timer = None
+        self._last_publish = 0.0
         self._tasks: set = set()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -149,6 +152,9 @@ class BloomwiseProxy:
         return link
 
     async def stop(self) -> None:
+        if self._publish_timer is not None:
+            self._publish_timer.cancel()
+            self._publish_timer = None
         for link in self.links.values():
             await link.stop()
         for task in list(self._tasks):
@@ -262,12 +268,31 @@ class BloomwiseProxy:
         return web.Response(status=204)
 
     def _after_change(self) -> None:
-        """The cache changed: publish a summary version when the update threshold says so, and notify peers."""
+        """The cache changed: publish a summary version when the update threshold says so, and notify the peers.
+
+        Publications are at least ``min_publish_interval`` apart: while a cache is nearly empty, the threshold
+        (a fraction of the documents cached) is reached by almost every new document, and one version per
+        request would cost more than the requests. A publication due sooner waits (and covers every change until
+        then)."""
+        if self._publish_timer is not None or not self.node.summary_due():
+            return
+        wait = self._last_publish + self.config.min_publish_interval - time.monotonic()
+        if wait <= 0:
+            self._publish()
+        else:
+            self._publish_timer = asyncio.get_running_loop().call_later(wait, self._deferred_publish)
+
+    def _deferred_publish(self) -> None:
+        self._publish_timer = None
         if self.node.summary_due():
-            update = self.node.publish_summary()
-            for link in self.links.values():
-                if link.kind != "squid" and link.healthy:
-                    self._spawn(self._notify_one(link, update.version))
+            self._publish()
+
+    def _publish(self) -> None:
+        self._last_publish = time.monotonic()
+        update = self.node.publish_summary()
+        for link in self.links.values():
+            if link.kind != "squid" and link.healthy:
+                self._spawn(self._notify_one(link, update.version))
 
     async def _notify_one(self, link: PeerLink, version: int) -> None:
         import aiohttp
