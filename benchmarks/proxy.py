@@ -195,6 +195,8 @@ async def churn_run(origin, seconds, rate, threshold, cache_size):
             while True:
                 async with session.get(f"{origin}/doc/{i}", proxy=u0) as reply:
                     await reply.read()
+                    if reply.status != 200:
+                        raise RuntimeError(f"the origin has too few documents to fill {cache_size} ({i} used)")
                 i += 1
                 if i % 200 == 0:
                     stats0 = await fetch_json(u0 + "/bloomwise/stats")
@@ -259,7 +261,8 @@ def main(argv=None) -> int:
         kernels = "?"
 
     n = args.requests
-    origin_process, origin = start_origin(4 * n + 100)
+    # documents: the workloads use 0 .. 2n (and one more); the churn fills an 8 MiB cache, then adds rate * seconds
+    origin_process, origin = start_origin(max(4 * n + 100, 4000 + int(2 * args.churn_rate * args.churn_seconds)))
     results = {"machine": machine(), "kernels": kernels, "requests": n, "concurrency": args.concurrency,
                "runs": args.runs, "load_average": os.getloadavg(), "bloomwise": [], "squid": [], "churn": []}
     try:

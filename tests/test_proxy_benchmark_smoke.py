@@ -2,6 +2,7 @@
 interop tests cover it)."""
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -12,10 +13,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_quick_proxy_benchmark_writes_its_report(tmp_path):
-    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "proxy.py"), "--quick", "--no-squid",
-                          "--requests", "100", "--churn-seconds", "1", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=400)
-    assert run.returncode == 0, run.stderr[-3000:]
+    # its own process group, so that a time-out also ends the origin and proxies it started
+    process = subprocess.Popen([sys.executable, os.path.join(ROOT, "benchmarks", "proxy.py"), "--quick",
+                                "--no-squid", "--requests", "100", "--churn-seconds", "1", "--out", str(tmp_path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, stderr = process.communicate(timeout=400)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+    assert process.returncode == 0, stderr[-3000:]
     [raw] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
     results = json.loads(raw.read_text())
     [b] = results["bloomwise"]
