@@ -110,3 +110,10 @@ def test_missing_or_bad_trace(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main(["simulate", "--proxies", "2"])  # neither --trace nor --synthetic
     assert info.value.code == 2
+
+
+def test_plot_without_sweep(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    code, out, err = run_cli(["simulate", *SMALL, "--policy", "icp,summary", "--plot", str(tmp_path)], capsys)
+    assert code == 0, err
+    assert (tmp_path / "policies.png").read_bytes()[:4] == b"\x89PNG"
