@@ -320,9 +320,12 @@ def format_report(results, use_squid) -> str:
         f"summary decision {median_of(b, 'miss', 'route_us_per_miss'):.1f} us = "
         f"{100 * median_of(b, 'miss', 'route_share'):.2f}% of the miss")
     if s:
+        sibling = median_of(s, 'remote', 'remote_hit_fraction')
+        remote_ratio = f"{median_of(b, 'remote', 'rps') / median_of(s, 'remote', 'rps'):.2f}x" if sibling >= 0.9 else \
+            (f"not comparable: only {100 * sibling:.0f}% of Squid's requests went to its sibling (CD_SIBLING_HIT), "
+             f"the rest went direct to the loopback origin")
         lines += ["", "Ratios bloomwise / Squid (requests/s): local hits "
-                  f"{median_of(b, 'local', 'rps') / median_of(s, 'local', 'rps'):.2f}x, remote hits "
-                  f"{median_of(b, 'remote', 'rps') / median_of(s, 'remote', 'rps'):.2f}x."]
+                  f"{median_of(b, 'local', 'rps') / median_of(s, 'local', 'rps'):.2f}x, remote hits {remote_ratio}."]
     lines += ["", "Summary traffic at a given churn (P0's cache full, new documents at a fixed rate; P1 pulls every "
               "second and on notify):", "", "| update threshold | cached documents | new documents/s | summary versions/s | "
               "summary bytes/s at P1 | whole filter bytes |", "|---|---|---|---|---|---|"]
