@@ -323,7 +323,8 @@ def format_report(results, use_squid) -> str:
         sibling = median_of(s, 'remote', 'remote_hit_fraction')
         remote_ratio = f"{median_of(b, 'remote', 'rps') / median_of(s, 'remote', 'rps'):.2f}x" if sibling >= 0.9 else \
             (f"not comparable: only {100 * sibling:.0f}% of Squid's requests went to its sibling (CD_SIBLING_HIT), "
-             f"the rest went direct to the loopback origin")
+             f"the rest went direct to the loopback origin (consistent with Squid bug 5510, fixed after 5.7: the receiver corrupted a "
+             f"peer's digest mask)")
         lines += ["", "Ratios bloomwise / Squid (requests/s): local hits "
                   f"{median_of(b, 'local', 'rps') / median_of(s, 'local', 'rps'):.2f}x, remote hits {remote_ratio}."]
     lines += ["", "Summary traffic at a given churn (P0's cache full, new documents at a fixed rate; P1 pulls every "
