@@ -224,3 +224,24 @@ def test_misses_go_to_the_parent_when_there_is_one():
             finally:
                 await child.stop()
     run(scenario())
+
+
+def test_stats_carry_what_the_issue_and_the_page_need():
+    async def scenario():
+        async with origin_and_proxies(config(name="A"), config(name="B")) as (origin, (a, b), session):
+            await get_checked(session, a.url, origin, "/doc/1")
+            await eventually(lambda: b.node.peer(a.url).summary is not None, what="a summary at B")
+            async with session.get(b.url + "/bloomwise/stats") as reply:
+                stats = await reply.json()
+            for key in ("requests", "local_hits", "remote_hits", "false_hits", "false_misses", "peer_queries",
+                        "origin_fetches", "summary_bytes_in", "summary_bytes_out", "peer_queries_served", "name",
+                        "listen", "uptime_seconds", "hit_ratio", "timing"):
+                assert key in stats, key
+            peer = stats["peers"][a.url]
+            for key in ("summary_version", "summary_age_seconds", "summary_bytes", "cost", "healthy", "rtt_ms",
+                        "kind", "failures", "summary_origin"):
+                assert key in peer, key
+            assert stats["name"] == "B" and stats["listen"] == b.url and peer["kind"] == "bloomwise"
+            assert peer["summary_age_seconds"] >= 0 and peer["rtt_ms"] > 0
+            assert peer["cost"] == pytest.approx(peer["rtt_ms"], abs=0.001)   # tau = the measured RTT (ms)
+    run(scenario())

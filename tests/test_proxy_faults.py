@@ -266,3 +266,14 @@ def test_cluster_command_starts_and_stops_on_ctrl_c():
         host, port = url.rsplit("/", 1)[1].rsplit(":", 1)
         with pytest.raises(OSError):
             socket.create_connection((host, int(port)), timeout=2).close()
+
+
+def test_proxy_on_a_busy_port_fails_with_a_clear_message(capsys):
+    from bloomwise.cli import main
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        assert main(["proxy", "--listen", f"127.0.0.1:{port}"]) == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
