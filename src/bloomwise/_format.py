@@ -92,6 +92,7 @@ class Structure(enum.IntEnum):
     SCALABLE = 4
     GENERALIZED = 5
     RETOUCHED = 6
+    SUMMARY_UPDATE = 7  # a cache summary on the wire (bloomwise.cache.summary): whole or delta, bits or counters
 
 
 class Layout(enum.IntEnum):
@@ -157,6 +158,7 @@ _CLASS_NAMES = {
     Structure.SCALABLE: "ScalableBloomFilter",
     Structure.GENERALIZED: "GeneralizedBloomFilter",
     Structure.RETOUCHED: "RetouchedBloomFilter",
+    Structure.SUMMARY_UPDATE: "SummaryUpdate",
 }
 
 
