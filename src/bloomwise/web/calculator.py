@@ -73,7 +73,7 @@ def solve(values: dict, layout: str) -> theory.Plan:
         message = str(error)
         given = [name for name, value in inputs.items() if value is not None]
         field = "_form"
-        if "m=" in message and "cannot hold" in message:
+        if "m=" in message and "cannot hold" in message or "num_bits must be a multiple" in message:
             field = "m"
         elif message.startswith("k ") or " k must" in message:
             field = "k"

@@ -136,6 +136,18 @@ def check_stats(data) -> dict:
     return out
 
 
+async def _read_bounded(stream, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the body (a body this long is refused: the allocation stays bounded)."""
+    parts, size = [], 0
+    while size < limit:
+        chunk = await stream.read(limit - size)
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+    return b"".join(parts)
+
+
 async def _fetch_one(session, address: str) -> dict:
     import aiohttp
 
@@ -143,7 +155,7 @@ async def _fetch_one(session, address: str) -> dict:
     result = {"address": address, "ok": False, "stats": None, "error": None}
     try:
         async with session.get(f"http://{address}{STATS_PATH}", allow_redirects=False) as response:
-            body = await response.content.read(MAX_STATS_BYTES + 1)
+            body = await _read_bounded(response.content, MAX_STATS_BYTES + 1)
             if response.status != 200:
                 result["error"] = f"HTTP {response.status} from {STATS_PATH}"
             elif len(body) > MAX_STATS_BYTES:
@@ -154,7 +166,8 @@ async def _fetch_one(session, address: str) -> dict:
     except asyncio.TimeoutError:
         result["error"] = f"no answer within {TIMEOUT_SECONDS:g} s"
     except aiohttp.ClientError as error:
-        result["error"] = f"cannot connect: {error.__class__.__name__}: {str(error)[:200]}"
+        reason = getattr(error, "os_error", None) or error
+        result["error"] = f"cannot reach it: {getattr(reason, 'strerror', None) or str(reason)[:200]}"
     except (UnicodeDecodeError, json.JSONDecodeError):
         result["error"] = "the answer is not JSON"
     except ValueError as error:

@@ -61,9 +61,9 @@ def _counting(values: dict, alpha: float) -> dict:
     return {
         "counters": counters, "k": k, "m": m, "n": n, "product": product,
         "posterior": chance, "decision_threshold": threshold, "present": chance >= threshold,
-        "decision": ("answer present: the counters make membership likely enough" if chance >= threshold else
-                     "answer absent" + (": a counter is 0" if product == 0 else
-                                        ": the counters are not enough evidence for this prior")),
+        "decision": ("answer \"present\": these counters make membership likely enough" if chance >= threshold
+                     else "answer \"absent\"" + (": a counter is 0" if product == 0 else
+                                                  ": these counters are not enough evidence at this prior")),
     }
 
 
@@ -89,8 +89,8 @@ def explore(query: Mapping[str, str]) -> dict:
         "threshold_prior": threshold_prior,
         "decision_threshold": paradox.decision_threshold(alpha),
         "paradox": is_paradox,
-        "decision": ("ignore a positive answer: answer absent without asking the filter" if is_paradox else
-                     "trust a positive answer: answer present"),
+        "decision": ("ignore the filter's positive answer for this key (answer \"absent\" without asking)"
+                     if is_paradox else "trust the filter's positive answer (answer \"present\")"),
         "min_bits_per_key": None if math.isinf(needed) else needed,
         "counting": _counting(values, alpha),
     }

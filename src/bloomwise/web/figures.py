@@ -102,8 +102,8 @@ def posterior_figure(prior: float, fpr: float) -> str:
         for rate, label in lines:
             axes.loglog(priors, paradox.posterior(priors, rate), linewidth=1.0, color=_COLOURS["best"],
                         alpha=0.5 + 0.1 * math.log10(1 / rate))
-            y = float(paradox.posterior(1e-8, rate))
-            axes.annotate(label, (1e-8, y), textcoords="offset points", xytext=(2, 3), fontsize=7,
+            y = float(paradox.posterior(1e-7, rate))
+            axes.annotate(label, (1e-7, y), textcoords="offset points", xytext=(2, 3), fontsize=7,
                           color="#555555")
         axes.loglog(priors, paradox.posterior(priors, fpr), linewidth=2.0, color=_COLOURS["current"],
                     label=f"this filter: FPR = {fpr:.3g}")
@@ -129,8 +129,8 @@ def bits_figure(prior: float, alpha: float, bits_per_key: float) -> str:
     def draw(axes):
         for a in alphas:
             axes.semilogx(priors, needed(a), linewidth=1.0, color=_COLOURS["best"], linestyle="--")
-            y = paradox.min_bits_per_item(1e-10, a)
-            axes.annotate(f"α = {a:g}", (1e-10, y), textcoords="offset points", xytext=(3, 3), fontsize=7,
+            y = paradox.min_bits_per_item(1e-3, a)
+            axes.annotate(f"α = {a:g}", (1e-3, y), textcoords="offset points", xytext=(3, 3), fontsize=7,
                           color="#555555")
         current = needed(alpha)
         axes.semilogx(priors, current, linewidth=2.0, color=_COLOURS["current"], label=f"α = {alpha:g}")
@@ -138,7 +138,8 @@ def bits_figure(prior: float, alpha: float, bits_per_key: float) -> str:
                           label=f"paradox region for α = {alpha:g}")
         _mark(axes, prior, bits_per_key, f"prior {prior:.3g}, {bits_per_key:g} bits/key")
         axes.set_xlim(1e-10, 1.0)
-        axes.set_ylim(0, max(50.0, bits_per_key * 1.1))
+        top = max(paradox.min_bits_per_item(1e-10, min([alpha, *alphas])), bits_per_key) * 1.05
+        axes.set_ylim(0, top)
         axes.set_xlabel("a-priori membership probability Pr(x ∈ S)")
         axes.set_ylabel("bits per key needed (m / n)")
         axes.set_title("Fig. 2(b): where the Bloom paradox ends")
@@ -166,14 +167,16 @@ def counting_figure(counting: dict, prior: float, alpha: float) -> str:
     threshold = paradox.decision_threshold(alpha)
 
     def draw(axes):
-        axes.semilogx(products[order], chances[order], linewidth=2.0, color=_COLOURS["current"],
-                      label=f"posterior, k = {k}, m = {m:,}, n = {n:,}")
+        axes.loglog(products[order], chances[order], linewidth=2.0, color=_COLOURS["current"],
+                    label=f"posterior, k = {k}, m = {m:,}, n = {n:,}")
         axes.axhline(threshold, color=_COLOURS["partitioned"], linestyle="--", linewidth=1.2,
                      label=f"decide present above 1/(1+α) = {threshold:.3g}")
         if counting["product"] > 0:
             _mark(axes, counting["product"], counting["posterior"],
                   f"counters {', '.join(map(str, counting['counters']))}")
-        axes.set_ylim(-0.02, 1.02)
+        positive = chances[chances > 0]
+        low = float(np.min(positive)) if positive.size else 1e-6
+        axes.set_ylim(max(min(low, threshold) / 3.0, 1e-300), 1.5)
         axes.set_xlabel(f"product of the key's {k} counters")
         axes.set_ylabel("Pr(x ∈ S | counters)")
         axes.set_title(f"Theorem 2: counting filter, prior {prior:.3g}")

@@ -18,7 +18,9 @@ __all__ = ["InputError", "Fields", "MAX_KEYS", "MAX_BITS", "MAX_HASHES", "MAX_TE
 MAX_KEYS = 10 ** 15          # keys: a petabyte-scale set is the largest a calculator needs to size
 MAX_BITS = 2 ** 60           # bits: 128 PiB
 MAX_HASHES = 100             # hash functions: optimal k for p = 1e-30 is ~100
-MAX_TEXT = 100               # characters in one field
+MAX_TEXT = 200               # characters in one field
+_EXPONENT = re.compile(r"[eE]\s*([+-]?\d+)")
+_MAX_EXPONENT = 40           # 1e40 is beyond every bound above; 1e999999999 would be a 400 MB integer
 MAX_ALPHA = 1e12             # W_FN / W_FP
 MAX_BITS_PER_KEY = 200.0     # the paradox explorer's m/n (2^-(ln2 200) is below 1e-41)
 MAX_COUNTERS = 64            # counters of one key in the Theorem 2 panel (k)
@@ -71,6 +73,10 @@ class Fields:
     def _read(self, name: str, reader, *args):
         text = self.text(name)
         if text is None:
+            return None
+        exact = reader is not parse_probability  # the exact readers build an int: bound its size first
+        if exact and any(abs(int(exponent)) > _MAX_EXPONENT for exponent in _EXPONENT.findall(text)):
+            self.errors[name] = f"{name} {text[:40]!r}: the exponent is out of range (at most e{_MAX_EXPONENT})"
             return None
         try:
             return reader(text, *args)

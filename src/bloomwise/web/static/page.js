@@ -155,7 +155,17 @@ function renderPlan(answer, query) {
   setText("build-cli-note", "The command " + answer.build.cli_note + ".");
   setText("build-python", answer.build.python);
   setText("build-python-counting", answer.build.python_counting);
-  $("plan-plot").src = "/api/plan.svg?" + query;
+  setPlot("plan-plot", "/api/plan.svg?" + query);
+}
+
+// A plot's <img> says when its SVG has arrived: data-loaded="true" (or "error"), "false" while it loads.
+function setPlot(id, url) {
+  const image = $(id);
+  if (image.getAttribute("src") === url) return;
+  image.dataset.loaded = "false";
+  image.onload = () => { image.dataset.loaded = "true"; };
+  image.onerror = () => { image.dataset.loaded = "error"; };
+  image.src = url;
 }
 
 function tableRow(cells, className, testId, lastSpan) {
@@ -214,9 +224,9 @@ async function updateParadox() {
   setText("counting-facts", `Counters ${c.counters.join(", ")} (k = ${c.k}) multiply to ${fmtInt(c.product)}; ` +
     `in a filter of ${fmtInt(c.m)} counters holding ${fmtInt(c.n)} keys, Pr(key in the set | counters) = ` +
     `${fmt(c.posterior)} against the threshold ${fmt(c.decision_threshold)}.`);
-  $("posterior-plot").src = "/api/paradox/posterior.svg?" + query;
-  $("bits-plot").src = "/api/paradox/bits.svg?" + query;
-  $("counting-plot").src = "/api/paradox/counting.svg?" + query;
+  setPlot("posterior-plot", "/api/paradox/posterior.svg?" + query);
+  setPlot("bits-plot", "/api/paradox/bits.svg?" + query);
+  setPlot("counting-plot", "/api/paradox/counting.svg?" + query);
 }
 
 // ---- cluster ----
@@ -274,7 +284,7 @@ const PROXY_FIELDS = [
 ];
 const PEER_FIELDS = [
   ["summary_version", "summary version", fmtInt], ["summary_age_seconds", "summary age (s)", (x) => fmt(x, 3)],
-  ["summary_bytes", "summary bytes", fmtInt], ["rtt_ms", "round trip (ms)", (x) => fmt(x, 3)],
+  ["summary_bytes", "summary bytes", fmtInt], ["rtt_ms", "RTT (ms)", (x) => fmt(x, 3)],
   ["cost", "cost", (x) => fmt(x, 3)], ["healthy", "healthy", (x) => x == null ? "n/a" : x ? "yes" : "no"],
 ];
 
@@ -309,9 +319,11 @@ function renderCluster(proxies) {
     if (stats.peers && stats.peers.length) {
       const table = document.createElement("table");
       table.className = "numbers peers";
-      table.appendChild(tableRow(["peer", ...PEER_FIELDS.map((field) => field[1])]));
+      const head = table.createTHead();
+      head.appendChild(tableRow(["peer", ...PEER_FIELDS.map((field) => field[1])]));
+      table.createTBody();
       for (const peer of stats.peers) {
-        table.appendChild(tableRow([peer.peer, ...PEER_FIELDS.map(([key, , format]) => format(peer[key]))],
+        table.tBodies[0].appendChild(tableRow([peer.peer, ...PEER_FIELDS.map(([key, , format]) => format(peer[key]))],
                                    peer.healthy === false ? "unhealthy" : "", "peer-" + peer.peer));
       }
       card.appendChild(table);
