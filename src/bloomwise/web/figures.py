@@ -37,7 +37,8 @@ def _render(draw) -> str:
     from matplotlib.figure import Figure
 
     with _LOCK, matplotlib.rc_context(_STYLE):
-        figure = Figure(figsize=_SIZE, layout="constrained")
+        figure = Figure(figsize=_SIZE)
+        figure.subplots_adjust(left=0.13, right=0.97, bottom=0.14, top=0.91)
         axes = figure.add_subplot()
         draw(axes)
         axes.grid(True, which="major", linewidth=0.4, alpha=0.5)

@@ -103,20 +103,14 @@ def _svg(text: str) -> web.Response:
     return web.Response(text=text, content_type="image/svg+xml")
 
 
-def _plan_svg_sync(query: dict) -> str:
-    values = calculator.read_plan_inputs(query)
-    return figures.fpr_figure(calculator.solve(values, values["layout"]))
-
-
-async def _plan_svg(request: web.Request) -> web.Response:
-    return _svg(await _in_thread(_plan_svg_sync, _query(request)))
-
-
-async def _paradox(request: web.Request) -> web.Response:
-    return web.json_response(await _in_thread(explorer.explore, _query(request)))
-
-
-def _paradox_svg_sync(name: str, query: dict) -> str:
+@functools.lru_cache(maxsize=128)
+def _figure(name: str, fields: tuple) -> str:
+    """The SVG of figure ``name`` for these fields; drawing takes ~0.3-1 s, so recent ones are kept (a reload, a
+    return to earlier values). Bad fields raise InputError, which is not cached."""
+    query = dict(fields)
+    if name == "plan":
+        values = calculator.read_plan_inputs(query)
+        return figures.fpr_figure(calculator.solve(values, values["layout"]))
     answer = explorer.explore(query)
     inputs = answer["inputs"]
     if name == "posterior":
@@ -126,11 +120,28 @@ def _paradox_svg_sync(name: str, query: dict) -> str:
     return figures.counting_figure(answer["counting"], inputs["prior"], inputs["alpha"])
 
 
+def _fields(request: web.Request, names: Sequence[str]) -> tuple:
+    query = _query(request)
+    return tuple((name, query[name].strip()) for name in names if query.get(name, "").strip())
+
+
+_PLAN_FIELDS = ("n", "p", "m", "k", "layout")
+_PARADOX_FIELDS = ("prior", "alpha", "bpk", "counters", "cm", "cn")
+
+
+async def _plan_svg(request: web.Request) -> web.Response:
+    return _svg(await _in_thread(_figure, "plan", _fields(request, _PLAN_FIELDS)))
+
+
+async def _paradox(request: web.Request) -> web.Response:
+    return web.json_response(await _in_thread(explorer.explore, _query(request)))
+
+
 async def _paradox_svg(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     if name not in ("posterior", "bits", "counting"):
         raise web.HTTPNotFound(reason=f"no figure {name!r}")
-    return _svg(await _in_thread(_paradox_svg_sync, name, _query(request)))
+    return _svg(await _in_thread(_figure, name, _fields(request, _PARADOX_FIELDS)))
 
 
 async def _cluster(request: web.Request) -> web.Response:

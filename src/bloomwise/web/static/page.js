@@ -109,11 +109,12 @@ async function updatePlan() {
     showErrors(PLAN_FIELDS, answer.body.fields || {_form: answer.body.error}, "plan-form-error");
     results.classList.add("stale");
     for (const name of ["n", "p", "m", "k"]) $(name).placeholder = "";
-    return;
+  } else {
+    showErrors(PLAN_FIELDS, {}, "plan-form-error");
+    results.classList.remove("stale");
+    renderPlan(answer.body, query);
   }
-  showErrors(PLAN_FIELDS, {}, "plan-form-error");
-  results.classList.remove("stale");
-  renderPlan(answer.body, query);
+  results.dataset.answered = query;  // which fields the page now shows the answer for
 }
 
 function renderPlan(answer, query) {
@@ -197,6 +198,7 @@ async function updateParadox() {
     return;
   }
   const results = $("paradox-results");
+  results.dataset.answered = query;
   if (!answer.ok) {
     showErrors(PARADOX_FIELDS, answer.body.fields || {_form: answer.body.error}, "paradox-form-error");
     results.classList.add("stale");
