@@ -293,7 +293,21 @@ def test_cluster_shows_each_proxy_s_checked_stats(base):
     assert not down["ok"] and "cannot reach" in down["error"]
 
 
+async def _endless(request):
+    """A body that never ends (bounded here at 2 GiB): only a bounded read gets past it in time."""
+    response = web.StreamResponse()
+    await response.prepare(request)
+    chunk = b" " * 65536
+    try:
+        for _ in range(32768):
+            await response.write(chunk)
+    except (ConnectionError, RuntimeError):
+        pass
+    return response
+
+
 @pytest.mark.parametrize("answer, words", [
+    (lambda: _endless, "larger than"),
     (lambda: web.Response(text="not json"), "not JSON"),
     (lambda: web.json_response([1, 2]), "not a JSON object"),
     (lambda: web.Response(status=500, text="boom"), "HTTP 500"),

@@ -50,9 +50,12 @@ def app_in_thread(app: web.Application, host: str = "127.0.0.1"):
 
 
 def stats_app(get_stats) -> web.Application:
-    """A stand-in bloomwise proxy: ``GET /bloomwise/stats`` answers ``get_stats()`` (a dict, or a Response)."""
+    """A stand-in bloomwise proxy: ``GET /bloomwise/stats`` answers ``get_stats()`` (a dict, a Response, or a
+    handler coroutine function to answer with)."""
     async def stats(request):
         value = get_stats()
+        if asyncio.iscoroutinefunction(value):
+            return await value(request)
         return value if isinstance(value, web.StreamResponse) else web.json_response(value)
 
     app = web.Application()
