@@ -11,7 +11,7 @@ import importlib
 import sys
 from typing import Optional, Sequence
 
-SUBCOMMANDS = ("build", "query", "info", "plan", "serve")
+SUBCOMMANDS = ("build", "query", "info", "plan", "proxy", "cluster", "serve")
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 

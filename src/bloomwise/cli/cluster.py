@@ -1,0 +1,81 @@
+"""``bloomwise cluster``: a test origin and N bloomwise proxies on loopback, peered with each other; Ctrl-C stops all.
+
+Examples::
+
+    bloomwise cluster --proxies 3 --origin-documents 1000
+    bloomwise cluster --proxies 4 --origin-documents 10000 --policy paradox --summary-kind counters
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from bloomwise.cli._parse import parse_positive_int
+from bloomwise.cli.proxy import add_proxy_options
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "cluster", help="start N peered bloomwise proxies and a test origin on loopback (Ctrl-C stops them)",
+        description=__doc__.split("\n")[0].split(": ", 1)[1], epilog=__doc__.split("Examples::")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--proxies", default="3", metavar="N", help="number of proxies (default 3)")
+    parser.add_argument("--origin-documents", default="1000", metavar="D",
+                        help="documents the origin serves at /doc/0 .. /doc/D-1 (default 1000)")
+    parser.add_argument("--mean-size", default="4096", metavar="BYTES", help="mean document size (default 4096)")
+    add_proxy_options(parser, listen=False)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _proxy_options(args) -> list[str]:
+    out = ["--cache-size", args.cache_size, "--policy", args.policy, "--bits-per-entry", args.bits_per_entry,
+           "--update-threshold", args.update_threshold, "--summary-kind", args.summary_kind,
+           "--summary-interval", args.summary_interval, "--peer-timeout", args.peer_timeout,
+           "--origin-cost", args.origin_cost, "--log-level", args.log_level]
+    if args.parent:
+        out += ["--parent", args.parent]
+    return out
+
+
+def run(args) -> int:
+    from bloomwise.cli.proxy import config_from_args
+    from bloomwise.proxy.cluster import Cluster, ClusterError
+
+    try:
+        num_proxies = parse_positive_int(args.proxies, "--proxies")
+        documents = parse_positive_int(args.origin_documents, "--origin-documents")
+        mean_size = parse_positive_int(args.mean_size, "--mean-size")
+        config_from_args(args, listen=("127.0.0.1", 0), peers=[])  # checks every proxy option here, once
+    except ValueError as exc:
+        print(f"bloomwise cluster: error: {exc}", file=sys.stderr)
+        return 2
+    if num_proxies > 64:
+        print(f"bloomwise cluster: error: --proxies {num_proxies}: at most 64 on one machine", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    cluster = Cluster(num_proxies, origin_documents=documents, mean_size=mean_size,
+                      proxy_options=_proxy_options(args))
+    try:
+        cluster.start()
+        print(cluster.describe(), flush=True)
+        print("\nCtrl-C stops the cluster.", flush=True)
+        while not stop.wait(0.5):
+            dead = [i for i, p in enumerate(cluster.proxies) if p.poll() is not None]
+            if dead or cluster.origin.poll() is not None:
+                print(f"bloomwise cluster: a process exited (proxies {dead}); stopping", file=sys.stderr)
+                return 1
+        return 0
+    except ClusterError as exc:
+        print(f"bloomwise cluster: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        cluster.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        print("bloomwise cluster: stopped", file=sys.stderr)

@@ -1,0 +1,158 @@
+"""``bloomwise proxy``: run one caching proxy that shares summaries with its peers (needs the ``proxy`` extra).
+
+Examples::
+
+    bloomwise proxy --listen 127.0.0.1:3128 --peer http://127.0.0.1:3129 --cache-size 64MiB
+    bloomwise proxy --listen 0.0.0.0:3128 --peer http://cache2:3128 --peer http://cache3:3128 \\
+        --policy paradox --summary-kind counters --update-threshold 1% --parent http://parent:3128
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+
+from bloomwise.cli._parse import parse_fraction, parse_positive_int, parse_size_bytes
+
+__all__ = ["register", "run", "parse_listen", "parse_peer_url"]
+
+POLICIES = ("none", "icp", "summary", "paradox")
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; port 0: any free port) -> (host, port).
+
+    >>> parse_listen("127.0.0.1:3128"), parse_listen("[::1]:0")
+    (('127.0.0.1', 3128), ('::1', 0))
+    """
+    raw = text.strip()
+    host, sep, port = raw.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"--listen {text!r} must be HOST:PORT with a port in 0..65535 (e.g. 127.0.0.1:3128)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def parse_peer_url(text: str, what: str = "--peer") -> str:
+    """``http://host:port`` (a trailing slash is dropped); anything else is a usage error."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "http" or not parts.hostname or port is None or parts.path not in ("", "/"):
+        raise ValueError(f"{what} {text!r} must be http://HOST:PORT (e.g. http://127.0.0.1:3129)")
+    return text.strip().rstrip("/")
+
+
+def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -> None:
+    """The options a proxy takes (shared with ``bloomwise cluster``)."""
+    if listen:
+        parser.add_argument("--listen", default="127.0.0.1:3128", metavar="HOST:PORT",
+                            help="address to listen on (default 127.0.0.1:3128; port 0: any free port)")
+        parser.add_argument("--peer", action="append", default=[], metavar="URL",
+                            help="a peer proxy, http://HOST:PORT (repeat for more); a bloomwise proxy or a Squid "
+                                 "(its Cache Digest is used)")
+        parser.add_argument("--name", help="this proxy's name in stats and logs (default: its URL)")
+    parser.add_argument("--parent", metavar="URL",
+                        help="a parent proxy that has every document (misses go there, not to the URL's server)")
+    parser.add_argument("--cache-size", default="64MiB", metavar="SIZE", help="cache size (default 64MiB)")
+    parser.add_argument("--policy", default="summary", choices=POLICIES, help="routing of misses (default summary)")
+    parser.add_argument("--bits-per-entry", default="8", metavar="B",
+                        help="summary bits (counters) per expected document (default 8)")
+    parser.add_argument("--update-threshold", default="1%", metavar="T",
+                        help="publish a new summary when this fraction of the cached documents changed "
+                             "(1%% or 0.01; default 1%%)")
+    parser.add_argument("--summary-kind", default="bits", choices=("bits", "counters"),
+                        help="what peers receive: the bit array (Summary Cache) or the 4-bit counters (needed by "
+                             "the paradox policy's Theorem 2 posterior; default bits)")
+    parser.add_argument("--summary-interval", default="5", metavar="SECONDS",
+                        help="seconds between periodic summary pulls from each peer (default 5)")
+    parser.add_argument("--peer-timeout", default="2", metavar="SECONDS",
+                        help="a peer slower than this is skipped and marked unhealthy (default 2)")
+    parser.add_argument("--origin-cost", default="100", metavar="MS",
+                        help="omega, the cost of an origin fetch in milliseconds (peers cost their measured "
+                             "round-trip time; default 100)")
+    parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "proxy", help="run a caching HTTP proxy that shares Bloom-filter summaries with its peers",
+        description=__doc__.split("\n")[0].split(": ", 1)[1], epilog=__doc__.split("Examples::")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_proxy_options(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _seconds(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{what} {text!r} must be a positive number of seconds")
+    return value
+
+
+def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=None):
+    """A ProxyConfig from parsed options (ValueError with a message naming the option on bad input)."""
+    from bloomwise.proxy.server import ProxyConfig
+
+    host, port = listen if listen is not None else parse_listen(args.listen)
+    return ProxyConfig(
+        host=host, port=port,
+        peers=[parse_peer_url(p) for p in (args.peer if peers is None else peers)],
+        parent=parse_peer_url(args.parent, "--parent") if args.parent else None,
+        cache_size=parse_size_bytes(args.cache_size, "--cache-size"),
+        policy=args.policy,
+        bits_per_entry=parse_positive_int(args.bits_per_entry, "--bits-per-entry"),
+        update_threshold=parse_fraction(args.update_threshold, "--update-threshold"),
+        summary_kind=args.summary_kind,
+        name=name if name is not None else getattr(args, "name", None),
+        summary_interval=_seconds(args.summary_interval, "--summary-interval"),
+        peer_timeout=_seconds(args.peer_timeout, "--peer-timeout"),
+        origin_cost_ms=_seconds(args.origin_cost, "--origin-cost"),
+    )
+
+
+async def _serve_until_signal(config) -> None:
+    from bloomwise.proxy.server import BloomwiseProxy
+
+    proxy = await BloomwiseProxy(config).start()
+    print(json.dumps({"proxy": proxy.url, "name": proxy.name, "peers": config.peers}), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await proxy.stop()
+
+
+def run(args) -> int:
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        print("bloomwise proxy: needs aiohttp: pip install 'bloomwise[proxy]'", file=sys.stderr)
+        return 1
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        print(f"bloomwise proxy: error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        asyncio.run(_serve_until_signal(config))
+    except OSError as exc:
+        print(f"bloomwise proxy: cannot listen on {args.listen}: {exc}", file=sys.stderr)
+        return 1
+    return 0

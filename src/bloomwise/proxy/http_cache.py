@@ -1,0 +1,165 @@
+"""Which requests a bloomwise proxy may answer from its cache, which responses it may store, and for how long.
+
+A deliberately small subset of RFC 9111 (HTTP Caching), for a *shared* cache:
+
+- Only ``GET`` responses with status 200 are stored (section 3: a cache may store a final response to a method it
+  understands as cacheable; other methods pass through, uncached).
+- Not stored (section 3, 5.2): a request with ``Cache-Control: no-store`` or an ``Authorization`` header
+  (section 3.5: no ``public``/``s-maxage`` exceptions are made); a response with ``no-store``, ``private``
+  (section 5.2.2.7, shared caches), ``no-cache`` (section 5.2.2.4: would need revalidation on every use, which this
+  proxy does not do), ``Vary`` (section 4.1: secondary keys are not implemented), or ``Set-Cookie`` (not in the
+  RFC: a conservative choice, as many shared caches make).
+- Freshness (section 4.2.1): ``s-maxage``, else ``max-age``, else ``Expires - Date``; without any of them, the
+  heuristic of section 4.2.2 (10% of the time since ``Last-Modified``, at most one day); with none of these the
+  response is not stored. A stored response is served while ``age < lifetime`` (age from section 4.2.3,
+  simplified: the time since it was stored plus the ``Age`` it arrived with); a stale one is dropped and fetched
+  again (no conditional revalidation, section 4.3, is done).
+- A request with ``Cache-Control: no-cache`` or ``Pragma: no-cache`` (section 5.2.1.4, 5.4) skips the stored copy
+  and fetches; ``max-age=0`` likewise. ``only-if-cached`` (section 5.2.1.7) answers 504 when nothing fresh is
+  stored: bloomwise peers use it to ask each other.
+- Hop-by-hop headers (RFC 9110 section 7.6.1: ``Connection`` and the fields it names, ``Keep-Alive``,
+  ``Proxy-*``, ``TE``, ``Trailer``, ``Transfer-Encoding``, ``Upgrade``) are never forwarded or stored.
+
+>>> request_may_use_cache("GET", {"Cache-Control": "max-age=0"})
+False
+>>> freshness_lifetime(200, {"Cache-Control": "public, max-age=60, s-maxage=30"})
+30.0
+>>> response_is_storable("GET", {}, 200, {"Cache-Control": "private, max-age=60"})
+False
+"""
+from __future__ import annotations
+
+import email.utils
+import time
+from typing import Mapping, Optional
+
+__all__ = ["cache_control", "request_may_use_cache", "request_allows_storing", "response_is_storable",
+           "freshness_lifetime", "is_fresh", "end_to_end_headers", "HOP_BY_HOP", "only_if_cached"]
+
+HOP_BY_HOP = frozenset(h.lower() for h in (
+    "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "TE", "Trailer",
+    "Transfer-Encoding", "Upgrade"))
+#: The heuristic freshness (RFC 9111 section 4.2.2): this fraction of the time since Last-Modified, capped.
+HEURISTIC_FRACTION = 0.1
+HEURISTIC_MAX_SECONDS = 86400.0
+
+
+def _get(headers: Mapping[str, str], name: str) -> Optional[str]:
+    value = headers.get(name)
+    if value is None:
+        lower = name.lower()
+        for k, v in headers.items():
+            if k.lower() == lower:
+                return v
+    return value
+
+
+def cache_control(headers: Mapping[str, str]) -> dict:
+    """The ``Cache-Control`` directives as {name (lower case): value or None}.
+
+    >>> cache_control({"cache-control": 'max-age=5, No-Store, private="x"'})
+    {'max-age': '5', 'no-store': None, 'private': 'x'}
+    """
+    out = {}
+    for values in (_get(headers, "Cache-Control") or "",):
+        for part in values.split(","):
+            name, sep, value = part.strip().partition("=")
+            if name:
+                out[name.strip().lower()] = value.strip().strip('"') if sep else None
+    return out
+
+
+def only_if_cached(headers: Mapping[str, str]) -> bool:
+    """True if the request says ``Cache-Control: only-if-cached`` (a peer query)."""
+    return "only-if-cached" in cache_control(headers)
+
+
+def request_may_use_cache(method: str, headers: Mapping[str, str]) -> bool:
+    """May this request be answered from the cache (GET, no no-cache / max-age=0 / Pragma: no-cache)?"""
+    if method != "GET":
+        return False
+    cc = cache_control(headers)
+    if "no-cache" in cc or cc.get("max-age") == "0":
+        return False
+    if "no-cache" in (_get(headers, "Pragma") or "").lower() and "Cache-Control" not in headers:
+        return False
+    return True
+
+
+def request_allows_storing(method: str, headers: Mapping[str, str]) -> bool:
+    """May the response to this request be stored (GET, no no-store, no Authorization)?"""
+    return method == "GET" and "no-store" not in cache_control(headers) and _get(headers, "Authorization") is None
+
+
+def _seconds(value: Optional[str]) -> Optional[float]:
+    if value is None:
+        return None
+    try:
+        seconds = int(value)
+    except ValueError:
+        return None
+    return float(seconds) if seconds >= 0 else None
+
+
+def _http_date(value: Optional[str]) -> Optional[float]:
+    if not value:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def freshness_lifetime(status: int, headers: Mapping[str, str], *, now: Optional[float] = None) -> Optional[float]:
+    """Seconds a response stays fresh (RFC 9111 section 4.2.1, 4.2.2), or None if nothing says (not storable)."""
+    cc = cache_control(headers)
+    for directive in ("s-maxage", "max-age"):
+        seconds = _seconds(cc.get(directive)) if directive in cc else None
+        if seconds is not None:
+            return seconds
+    expires = _get(headers, "Expires")
+    if expires is not None:
+        when = _http_date(expires)
+        date = _http_date(_get(headers, "Date")) or (time.time() if now is None else now)
+        return max(0.0, when - date) if when is not None else 0.0  # an invalid Expires means "already expired"
+    last_modified = _http_date(_get(headers, "Last-Modified"))
+    if last_modified is not None:
+        date = _http_date(_get(headers, "Date")) or (time.time() if now is None else now)
+        return min(HEURISTIC_MAX_SECONDS, max(0.0, HEURISTIC_FRACTION * (date - last_modified)))
+    return None
+
+
+def response_is_storable(method: str, request_headers: Mapping[str, str], status: int,
+                         headers: Mapping[str, str]) -> bool:
+    """May a shared cache store this response (see the module docstring for the rules)?"""
+    if status != 200 or not request_allows_storing(method, request_headers):
+        return False
+    cc = cache_control(headers)
+    if "no-store" in cc or "private" in cc or "no-cache" in cc:
+        return False
+    if _get(headers, "Vary") is not None or _get(headers, "Set-Cookie") is not None:
+        return False
+    lifetime = freshness_lifetime(status, headers)
+    return lifetime is not None and lifetime > 0
+
+
+def is_fresh(stored_headers: Mapping[str, str], stored_at: float, *, now: Optional[float] = None) -> bool:
+    """Is a response stored at ``stored_at`` (with these headers) still fresh now?"""
+    now = time.time() if now is None else now
+    lifetime = freshness_lifetime(200, stored_headers, now=stored_at)
+    if lifetime is None:
+        return False
+    age = max(0.0, now - stored_at) + (_seconds(_get(stored_headers, "Age")) or 0.0)
+    return age < lifetime
+
+
+def end_to_end_headers(headers: Mapping[str, str]) -> dict:
+    """The headers without hop-by-hop ones (and without those ``Connection`` names), as a plain dict."""
+    named = {t.strip().lower() for t in (_get(headers, "Connection") or "").split(",") if t.strip()}
+    out = {}
+    for k, v in headers.items():
+        lk = k.lower()
+        if lk in HOP_BY_HOP or lk in named or lk == "content-length":
+            continue
+        out[k] = v
+    return out
