@@ -289,7 +289,8 @@ def test_cluster_shows_each_proxy_s_checked_stats(base):
     stats = up["stats"]
     assert {name: stats[name] for name in cluster.COUNTERS} == {name: STATS[name] for name in cluster.COUNTERS}
     assert stats["hit_ratio"] == 0.45 and stats["name"] == "proxy-a" and stats["problems"] == []
-    assert stats["peers"] == [{"peer": "proxy-b", **STATS["peers"]["proxy-b"]}]
+    assert stats["peers"] == [{"peer": "proxy-b", "failures": None, "kind": None, "last_error": None,
+                               **STATS["peers"]["proxy-b"]}]
     assert not down["ok"] and "cannot reach" in down["error"]
 
 
@@ -328,7 +329,8 @@ def test_cluster_keeps_known_fields_of_the_right_type_only():
     assert stats["requests"] is None and stats["local_hits"] is None and stats["remote_hits"] == 3
     assert stats["name"] is None and stats["hit_ratio"] is None and "extra" not in stats
     assert stats["peers"] == [{"peer": "y", "summary_version": None, "summary_age_seconds": None,
-                               "summary_bytes": None, "cost": None, "rtt_ms": None, "healthy": None}]
+                               "summary_bytes": None, "cost": None, "rtt_ms": None, "failures": None,
+                               "kind": None, "last_error": None, "healthy": None}]
     assert len(stats["problems"]) == 6
     # the hit ratio is derived when the proxy does not send it
     assert cluster.check_stats({"requests": 10, "local_hits": 2, "remote_hits": 3})["hit_ratio"] == 0.5

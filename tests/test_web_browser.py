@@ -248,3 +248,36 @@ def test_cluster_view_refreshes_a_proxy_s_stats_live(server, proxy, page, shots)
     page.fill("#proxies", "nowhere")
     page.wait_for_selector("#proxies-error:not(:empty)")
     assert "not host:port" in page.text_content("#proxies-error")
+
+
+def test_cluster_view_of_real_bloomwise_proxies(server, page, shots):
+    """Two `bloomwise proxy` processes and a test origin (bloomwise.proxy.cluster): the page shows what each proxy's
+    /bloomwise/stats says, and a killed proxy turns to "down" at the next refresh."""
+    import json
+    import urllib.request
+
+    proxy_cluster = pytest.importorskip("bloomwise.proxy.cluster", reason="needs bloomwise proxy (branch issue14)")
+    with proxy_cluster.Cluster(2, origin_documents=20) as cluster:
+        through = [urllib.request.build_opener(urllib.request.ProxyHandler({"http": url}))
+                   for url in cluster.proxy_urls]
+        for opener in through:
+            for i in range(4):
+                opener.open(f"{cluster.origin_url}/doc/{i}", timeout=30).read()
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        truth = [json.loads(direct.open(url + "/bloomwise/stats", timeout=30).read()) for url in cluster.proxy_urls]
+        addresses = [url.removeprefix("http://") for url in cluster.proxy_urls]
+        page.goto(server + "/?" + urllib.parse.urlencode({"proxies": ", ".join(addresses)}) + "#cluster")
+        _ready(page)
+        for address, stats in zip(addresses, truth):
+            card = f"article[data-address='{address}']"
+            page.wait_for_selector(f"{card}.up dd[data-field=requests]")
+            assert stats["name"] in page.text_content(f"{card} h3")
+            assert page.text_content(f"{card} dd[data-field=requests]") == f"{stats['requests']:,}" == "4"
+            assert page.text_content(f"{card} dd[data-field=hit_ratio]") == f"{100 * stats['hit_ratio']:.1f}%"
+            (peer,) = stats["peers"]
+            assert page.locator(f"{card} tr[data-testid='peer-{peer}']").count() == 1
+        page.screenshot(path=str(shots / "cluster-real-proxies.png"), full_page=True)
+        cluster.kill(1)
+        page.wait_for_selector(f"article[data-address='{addresses[1]}'].down")
+        assert "cannot reach" in page.text_content(f"article[data-address='{addresses[1]}'] .error")
+        page.wait_for_selector(f"article[data-address='{addresses[0]}'].up")

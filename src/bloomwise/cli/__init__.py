@@ -1,4 +1,4 @@
-"""The `bloomwise` command line: build, query, info, plan, serve.
+"""The `bloomwise` command line: build, query, info, plan, proxy, cluster, serve.
 
 Each subcommand is a module with ``register(subparsers)`` (adds its parser, sets ``func=run``) and
 ``run(args) -> int`` (the exit code). Exit codes: 0 success, 1 a runtime failure (a file that cannot be

@@ -3,7 +3,9 @@
 Each proxy answers ``GET /bloomwise/stats`` with a JSON object: its counters (``requests``, ``local_hits``,
 ``remote_hits``, ``false_hits``, ``false_misses``, ``peer_queries``, ``origin_fetches``, ``summary_bytes_out``,
 ``summary_bytes_in``, ``peer_queries_served``), ``name``, ``listen``, ``uptime_seconds``, ``hit_ratio``, and
-``peers``: ``{peer_id: {summary_version, summary_age_seconds, summary_bytes, cost, healthy, rtt_ms}}``.
+``peers``: ``{peer_id: {summary_version, summary_age_seconds, summary_bytes, cost, healthy, rtt_ms}}``; and, from
+``bloomwise proxy``, ``policy``, ``cache`` (``documents``, ``used_bytes``, ``capacity_bytes``), ``summary``
+(``version``, ``kind``), and per peer ``kind``, ``failures``, ``last_error``.
 
 What a proxy sends is untrusted: the body is read up to :data:`MAX_STATS_BYTES`, must be a JSON object, and only
 the known fields are kept, each checked for its type (a bad field becomes None and is listed in ``problems``).
@@ -29,7 +31,9 @@ TIMEOUT_SECONDS = 3.0
 
 COUNTERS = ("requests", "local_hits", "remote_hits", "false_hits", "false_misses", "peer_queries",
             "origin_fetches", "summary_bytes_out", "summary_bytes_in", "peer_queries_served")
-_PEER_NUMBERS = ("summary_version", "summary_age_seconds", "summary_bytes", "cost", "rtt_ms")
+_PEER_NUMBERS = ("summary_version", "summary_age_seconds", "summary_bytes", "cost", "rtt_ms", "failures")
+_PEER_TEXTS = ("kind", "last_error")
+_CACHE_NUMBERS = ("documents", "used_bytes", "capacity_bytes")
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 _ADDRESS = re.compile(r"^(?:http://)?(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:/\[\]]+)):(?P<port>\d{1,5})/?$")
@@ -102,7 +106,7 @@ def check_stats(data) -> dict:
 
     >>> check_stats({"requests": 10, "local_hits": 4, "name": "p1", "peers": {"p2": {"rtt_ms": 0.4}}})["peers"]
     [{'peer': 'p2', 'summary_version': None, 'summary_age_seconds': None, 'summary_bytes': None, 'cost': None, \
-'rtt_ms': 0.4, 'healthy': None}]
+'rtt_ms': 0.4, 'failures': None, 'kind': None, 'last_error': None, 'healthy': None}]
     """
     if not isinstance(data, dict):
         raise ValueError(f"the stats are not a JSON object but {type(data).__name__}")
@@ -110,7 +114,14 @@ def check_stats(data) -> dict:
     out: dict = {name: _number(data.get(name), problems, name) for name in COUNTERS}
     out["name"] = _short_text(data.get("name"), problems, "name")
     out["listen"] = _short_text(data.get("listen"), problems, "listen")
+    out["policy"] = _short_text(data.get("policy"), problems, "policy")
     out["uptime_seconds"] = _number(data.get("uptime_seconds"), problems, "uptime_seconds")
+    cache = data.get("cache") if isinstance(data.get("cache"), dict) else {}
+    for name in _CACHE_NUMBERS:
+        out[f"cache_{name}"] = _number(cache.get(name), problems, f"cache.{name}")
+    summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
+    out["summary_version"] = _number(summary.get("version"), problems, "summary.version")
+    out["summary_kind"] = _short_text(summary.get("kind"), problems, "summary.kind")
     ratio = _number(data.get("hit_ratio"), problems, "hit_ratio")
     if ratio is None and out["requests"]:
         hits = (out["local_hits"] or 0) + (out["remote_hits"] or 0)
@@ -128,6 +139,8 @@ def check_stats(data) -> dict:
         row = {"peer": str(peer_id)[:200]}
         for name in _PEER_NUMBERS:
             row[name] = _number(peer.get(name), problems, f"peers.{peer_id}.{name}")
+        for name in _PEER_TEXTS:
+            row[name] = _short_text(peer.get(name), problems, f"peers.{peer_id}.{name}")
         healthy = peer.get("healthy")
         row["healthy"] = healthy if isinstance(healthy, bool) else None
         rows.append(row)

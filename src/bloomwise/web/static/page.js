@@ -283,11 +283,15 @@ const PROXY_FIELDS = [
   ["peer_queries_served", "peer queries served", fmtInt],
   ["summary_bytes_out", "summary bytes out", fmtInt], ["summary_bytes_in", "summary bytes in", fmtInt],
   ["uptime_seconds", "uptime (s)", (x) => x == null ? "n/a" : x.toFixed(0)],
+  ["cache_documents", "documents cached", fmtInt],
+  ["cache_used_bytes", "cache bytes used", fmtInt],
+  ["summary_version", "own summary version", fmtInt],
 ];
 const PEER_FIELDS = [
   ["summary_version", "summary version", fmtInt], ["summary_age_seconds", "summary age (s)", (x) => fmt(x, 3)],
   ["summary_bytes", "summary bytes", fmtInt], ["rtt_ms", "RTT (ms)", (x) => fmt(x, 3)],
   ["cost", "cost", (x) => fmt(x, 3)], ["healthy", "healthy", (x) => x == null ? "n/a" : x ? "yes" : "no"],
+  ["failures", "failures", fmtInt],
 ];
 
 function renderCluster(proxies) {
@@ -298,6 +302,13 @@ function renderCluster(proxies) {
     const title = document.createElement("h3");
     const stats = proxy.stats || {};
     title.textContent = (stats.name ? stats.name + " \u2014 " : "") + proxy.address;
+    if (stats.policy || stats.summary_kind) {
+      const badge = document.createElement("span");
+      badge.className = "badge";
+      badge.textContent = [stats.policy && "policy " + stats.policy, stats.summary_kind && stats.summary_kind + " summaries"]
+        .filter(Boolean).join(", ");
+      title.appendChild(badge);
+    }
     card.appendChild(title);
     if (!proxy.ok) {
       const error = document.createElement("p");
@@ -325,10 +336,15 @@ function renderCluster(proxies) {
       head.appendChild(tableRow(["peer", ...PEER_FIELDS.map((field) => field[1])]));
       table.createTBody();
       for (const peer of stats.peers) {
-        table.tBodies[0].appendChild(tableRow([peer.peer, ...PEER_FIELDS.map(([key, , format]) => format(peer[key]))],
-                                   peer.healthy === false ? "unhealthy" : "", "peer-" + peer.peer));
+        const row = tableRow([peer.peer.replace(/^https?:\/\//, ""), ...PEER_FIELDS.map(([key, , format]) => format(peer[key]))],
+                             peer.healthy === false ? "unhealthy" : "", "peer-" + peer.peer);
+        if (peer.last_error) row.title = "last error: " + peer.last_error;
+        table.tBodies[0].appendChild(row);
       }
-      card.appendChild(table);
+      const wrap = document.createElement("div");
+      wrap.className = "table-wrap";
+      wrap.appendChild(table);
+      card.appendChild(wrap);
     }
     if (stats.problems && stats.problems.length) {
       const note = document.createElement("p");
