@@ -254,15 +254,17 @@ def test_cluster_view_of_real_bloomwise_proxies(server, page, shots):
     """Two `bloomwise proxy` processes and a test origin (bloomwise.proxy.cluster): the page shows what each proxy's
     /bloomwise/stats says, and a killed proxy turns to "down" at the next refresh."""
     import json
+    import time
     import urllib.request
 
     proxy_cluster = pytest.importorskip("bloomwise.proxy.cluster", reason="needs bloomwise proxy (branch issue14)")
     with proxy_cluster.Cluster(2, origin_documents=20) as cluster:
         through = [urllib.request.build_opener(urllib.request.ProxyHandler({"http": url}))
                    for url in cluster.proxy_urls]
-        for opener in through:
+        for opener in through:  # the second proxy's requests can be remote hits once the first one's summary arrived
             for i in range(4):
                 opener.open(f"{cluster.origin_url}/doc/{i}", timeout=30).read()
+            time.sleep(1.5)
         direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         truth = [json.loads(direct.open(url + "/bloomwise/stats", timeout=30).read()) for url in cluster.proxy_urls]
         addresses = [url.removeprefix("http://") for url in cluster.proxy_urls]
@@ -274,6 +276,7 @@ def test_cluster_view_of_real_bloomwise_proxies(server, page, shots):
             assert stats["name"] in page.text_content(f"{card} h3")
             assert page.text_content(f"{card} dd[data-field=requests]") == f"{stats['requests']:,}" == "4"
             assert page.text_content(f"{card} dd[data-field=hit_ratio]") == f"{100 * stats['hit_ratio']:.1f}%"
+            assert page.text_content(f"{card} dd[data-field=remote_hits]") == f"{stats['remote_hits']:,}"
             (peer,) = stats["peers"]
             assert page.locator(f"{card} tr[data-testid='peer-{peer}']").count() == 1
         page.screenshot(path=str(shots / "cluster-real-proxies.png"), full_page=True)
