@@ -20,6 +20,7 @@ from aiohttp import web  # noqa: E402
 
 from bloomwise import paradox, theory  # noqa: E402
 from bloomwise.web import calculator, cluster, explorer  # noqa: E402
+from bloomwise.web.inputs import InputError  # noqa: E402
 from bloomwise.web.server import make_app  # noqa: E402
 from web_servers import app_in_thread, get, get_json, serve_process, stats_app  # noqa: E402
 
@@ -391,3 +392,20 @@ def test_serve_answers_and_stops_cleanly_on_sigterm():
 def test_explore_and_calculate_doctests_agree_with_math():
     answer = explorer.explore({"prior": "1e-6", "bpk": "10"})
     assert math.isclose(answer["posterior"], 1e-6 / (1e-6 + (1 - 1e-6) * 2 ** (-math.log(2) * 10)), rel_tol=1e-12)
+
+
+def test_serve_on_a_port_in_use_exits_1_with_a_reason():
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        result = _serve("--listen", f"127.0.0.1:{taken.getsockname()[1]}")
+    assert result.returncode == 1 and "cannot listen on" in result.stderr
+
+
+def test_explorer_messages_use_the_page_s_labels():
+    with pytest.raises(InputError) as caught:
+        explorer.explore({"cm": "0", "bpk": "x"})
+    assert caught.value.fields["cm"].startswith("m (counters) '0'")
+    assert caught.value.fields["bpk"].startswith("bits per key 'x'")

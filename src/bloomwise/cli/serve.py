@@ -1,8 +1,8 @@
 """``bloomwise serve``: a local page with the sizing calculator, the Bloom-paradox explorer and a cluster's state.
 
 Contract with the entry point (``bloomwise.cli``): :func:`register` adds the ``serve`` parser and sets
-``func=run``; :func:`run` serves until interrupted and returns the exit code (0 on SIGTERM, 130 on Ctrl-C through
-the entry point, 1 when the address cannot be bound or the ``web`` extra is missing, 2 for bad arguments).
+``func=run``; :func:`run` serves until SIGINT (Ctrl-C) or SIGTERM and returns the exit code (0 once stopped, 1 when
+the address cannot be bound or the ``web`` extra is missing, 2 for bad arguments).
 
 Examples::
 

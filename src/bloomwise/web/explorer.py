@@ -22,13 +22,14 @@ from bloomwise.web.inputs import MAX_ALPHA, MAX_BITS_PER_KEY, MAX_KEYS, Fields, 
 __all__ = ["explore", "read_paradox_inputs", "DEFAULTS"]
 
 DEFAULTS = {"prior": "1e-5", "alpha": "1", "bpk": "10", "counters": "1, 10", "cm": "1000", "cn": "100"}
+_LABELS = {"alpha": "alpha", "bpk": "bits per key", "cm": "m (counters)", "cn": "n (keys)"}
 _REFERENCE_KEYS = 1_000_000  # n for the integer-k comparison: m = round(b n)
 
 
 def read_paradox_inputs(query: Mapping[str, str]) -> dict:
     """The explorer's fields (blank ones take :data:`DEFAULTS`); :class:`InputError` for bad fields."""
     merged = {**DEFAULTS, **{name: value for name, value in query.items() if str(value).strip()}}
-    fields = Fields(merged)
+    fields = Fields(merged, labels=_LABELS)
     values = {
         "prior": fields.probability("prior"),
         "alpha": fields.real("alpha", 0.0, MAX_ALPHA),

@@ -53,9 +53,14 @@ class Fields:
     "k '-3' is negative"
     """
 
-    def __init__(self, query: Mapping[str, str]):
+    def __init__(self, query: Mapping[str, str], labels: Optional[Mapping[str, str]] = None):
         self.query = query
+        self.labels = dict(labels or {})
         self.errors: dict[str, str] = {}
+
+    def label(self, name: str) -> str:
+        """How messages name the field (the page's label: "m (counters)" for the field cm)."""
+        return self.labels.get(name, name)
 
     def text(self, name: str) -> Optional[str]:
         """The field's text, stripped; None when it is missing or blank."""
@@ -66,7 +71,7 @@ class Fields:
         if not value:
             return None
         if len(value) > MAX_TEXT:
-            self.errors[name] = f"{name}: {len(value)} characters is too long (at most {MAX_TEXT})"
+            self.errors[name] = f"{self.label(name)}: {len(value)} characters is too long (at most {MAX_TEXT})"
             return None
         return value
 
@@ -76,10 +81,11 @@ class Fields:
             return None
         exact = reader is not parse_probability  # the exact readers build an int: bound its size first
         if exact and any(abs(int(exponent)) > _MAX_EXPONENT for exponent in _EXPONENT.findall(text)):
-            self.errors[name] = f"{name} {text[:40]!r}: the exponent is out of range (at most e{_MAX_EXPONENT})"
+            self.errors[name] = (f"{self.label(name)} {text[:40]!r}: the exponent is out of range "
+                                 f"(at most e{_MAX_EXPONENT})")
             return None
         try:
-            return reader(text, *args)
+            return reader(text, self.label(name), *args)
         except ValueError as error:
             self.errors[name] = str(error)
             return None
@@ -89,31 +95,30 @@ class Fields:
 
     def count(self, name: str, minimum: int = 1, maximum: int = MAX_KEYS) -> Optional[int]:
         """A whole number of keys: ``1e6``, ``40M``, ``1,000,000``."""
-        value = self._read(name, parse_count, name)
+        value = self._read(name, parse_count)
         if value is not None and not minimum <= value <= maximum:
-            text = self.text(name)
-            self.fail(name, f"{name} {text!r} must be between {minimum:,} and {maximum:,}")
+            self.fail(name, f"{self.label(name)} {self.text(name)!r} must be between {minimum:,} and {maximum:,}")
             return None
         return value
 
     def probability(self, name: str) -> Optional[float]:
         """A probability strictly between 0 and 1: ``0.01``, ``1%``, ``1 in 10000``, ``1/1e6``."""
-        return self._read(name, parse_probability, name)
+        return self._read(name, parse_probability)
 
     def size_bits(self, name: str, maximum: int = MAX_BITS) -> Optional[int]:
         """A size in bits: ``1e6`` (bits), ``64KiB``, ``8MB``, ``1Mib``."""
-        value = self._read(name, parse_size_bits, name)
+        value = self._read(name, parse_size_bits)
         if value is not None and not 1 <= value <= maximum:
-            self.fail(name, f"{name} {self.text(name)!r} must be between 1 bit and 2^{maximum.bit_length() - 1} "
+            self.fail(name, f"{self.label(name)} {self.text(name)!r} must be between 1 bit and 2^{maximum.bit_length() - 1} "
                             f"bits (128 PiB)")
             return None
         return value
 
     def hashes(self, name: str, maximum: int = MAX_HASHES) -> Optional[int]:
         """A number of hash functions, 1 to ``maximum``."""
-        value = self._read(name, parse_positive_int, name)
+        value = self._read(name, parse_positive_int)
         if value is not None and value > maximum:
-            self.fail(name, f"{name} {self.text(name)!r} is more than {maximum} hash functions")
+            self.fail(name, f"{self.label(name)} {self.text(name)!r} is more than {maximum} hash functions")
             return None
         return value
 
@@ -125,12 +130,12 @@ class Fields:
         try:
             value = float(text.replace("_", "").replace(",", ""))
         except ValueError:
-            self.fail(name, f"{name} {text!r} is not a number (examples: 10, 0.5, 1e3)")
+            self.fail(name, f"{self.label(name)} {text!r} is not a number (examples: 10, 0.5, 1e3)")
             return None
         low_ok = value > minimum if open_below else value >= minimum
         if not (math.isfinite(value) and low_ok and value <= maximum):
             bound = f"above {minimum:g}" if open_below else f"at least {minimum:g}"
-            self.fail(name, f"{name} {text!r} must be {bound} and at most {maximum:g}")
+            self.fail(name, f"{self.label(name)} {text!r} must be {bound} and at most {maximum:g}")
             return None
         return value
 
@@ -139,7 +144,7 @@ class Fields:
         if text is None:
             return default
         if text not in allowed:
-            self.fail(name, f"{name} {text!r} is not one of {', '.join(allowed)}")
+            self.fail(name, f"{self.label(name)} {text!r} is not one of {', '.join(allowed)}")
             return default
         return text
 
@@ -150,14 +155,14 @@ class Fields:
             return None
         parts = [part for part in re.split(r"[\s,;]+", text) if part]
         if not parts or not all(part.isdigit() for part in parts):
-            self.fail(name, f"{name} {text!r}: give the key's counters as whole numbers >= 0, e.g. 1, 10")
+            self.fail(name, f"{self.label(name)} {text!r}: give the key's counters as whole numbers >= 0, e.g. 1, 10")
             return None
         if len(parts) > MAX_COUNTERS:
-            self.fail(name, f"{name}: {len(parts)} counters is more than {MAX_COUNTERS}")
+            self.fail(name, f"{self.label(name)}: {len(parts)} counters is more than {MAX_COUNTERS}")
             return None
         values = [int(part) for part in parts]
         if max(values) > MAX_COUNTER_VALUE:
-            self.fail(name, f"{name}: a counter above {MAX_COUNTER_VALUE} (16-bit counters at most)")
+            self.fail(name, f"{self.label(name)}: a counter above {MAX_COUNTER_VALUE} (16-bit counters at most)")
             return None
         return values
 

@@ -108,10 +108,12 @@ async function updatePlan() {
   if (!answer.ok) {
     showErrors(PLAN_FIELDS, answer.body.fields || {_form: answer.body.error}, "plan-form-error");
     results.classList.add("stale");
+    $("plan-plot").classList.add("stale");
     for (const name of ["n", "p", "m", "k"]) $(name).placeholder = "";
   } else {
     showErrors(PLAN_FIELDS, {}, "plan-form-error");
     results.classList.remove("stale");
+    $("plan-plot").classList.remove("stale");
     renderPlan(answer.body, query);
   }
   results.dataset.answered = query;  // which fields the page now shows the answer for
