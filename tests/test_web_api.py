@@ -335,6 +335,8 @@ def test_cluster_keeps_known_fields_of_the_right_type_only():
     assert len(stats["problems"]) == 6
     # the hit ratio is derived when the proxy does not send it
     assert cluster.check_stats({"requests": 10, "local_hits": 2, "remote_hits": 3})["hit_ratio"] == 0.5
+    assert cluster.check_stats({"requests": 1e-300, "local_hits": 1e308})["hit_ratio"] is None
+    assert cluster.check_stats({"hit_ratio": 5})["hit_ratio"] is None
 
 
 @pytest.mark.parametrize("text, words", [
@@ -409,3 +411,33 @@ def test_explorer_messages_use_the_page_s_labels():
         explorer.explore({"cm": "0", "bpk": "x"})
     assert caught.value.fields["cm"].startswith("m (counters) '0'")
     assert caught.value.fields["bpk"].startswith("bits per key 'x'")
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
+    max_leaves=20)
+_STATS_LIKE = st.fixed_dictionaries({}, optional={
+    **{name: _JSON for name in (*cluster.COUNTERS, "name", "listen", "uptime_seconds", "hit_ratio", "policy",
+                                "cache", "summary")},
+    "peers": st.dictionaries(st.text(max_size=12), _JSON | st.fixed_dictionaries({}, optional={
+        name: _JSON for name in ("summary_version", "summary_age_seconds", "summary_bytes", "cost", "rtt_ms",
+                                 "failures", "kind", "last_error", "healthy")}), max_size=3)})
+
+
+@settings(deadline=None)
+@given(st.one_of(_JSON, _STATS_LIKE))
+def test_any_json_a_proxy_sends_is_checked_never_trusted(data):
+    try:
+        stats = cluster.check_stats(data)
+    except ValueError:
+        assert not isinstance(data, dict)
+        return
+    for name in (*cluster.COUNTERS, "uptime_seconds", "hit_ratio", "cache_documents", "summary_version"):
+        value = stats[name]
+        assert value is None or (type(value) in (int, float) and math.isfinite(value))
+    for name in ("name", "listen", "policy", "summary_kind"):
+        assert stats[name] is None or (isinstance(stats[name], str) and len(stats[name]) <= 200)
+    for peer in stats["peers"]:
+        assert isinstance(peer["peer"], str) and peer["healthy"] in (None, True, False)
+    json.dumps(stats, allow_nan=False)

@@ -123,9 +123,11 @@ def check_stats(data) -> dict:
     out["summary_version"] = _number(summary.get("version"), problems, "summary.version")
     out["summary_kind"] = _short_text(summary.get("kind"), problems, "summary.kind")
     ratio = _number(data.get("hit_ratio"), problems, "hit_ratio")
-    if ratio is None and out["requests"]:
-        hits = (out["local_hits"] or 0) + (out["remote_hits"] or 0)
-        ratio = hits / out["requests"]
+    if ratio is None and out["requests"] and out["requests"] > 0:  # derived when the proxy does not send it
+        ratio = ((out["local_hits"] or 0) + (out["remote_hits"] or 0)) / out["requests"]
+    if ratio is not None and not 0.0 <= ratio <= 1.0:  # also inf and NaN
+        problems.append(f"hit_ratio {ratio!r} is not in [0, 1]")
+        ratio = None
     out["hit_ratio"] = ratio
     peers = data.get("peers") or {}
     if not isinstance(peers, dict):
