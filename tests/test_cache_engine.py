@@ -180,6 +180,8 @@ def test_receiver_follows_sender(batches, kind, wire):
         for put, i in batch:
             cache.put(url(i), 100) if put else cache.remove(url(i))
         update = pub.publish()
+        size = update.nbytes
+        assert size == len(update.to_bytes())
         peer.apply(update.to_bytes() if wire else update)
         assert np.array_equal(receiver_state(peer), sender_state(cache, kind))
         assert all(peer.may_contain(k) for k in cache.keys())  # no false negative from a fresh summary
@@ -249,51 +251,73 @@ def test_corruption_is_format_error(kind, delta):
         SummaryUpdate.from_bytes(data, max_size=len(data) - 1)
 
 
-def forge(meta_changes=None, payload=None, num_bits=None, **header_changes):
+PREFIX_FIELDS = ("kind", "counter_bits", "encoding", "reserved", "origin", "version", "base", "changes")
+
+
+def forge(prefix=None, content=None, num_bits=None, meta=None, **header_changes):
     """A checksummed update with chosen fields (what a buggy or hostile peer could send)."""
     from bloomwise import _format
+    from bloomwise.cache.summary import _PREFIX
     good = SummaryUpdate.from_bytes(valid_update_bytes("counters", True))
     header, body = _format.loads(good.to_bytes())
-    meta = dict(header.meta)
-    meta.update(meta_changes or {})
-    body = bytes(body) if payload is None else payload
-    fields = dict(structure=header.structure, layout=header.layout, hash_scheme=header.hash_scheme, seed=header.seed,
-                  num_bits=num_bits or header.num_bits, num_hashes=header.num_hashes, keys_added=header.keys_added,
-                  payload_length=len(body), meta=meta)
-    fields.update(header_changes)
-    return _format.dumps(_format.Header(**fields), body)
+    fields = dict(zip(PREFIX_FIELDS, _PREFIX.unpack_from(body)))
+    fields.update(prefix or {})
+    body = _PREFIX.pack(*fields.values()) + (bytes(body[_PREFIX.size:]) if content is None else content)
+    header_fields = dict(structure=header.structure, layout=header.layout, hash_scheme=header.hash_scheme,
+                         seed=header.seed, num_bits=num_bits or header.num_bits, num_hashes=header.num_hashes,
+                         keys_added=header.keys_added, payload_length=len(body), meta=meta or {})
+    header_fields.update(header_changes)
+    return _format.dumps(_format.Header(**header_fields), body)
+
+
+def test_forge_unchanged_is_valid():
+    assert SummaryUpdate.from_bytes(forge()).to_bytes() == valid_update_bytes("counters", True)
 
 
 @pytest.mark.parametrize("forged, message", [
-    (dict(meta_changes={"kind": "bloom"}), "summary kind"),
-    (dict(meta_changes={"version": 0}), "version must be an int >= 1"),
-    (dict(meta_changes={"base_version": 99}), "base_version must be null or an int"),
-    (dict(meta_changes={"origin": "xyz"}), "origin must be 16"),
-    (dict(meta_changes={"counter_bits": 8}), "4-bit counters"),
-    (dict(meta_changes={"num_changes": 10**9}), "num_changes must be an int"),
-    (dict(meta_changes={"num_changes": 1}), "do not decode|values"),
+    (dict(prefix={"kind": 3}), "summary kind must be 1"),
+    (dict(prefix={"counter_bits": 8}), "counter bits 4"),
+    (dict(prefix={"encoding": 2}), "encoding must be 0"),
+    (dict(prefix={"reserved": b"\x00\x00\x01\x00\x00"}), "reserved bytes zero"),
+    (dict(prefix={"version": 0}), "version must be >= 1"),
+    (dict(prefix={"base": 99}), "base version must be in"),
+    (dict(prefix={"base": 0}), "base version must be in"),
+    (dict(prefix={"encoding": 0}), "whole summary has base version 0"),
+    (dict(prefix={"changes": 10**9}), "number of changes must be in"),
+    (dict(prefix={"changes": 1}), "do not decode|values"),
     (dict(num_bits=2**40), "over the limit"),
-    (dict(meta_changes={"num_changes": 1}, payload=b"\x80" * 8 + b"\x01\x01"), "gap takes 9 bytes"),
-    (dict(meta_changes={"num_changes": 2}, payload=b"\xff\xff\x7f\x00\x11"), "outside the summary"),
-    (dict(meta_changes={"base_version": None}), "no num_changes|payload"),
+    (dict(prefix={"changes": 1}, content=b"\x80" * 8 + b"\x01\x01"), "gap takes 9 bytes"),
+    (dict(prefix={"changes": 2}, content=b"\xff\xff\x7f\x00\x11"), "outside the summary"),
+    (dict(prefix={"changes": 2}, content=b"\x05\x00\x11\x10"), "do not decode"),
+    (dict(prefix={"changes": 1}, content=b"\x05\x11"), "padding after a delta's last counter"),
+    (dict(meta={"kind": "bits"}), "no metadata"),
+    (dict(content=b"", prefix={"changes": 0}, payload_length=None), "starts with a 40-byte record|payload"),
 ])
 def test_forged_updates_rejected(forged, message):
+    if forged.get("payload_length", 1) is None:  # a payload shorter than the record
+        from bloomwise import _format
+        header, _ = _format.loads(forge())
+        data = _format.dumps(_format.Header(structure=header.structure, layout=header.layout,
+                                            hash_scheme=header.hash_scheme, seed=header.seed,
+                                            num_bits=header.num_bits, num_hashes=header.num_hashes,
+                                            payload_length=10), bytes(10))
+    else:
+        data = forge(**forged)
     with pytest.raises(FormatError, match=message):
-        SummaryUpdate.from_bytes(forge(**forged))
-
-
-def test_forged_position_outside_filter():
-    good = SummaryUpdate.from_bytes(valid_update_bytes("bits", True))
-    from bloomwise.cache.summary import _encode_positions
-    body = _encode_positions(np.array([good.num_bits + 5], dtype=np.uint64))
-    from bloomwise import _format
-    header, _ = _format.loads(good.to_bytes())
-    meta = dict(header.meta, num_changes=1)
-    data = _format.dumps(_format.Header(structure=header.structure, layout=header.layout,
-                                        hash_scheme=header.hash_scheme, seed=header.seed, num_bits=header.num_bits,
-                                        num_hashes=header.num_hashes, payload_length=len(body), meta=meta), body)
-    with pytest.raises(FormatError, match="outside the summary"):
         SummaryUpdate.from_bytes(data)
+
+
+def test_forged_whole_payload_size_and_padding():
+    from bloomwise.cache.summary import _PREFIX
+    good = SummaryUpdate.from_bytes(valid_update_bytes("bits", False))
+    assert good.num_bits % 64 == 0
+    with pytest.raises(FormatError, match="has 64 bytes of payload, the update has 63"):
+        SummaryUpdate.from_bytes(forge(prefix=dict(kind=1, counter_bits=0, encoding=0, base=0, changes=0),
+                                       content=bytes(63), num_bits=512))
+    with pytest.raises(FormatError, match="padding after the summary's last position"):
+        SummaryUpdate.from_bytes(forge(prefix=dict(kind=1, counter_bits=0, encoding=0, base=0, changes=0),
+                                       content=bytes(63) + b"\x80", num_bits=500))
+    assert _PREFIX.size == 40
 
 
 # ---- the posterior ---------------------------------------------------------------------------------------------------
@@ -376,18 +400,32 @@ def test_policies_order():
         make_policy("paradox", origin_cost=0)
 
 
-def test_paradox_learns_priors_and_stops_asking():
+def test_paradox_outcome_prior_learns_and_stops_asking():
     summaries = summaries_for([range(0, 40)], kind="counters")
     peers = [PeerState("a", summaries[0], 1.0, True)]
-    policy = ParadoxPolicy(origin_cost=10.0, prior_window=20)
+    policy = ParadoxPolicy(origin_cost=10.0, prior_window=20, prior_estimator="outcomes")
+    assert policy.order(url(1), peers) == ["a"]  # initial prior 1: trust the summary
     for _ in range(200):  # the summary says "maybe" but every query misses (e.g. the peer serves nothing)
         policy.observe("a", url(1), False)
     assert policy.prior("a") < 1e-3
     assert policy.order(url(1), peers) == []  # p/tau <= 1/omega: straight to the origin
-    misses = next(url(i) for i in range(1000, 5000) if not summaries[0].may_contain(url(i)))
-    fresh = ParadoxPolicy(prior_window=10)
-    fresh.order(misses, peers)
-    assert fresh.prior("a") == 0.0  # a "certainly not" counts as a non-member
+
+
+def test_paradox_mixture_prior_estimates_membership():
+    """q = P + (1 - P) FPR inverted: keys drawn uniformly from 400, of which the peer holds 40 (P = 0.1).
+    Deterministic keys; the tolerance is about 6 standard deviations of the mean of 4000 samples."""
+    summaries = summaries_for([range(0, 40)], kind="bits")
+    peers = [PeerState("a", summaries[0], 1.0, True)]
+    policy = ParadoxPolicy(prior_window=1e9)
+    assert policy.prior("a", summaries[0]) == 1.0  # no sample yet: initial_prior
+    rng = np.random.default_rng(3)
+    for i in rng.integers(0, 400, 4000):
+        policy.order(url(int(i)), peers)
+    assert policy.prior("a", summaries[0]) == pytest.approx(0.1, abs=0.03)
+    with pytest.raises(ValueError, match="needs the peer's summary"):
+        policy.prior("a")
+    with pytest.raises(ValueError, match="prior_estimator must be one of"):
+        ParadoxPolicy(prior_estimator="oracle")
 
 
 # ---- CacheNode -------------------------------------------------------------------------------------------------------

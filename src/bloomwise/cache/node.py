@@ -186,6 +186,14 @@ class CacheNode:
         self.summary_bytes_in += update.nbytes
         return summary
 
+    def share_summary(self, peer_id, summary: PeerSummary, nbytes: int) -> None:
+        """Simulation shortcut: hold ``summary``, a PeerSummary that other nodes hold too, as ``peer_id``'s summary,
+        counting an update of ``nbytes`` received. Valid when every peer receives every update of ``peer_id`` at the
+        same instant (then all their copies are equal); the network proxy uses :meth:`receive_summary`."""
+        self._peers[peer_id].summary = summary
+        self.summaries_in += 1
+        self.summary_bytes_in += nbytes
+
     # -- counters ----------------------------------------------------------------------------------------------------
     def stats(self, *, now: Optional[float] = None) -> dict:
         """The counters (JSON-ready): ``STATS_KEYS`` and ``peers: {peer_id: {summary_version, summary_age_seconds,

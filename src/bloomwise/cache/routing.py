@@ -21,11 +21,18 @@ Costs: a peer's ``tau`` (the network proxy measures it: the round-trip time) and
 configuration; the defaults model a LAN peer as the unit and a WAN origin as ten times that
 (:data:`DEFAULT_PEER_COST`, :data:`DEFAULT_ORIGIN_COST`).
 
-The prior (section IV.D of the paper): per peer, the bias-corrected exponentially weighted average of
-``bloomwise.paradox.priors.SampledPrior`` (weight ``1 / window``), fed with the membership outcomes the node learns
-for free: a peer actually asked answers hit or miss (:meth:`RoutingPolicy.observe`), and a peer whose summary says
-"certainly not" counts as a non-member. Keys whose summary says "maybe" but that were not asked stay unobserved, which
-leans the estimate upwards (towards asking more), never towards missing hits.
+The prior ``P_j = Pr(key in S_j)`` of a locally missed key (section IV.D of the paper estimates priors online with a
+bias-corrected exponentially weighted average, ``bloomwise.paradox.priors.SampledPrior``). Two estimators, both that
+average (:class:`OnlinePrior`, weight ``1 / prior_window``):
+
+- ``"mixture"`` (the default): on every miss the node reads every peer's summary anyway, and a summary without false
+  negatives says "maybe" with probability ``q_j = P_j + (1 - P_j) FPR_j``. So ``P_j = (q_j - FPR_j) / (1 - FPR_j)``
+  (clamped to [0, 1]), with ``q_j`` the average of the "maybe" answers and ``FPR_j`` the summary's, estimated from its
+  fill. Every miss is a sample, none costs a query, and the sample is not selected by the policy's own decisions.
+- ``"outcomes"``: the average of the answers of the queries actually sent (:meth:`RoutingPolicy.observe`). Those
+  keys were chosen because their summary said "maybe", so this estimates ``Pr(hit | asked)``, a posterior rather
+  than a prior (``SampledPrior`` warns: unbiased samples only), and the posterior then counts the summary's evidence
+  twice. Kept to compare with.
 """
 from __future__ import annotations
 
@@ -33,7 +40,7 @@ import math
 from typing import Optional, Sequence
 
 __all__ = ["PeerState", "RoutingPolicy", "NoCooperation", "IcpPolicy", "SummaryPolicy", "ParadoxPolicy",
-           "OnlinePrior", "make_policy", "POLICY_NAMES", "DEFAULT_PEER_COST", "DEFAULT_ORIGIN_COST"]
+           "OnlinePrior", "make_policy", "POLICY_NAMES", "PRIOR_ESTIMATORS", "DEFAULT_PEER_COST", "DEFAULT_ORIGIN_COST"]
 
 #: the cost of asking a peer on the LAN: the unit of cost
 DEFAULT_PEER_COST = 1.0
@@ -123,7 +130,7 @@ class OnlinePrior:
     0.154
     """
 
-    __slots__ = ("_w", "_num", "_den", "_pending", "initial", "samples")
+    __slots__ = ("_w", "_num", "_den", "_pending", "_recorded", "initial")
 
     def __init__(self, *, window: float = 1000.0, initial: float = 1.0):
         if isinstance(window, bool) or not isinstance(window, (int, float)) or not window >= 1.0:
@@ -133,26 +140,31 @@ class OnlinePrior:
         self._w = 1.0 / window
         self._num = 0.0
         self._den = 0.0
-        self._pending = 0
+        self._pending = 0  # non-members not folded in yet
+        self._recorded = 0
         self.initial = float(initial)
-        self.samples = 0
+
+    @property
+    def samples(self) -> int:
+        """Samples seen so far."""
+        return self._recorded + self._pending
 
     def record(self, member: bool) -> None:
         self._fold()
         w = self._w
         self._num = (1.0 - w) * self._num + (w if member else 0.0)
         self._den = (1.0 - w) * self._den + w
-        self.samples += 1
+        self._recorded += 1
 
     def record_absent(self, count: int = 1) -> None:
         self._pending += count
-        self.samples += count
 
     def _fold(self) -> None:
         if self._pending:
             decay = (1.0 - self._w) ** self._pending
             self._num *= decay
             self._den = self._den * decay + (1.0 - decay)
+            self._recorded += self._pending
             self._pending = 0
 
     def estimate(self) -> float:
@@ -160,12 +172,16 @@ class OnlinePrior:
         return self._num / self._den if self._den > 0.0 else self.initial
 
 
+PRIOR_ESTIMATORS = ("mixture", "outcomes")
+
+
 class ParadoxPolicy(RoutingPolicy):
     """``paradox``: Theorem 6's optimal sequence over the peers' posteriors (see the module docstring).
 
     :param origin_cost: omega, the cost of the origin (> 0).
     :param prior_window: the EWMA window of each peer's prior (>= 1).
-    :param initial_prior: a peer's prior before any outcome is known (1.0: trust its summary, as ``summary`` does).
+    :param initial_prior: a peer's prior before any sample (1.0: trust its summary, as ``summary`` does).
+    :param prior_estimator: ``"mixture"`` (default) or ``"outcomes"`` (module docstring).
     """
 
     name = "paradox"
@@ -173,31 +189,50 @@ class ParadoxPolicy(RoutingPolicy):
     sequential = True
 
     def __init__(self, *, origin_cost: float = DEFAULT_ORIGIN_COST, prior_window: float = 1000.0,
-                 initial_prior: float = 1.0):
+                 initial_prior: float = 1.0, prior_estimator: str = "mixture"):
         self.origin_cost = _positive_cost("origin_cost", origin_cost)
+        if prior_estimator not in PRIOR_ESTIMATORS:
+            raise ValueError(f"prior_estimator must be one of {', '.join(PRIOR_ESTIMATORS)}, got {prior_estimator!r}")
+        self.prior_estimator = prior_estimator
         self.prior_window = prior_window
         self.initial_prior = initial_prior
         OnlinePrior(window=prior_window, initial=initial_prior)  # checks both
-        self.priors: dict = {}
+        self._averages: dict = {}
+        self._mixture = prior_estimator == "mixture"
 
-    def _prior(self, peer_id) -> OnlinePrior:
-        prior = self.priors.get(peer_id)
-        if prior is None:
-            prior = self.priors[peer_id] = OnlinePrior(window=self.prior_window, initial=self.initial_prior)
-        return prior
+    def _average(self, peer_id) -> OnlinePrior:
+        average = self._averages.get(peer_id)
+        if average is None:
+            average = self._averages[peer_id] = OnlinePrior(window=self.prior_window, initial=self.initial_prior)
+        return average
+
+    def _prior_from(self, average: OnlinePrior, summary) -> float:
+        if not self._mixture:
+            return average.estimate()
+        if not (average._recorded or average._pending):
+            return self.initial_prior
+        fpr = summary.fpr
+        if fpr >= 1.0:
+            return self.initial_prior
+        return min(1.0, max(0.0, (average.estimate() - fpr) / (1.0 - fpr)))
 
     def order(self, key, peers) -> list:
         threshold = 1.0 / self.origin_cost
+        mixture = self._mixture
         ranked = []
+        averages = self._averages
         for p in peers:
             summary = p.summary
-            if not p.healthy or summary is None:
+            if summary is None or not p.healthy:
                 continue
-            prior = self.priors.get(p.peer_id) or self._prior(p.peer_id)
+            average = averages.get(p.peer_id) or self._average(p.peer_id)
             if key not in summary.filter:
-                prior.record_absent()
+                if mixture:
+                    average._pending += 1  # record_absent(), inlined: this is the hot loop
                 continue
-            prob = summary.posterior(key, prior.estimate())
+            if mixture:
+                average.record(True)
+            prob = summary.posterior(key, self._prior_from(average, summary))
             ratio = prob / p.cost
             if ratio > threshold:
                 ranked.append((-ratio, len(ranked), prob, p.peer_id))
@@ -212,15 +247,20 @@ class ParadoxPolicy(RoutingPolicy):
         return out
 
     def observe(self, peer_id, key, hit: bool) -> None:
-        self._prior(peer_id).record(hit)
+        if not self._mixture:
+            average = self._average(peer_id)
+            average.record(True) if hit else average.record_absent()
 
-    def prior(self, peer_id) -> float:
-        """The current prior estimate of a peer."""
-        return self._prior(peer_id).estimate()
+    def prior(self, peer_id, summary=None) -> float:
+        """The current prior estimate of a peer (the mixture estimator needs the peer's summary for its FPR)."""
+        average = self._average(peer_id)
+        if self._mixture and summary is None:
+            raise ValueError("the mixture estimator needs the peer's summary")
+        return self._prior_from(average, summary)
 
 
 def make_policy(name: str, *, origin_cost: float = DEFAULT_ORIGIN_COST, prior_window: float = 1000.0,
-                initial_prior: float = 1.0) -> RoutingPolicy:
+                initial_prior: float = 1.0, prior_estimator: str = "mixture") -> RoutingPolicy:
     """A new policy by name: ``"none"``, ``"icp"``, ``"summary"`` or ``"paradox"`` (the keyword arguments are the
     paradox policy's; the others ignore them).
 
@@ -234,5 +274,6 @@ def make_policy(name: str, *, origin_cost: float = DEFAULT_ORIGIN_COST, prior_wi
     if name == "summary":
         return SummaryPolicy()
     if name == "paradox":
-        return ParadoxPolicy(origin_cost=origin_cost, prior_window=prior_window, initial_prior=initial_prior)
+        return ParadoxPolicy(origin_cost=origin_cost, prior_window=prior_window, initial_prior=initial_prior,
+                             prior_estimator=prior_estimator)
     raise ValueError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {name!r}")

@@ -13,18 +13,23 @@ the last publication (a *delta*) or the whole summary, whichever is smaller. Two
   counter changed, with the new values.
 
 The wire form of a :class:`SummaryUpdate` is a bloomwise file (``bloomwise._format``; docs/format.md), structure id 5
-``SUMMARY_UPDATE``: the 64-byte header carries the filter's geometry (layout, hash scheme, seed, ``num_bits`` = m
-positions, ``num_hashes`` = k, ``keys_added`` = the keys in the summary), both checksums (CRC32 of the header, XXH64
-of the payload) and a canonical JSON object::
+``SUMMARY_UPDATE``, without metadata: the 64-byte header carries the filter's geometry (layout, hash scheme, seed,
+``num_bits`` = m positions, ``num_hashes`` = k, ``keys_added`` = the keys in the summary) and both checksums (CRC32 of
+the header, XXH64 of the payload). The payload starts with a 40-byte little-endian record (fixed-size, so that a
+small delta does not pay for a JSON object padded to 64 bytes)::
 
-    {"base_version": null | int,    # null: a whole summary; else the version this delta applies to
-     "counter_bits": 4,             # counters kind only
-     "kind": "bits" | "counters",
-     "num_changes": int,            # deltas only: how many positions follow
-     "origin": "16 hex digits",     # the publisher's random 64-bit instance id (a restart changes it)
-     "version": int}                # 1 for the first publication, +1 for each one after it
+    offset size field
+    0      1    kind: 1 bits, 2 counters
+    1      1    counter bits: 0 (bits kind) or 4
+    2      1    encoding: 0 whole, 1 delta
+    3      5    reserved, zero
+    8      8    origin: the publisher's random 64-bit instance id (a restart changes it)
+    16     8    version: 1 for the first publication, +1 for each one after it
+    24     8    base version: the version a delta applies to (0 for a whole summary)
+    32     8    number of changes: positions in a delta (0 for a whole summary)
+    40     ...  the content
 
-and the payload:
+and the content:
 
 - whole, bits: the m bits as little-endian 64-bit words (bit p = bit p % 64 of word p // 64), exactly a BloomFilter's
   payload; whole, counters: the m 4-bit counters, two per byte, low nibble first, padded to whole 64-bit words,
@@ -32,7 +37,7 @@ and the payload:
 - delta: the changed positions in increasing order as LEB128 varints of the gaps (``p_0``, then
   ``p_i - p_{i-1} - 1``), so a delta of d positions among m costs about ``d * log2(m / d) / 7`` bytes rather than
   Summary Cache's 4 bytes per position; counters kind: then the d new counter values, two per byte, low nibble
-  first.
+  first (a zero high nibble pads an odd count).
 
 :meth:`SummaryUpdate.from_bytes` trusts nothing: it checks the size against ``max_size`` before reading, then the
 checksums, every field, and that the receiver's copy of the summary would fit ``max_size`` too (so a small delta
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import struct
 import time
 from collections import OrderedDict
 from typing import Optional
@@ -62,6 +68,9 @@ DEFAULT_MAX_SUMMARY_BYTES = 64 << 20
 _LAYOUTS = {"classic": _format.Layout.CLASSIC, "partitioned": _format.Layout.PARTITIONED}
 _LAYOUT_NAMES = {v: k for k, v in _LAYOUTS.items()}
 _MAX_VARINT_BYTES = 7  # positions < 2**48 (the format's MAX_NUM_BITS) need at most 7 bytes of 7 bits
+_PREFIX = struct.Struct("<BBB5sQQQQ")  # kind, counter bits, encoding, reserved, origin, version, base, changes
+_KIND_IDS = {"bits": 1, "counters": 2}
+_KIND_NAMES = {v: k for k, v in _KIND_IDS.items()}
 
 
 class SummaryGap(Exception):
@@ -74,6 +83,17 @@ def _encode_positions(positions: np.ndarray) -> bytes:
     """Sorted unique positions -> LEB128 varints of their gaps (vectorised)."""
     if positions.size == 0:
         return b""
+    if positions.size < 256:  # a small delta: a plain loop beats a dozen numpy calls
+        out = bytearray()
+        previous = -1
+        for position in positions.tolist():
+            gap = position - previous - 1
+            previous = position
+            while gap >= 0x80:
+                out.append((gap & 0x7F) | 0x80)
+                gap >>= 7
+            out.append(gap)
+        return bytes(out)
     gaps = np.diff(positions, prepend=np.uint64(0)).astype(np.uint64)
     gaps[1:] -= np.uint64(1)
     lengths = np.ones(gaps.size, dtype=np.int64)
@@ -117,6 +137,22 @@ def _decode_positions(data: np.ndarray, count: int, num_bits: int) -> np.ndarray
     return positions
 
 
+def _net_flips(entries: np.ndarray) -> np.ndarray:
+    """Journal entries (position << 1 | new bit, in order) -> the positions whose bit differs from its value before
+    the first entry, sorted. A bit's first transition leaves the value it had; it ends changed iff its last
+    transition sets the same value. (``counting._net_changes`` does this with numpy; most deltas are small.)"""
+    if entries.size > 512:
+        from bloomwise.counting import _net_changes
+        return _net_changes(entries, 0, 0).positions
+    first: dict = {}
+    last: dict = {}
+    for entry in entries.tolist():
+        position = entry >> 1
+        first.setdefault(position, entry & 1)
+        last[position] = entry & 1
+    return np.array(sorted(p for p, bit in last.items() if first[p] == bit), dtype=np.uint64)
+
+
 def _pack_nibbles(values: np.ndarray) -> bytes:
     padded = np.zeros(values.size + (values.size & 1), dtype=np.uint8)
     padded[:values.size] = values
@@ -156,7 +192,7 @@ class SummaryUpdate:
     """
 
     __slots__ = ("kind", "version", "base_version", "origin", "num_bits", "num_hashes", "layout", "seed",
-                 "hash_scheme", "num_keys", "payload", "positions", "values", "_wire")
+                 "hash_scheme", "num_keys", "payload", "positions", "values", "_wire", "_body")
 
     def __init__(self, *, kind, version, base_version, origin, num_bits, num_hashes, layout, seed, hash_scheme,
                  num_keys, payload=None, positions=None, values=None):
@@ -176,6 +212,7 @@ class SummaryUpdate:
         self.positions = positions
         self.values = values
         self._wire = None
+        self._body = None
 
     @property
     def is_delta(self) -> bool:
@@ -191,19 +228,12 @@ class SummaryUpdate:
         """What must match between a delta and the summary it applies to."""
         return (self.kind, self.num_bits, self.num_hashes, self.layout, self.seed, self.hash_scheme)
 
-    def _meta(self) -> dict:
-        meta = {"kind": self.kind, "version": self.version, "base_version": self.base_version,
-                "origin": f"{self.origin:016x}"}
-        if self.kind == "counters":
-            meta["counter_bits"] = 4
-        if self.is_delta:
-            meta["num_changes"] = self.num_changes
-        return meta
-
     def _payload_bytes(self) -> bytes:
+        prefix = _PREFIX.pack(_KIND_IDS[self.kind], 4 if self.kind == "counters" else 0, int(self.is_delta),
+                              bytes(5), self.origin, self.version, self.base_version or 0, self.num_changes)
         if not self.is_delta:
-            return bytes(self.payload)
-        data = _encode_positions(self.positions)
+            return prefix + bytes(self.payload)
+        data = prefix + _encode_positions(self.positions)
         if self.kind == "counters":
             data += _pack_nibbles(self.values)
         return data
@@ -211,19 +241,23 @@ class SummaryUpdate:
     def to_bytes(self) -> bytes:
         """The exact bytes sent to a peer (a bloomwise file of structure SUMMARY_UPDATE)."""
         if self._wire is None:
-            payload = self._payload_bytes()
+            payload = self._body if self._body is not None else self._payload_bytes()
             header = _format.Header(
                 structure=_format.Structure.SUMMARY_UPDATE, layout=_LAYOUTS[self.layout],
                 hash_scheme=_format.hash_scheme_id(self.hash_scheme), seed=self.seed, num_bits=self.num_bits,
-                num_hashes=self.num_hashes, keys_added=self.num_keys, payload_length=len(payload),
-                meta=self._meta())
+                num_hashes=self.num_hashes, keys_added=self.num_keys, payload_length=len(payload))
             self._wire = _format.dumps(header, payload)
         return self._wire
 
     @property
     def nbytes(self) -> int:
-        """``len(self.to_bytes())``: the bytes this update costs on the wire."""
-        return len(self.to_bytes())
+        """``len(self.to_bytes())``: the bytes this update costs on the wire (the 64-byte header and the payload;
+        computed without building the header)."""
+        if self._wire is not None:
+            return len(self._wire)
+        if self._body is None:
+            self._body = self._payload_bytes()
+        return _format.HEADER_SIZE + len(self._body)
 
     @classmethod
     def from_bytes(cls, data, *, max_size: int = DEFAULT_MAX_SUMMARY_BYTES) -> "SummaryUpdate":
@@ -235,22 +269,29 @@ class SummaryUpdate:
         if size > max_size:
             raise FormatError(f"a summary update of {size} bytes exceeds the limit of {max_size} bytes")
         header, payload = _format.loads(data, structure=_format.Structure.SUMMARY_UPDATE)
-        meta = header.meta
-        kind = meta.get("kind")
-        if kind not in SUMMARY_KINDS:
-            raise FormatError(f"summary kind must be 'bits' or 'counters', the update says {kind!r}")
-        version, base = meta.get("version"), meta.get("base_version", "missing")
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1 or version >= 2**63:
-            raise FormatError(f"summary version must be an int >= 1, the update says {version!r}")
-        if base is not None and (isinstance(base, bool) or not isinstance(base, int) or not 0 <= base <= version):
-            raise FormatError(f"base_version must be null or an int in [0, version={version}], the update says "
-                              f"{base!r}")
-        origin = meta.get("origin")
-        if not isinstance(origin, str) or len(origin) != 16 or any(c not in "0123456789abcdef" for c in origin):
-            raise FormatError(f"origin must be 16 lowercase hex digits, the update says {origin!r}")
-        if kind == "counters" and meta.get("counter_bits") != 4:
-            raise FormatError(f"a counters summary has 4-bit counters, the update says "
-                              f"counter_bits={meta.get('counter_bits')!r}")
+        if header.meta:
+            raise FormatError("a summary update has no metadata, this one has some")
+        if len(payload) < _PREFIX.size:
+            raise FormatError(f"a summary update's payload starts with a {_PREFIX.size}-byte record, this one has "
+                              f"{len(payload)} bytes")
+        kind_id, counter_bits, encoding, reserved, origin, version, base, count = _PREFIX.unpack_from(payload)
+        kind = _KIND_NAMES.get(kind_id)
+        if kind is None:
+            raise FormatError(f"summary kind must be 1 (bits) or 2 (counters), the update says {kind_id}")
+        if counter_bits != (4 if kind == "counters" else 0):
+            raise FormatError(f"a {kind} summary has counter bits {4 if kind == 'counters' else 0}, the update says "
+                              f"{counter_bits}")
+        if encoding not in (0, 1) or any(reserved):
+            raise FormatError(f"encoding must be 0 (whole) or 1 (delta) and the reserved bytes zero, the update says "
+                              f"encoding {encoding}, reserved {reserved.hex()}")
+        if not 1 <= version < 2**63:
+            raise FormatError(f"summary version must be >= 1, the update says {version}")
+        if encoding == 0 and (base or count):
+            raise FormatError(f"a whole summary has base version 0 and no changes, the update says {base}, {count}")
+        if encoding == 1 and not 1 <= base <= version:
+            raise FormatError(f"a delta's base version must be in [1, version={version}], the update says {base}")
+        base = base if encoding == 1 else None
+        payload = payload[_PREFIX.size:]
         if header.layout not in _LAYOUT_NAMES:
             raise FormatError(f"a summary has the classic or partitioned layout, the update says {header.layout.name}")
         scheme = _format.keyed_hash_scheme(header, "a summary")
@@ -262,13 +303,11 @@ class SummaryUpdate:
         if _state_size(kind, m) > max_size:
             raise FormatError(f"the summary has {m} positions: holding it takes {_state_size(kind, m)} bytes, over "
                               f"the limit of {max_size}")
-        fields = dict(kind=kind, version=version, base_version=base, origin=int(origin, 16), num_bits=m,
+        fields = dict(kind=kind, version=version, base_version=base, origin=origin, num_bits=m,
                       num_hashes=k, layout=_LAYOUT_NAMES[header.layout], seed=header.seed,
                       hash_scheme=_format.hash_scheme_name(scheme), num_keys=header.keys_added)
         raw = np.frombuffer(payload, dtype=np.uint8)
         if base is None:
-            if "num_changes" in meta:
-                raise FormatError("a whole summary has no num_changes")
             expected = _state_size(kind, m)
             if raw.size != expected:
                 raise FormatError(f"a whole {kind} summary of {m} positions has {expected} bytes of payload, the "
@@ -278,9 +317,8 @@ class SummaryUpdate:
                 raise FormatError("the padding after the summary's last position is not zero")
             update = cls(payload=bytes(raw), **fields)
         else:
-            count = meta.get("num_changes")
-            if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= min(m, raw.size):
-                raise FormatError(f"num_changes must be an int in [0, {min(m, raw.size)}], the update says {count!r}")
+            if not 0 <= count <= min(m, raw.size):
+                raise FormatError(f"the number of changes must be in [0, {min(m, raw.size)}], the update says {count}")
             values = None
             if kind == "counters":
                 nibble_bytes = (count + 1) // 2
@@ -334,6 +372,7 @@ class SummaryPublisher:
         self._geometry = dict(kind=kind, num_bits=filt.num_counters, num_hashes=filt.num_hashes,
                               layout=filt.layout, seed=filt.seed, hash_scheme=filt.hash_scheme)
         self._states: OrderedDict = OrderedDict()  # version -> (state array, num_keys)
+        self._mark = None  # bits kind: the filter's change-journal mark of the last published version
         self._version = 0
         self._changes_at_publication = cache.changes
 
@@ -356,10 +395,23 @@ class SummaryPublisher:
         return pending >= self.update_threshold * max(1, len(self.cache))
 
     def _state(self) -> np.ndarray:
+        """The summary now. Bits: the last published words with the flips the filter's change journal recorded since
+        (O(changes), not O(m)); counters: a copy of the packed counters."""
         filt = self.cache.filter
-        if self.kind == "bits":
+        if self.kind == "counters":
+            return np.frombuffer(filt._payload(), dtype=np.uint8).copy()
+        if self._mark is None or not self._states:
+            self._mark = filt.mark()
             return filt._bit_view()
-        return np.frombuffer(filt._payload(), dtype=np.uint8).copy()
+        entries, end = filt._journal_since(self._mark)
+        filt.trim_journal(end)
+        self._mark = end
+        words = next(reversed(self._states.values()))[0].copy()
+        positions = _net_flips(entries)
+        if positions.size:
+            index = (positions >> np.uint64(6)).astype(np.intp)
+            np.bitwise_xor.at(words, index, np.uint64(1) << (positions & np.uint64(63)))
+        return words
 
     def _whole(self, version: int) -> SummaryUpdate:
         state, num_keys = self._states[version]
@@ -389,15 +441,8 @@ class SummaryPublisher:
 
     def _smaller(self, base: int, version: int) -> SummaryUpdate:
         delta = self._delta(base, version)
-        whole_size = _format.payload_offset(len(_format._encode_meta(self._whole_meta(version)))) \
-            + _state_size(self.kind, self._geometry["num_bits"])
+        whole_size = _format.HEADER_SIZE + _PREFIX.size + _state_size(self.kind, self._geometry["num_bits"])
         return delta if delta.nbytes <= whole_size else self._whole(version)
-
-    def _whole_meta(self, version: int) -> dict:
-        meta = {"kind": self.kind, "version": version, "base_version": None, "origin": f"{self.origin:016x}"}
-        if self.kind == "counters":
-            meta["counter_bits"] = 4
-        return meta
 
     def publish(self, *, whole: bool = False) -> SummaryUpdate:
         """Publish the cache's current summary as the next version: a delta against the previous version or the

@@ -54,6 +54,7 @@ class PeerLink:
         self.summary_pulls = 0
         self.digest_version = 0
         self._wake = asyncio.Event()
+        self._stopping = False
         self._task: Optional[asyncio.Task] = None
 
     # -- health and cost --------------------------------------------------------------------------------------
@@ -89,7 +90,9 @@ class PeerLink:
         self._wake.set()
 
     def stats(self) -> dict:
-        return {"kind": self.kind, "rtt_ms": None if self.rtt_ms is None else round(self.rtt_ms, 3),
+        held = self.proxy.node.peer(self.url).summary
+        origin = getattr(held, "origin", None)
+        return {"kind": self.kind, "summary_origin": None if origin is None else f"{origin:016x}", "rtt_ms": None if self.rtt_ms is None else round(self.rtt_ms, 3),
                 "healthy": self.healthy, "failures": self.failures, "last_error": self.last_error,
                 "summaries_rejected": self.summaries_rejected, "summary_pulls": self.summary_pulls}
 
@@ -98,16 +101,20 @@ class PeerLink:
         self._task = asyncio.create_task(self._run(), name=f"peer {self.url}")
 
     async def stop(self) -> None:
+        """End the pull loop: it sees the flag at its next wake-up (now); cancelled if it does not end in 5 s."""
+        self._stopping = True
+        self._wake.set()
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+            done, _ = await asyncio.wait({self._task}, timeout=5.0)
+            if not done:
+                self._task.cancel()
+                await asyncio.wait({self._task}, timeout=5.0)
 
     async def _run(self) -> None:
+        # The loop ends on a flag, not by cancellation: in Python < 3.12, asyncio.wait_for may turn a
+        # cancellation that coincides with its time-out into a TimeoutError, and the loop would go on.
         interval = self.proxy.config.summary_interval
-        while True:
+        while not self._stopping:
             if self.healthy or time.monotonic() >= self.retry_at:
                 try:
                     await self.pull()
@@ -116,6 +123,8 @@ class PeerLink:
                 except Exception:  # a bug must not kill the loop; it is logged and retried later
                     log.exception("%s: pulling the summary of %s failed", self.proxy.name, self.url)
             wait = interval if self.healthy else max(0.05, self.retry_at - time.monotonic())
+            if self._stopping:
+                break
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=wait)

@@ -96,7 +96,7 @@ class BloomwiseProxy:
                               origin_cost=config.origin_cost_ms, peer_cost=1.0)
         self.links: dict[str, PeerLink] = {}
         self.counters = {key: 0 for key in (
-            "requests_total", "pass_through", "not_cacheable", "peer_failures", "summaries_rejected",
+            "requests_total", "pass_through", "cache_bypassed", "peer_failures", "summaries_rejected",
             "notifies_sent", "notifies_received", "digests_served", "loops_refused", "summaries_served")}
         self.session = None
         self.started_monotonic = time.monotonic()
@@ -259,7 +259,7 @@ class BloomwiseProxy:
 
     def _after_change(self) -> None:
         """The cache changed: publish a summary version when the update threshold says so, and notify peers."""
-        if self.links and self.node.summary_due():
+        if self.node.summary_due():
             update = self.node.publish_summary()
             for link in self.links.values():
                 if link.kind != "squid" and link.healthy:
@@ -308,10 +308,9 @@ class BloomwiseProxy:
         if stored is not None and not http_cache.is_fresh(stored.headers or {}, stored.stored_at):
             node.cache.remove(key)  # stale: fetched again below
             self._after_change()
-        if not http_cache.request_may_use_cache(method, headers):
-            self.counters["not_cacheable"] += 1
-            node.cache.remove(key) if stored is not None else None
-            return await self._fetch_and_respond(request, url, key, store=False)
+        if not http_cache.request_may_use_cache(method, headers):  # no-cache: fetch, and store the new copy
+            self.counters["cache_bypassed"] += 1
+            return await self._fetch_and_respond(request, url, key, store=True)
         doc = node.lookup(key)
         if doc is not None:
             return self._respond_document(doc, "HIT")

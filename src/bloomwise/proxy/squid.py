@@ -127,6 +127,10 @@ class SquidProcess:
             "forwarded_for delete",
             "via on",
             "dead_peer_timeout 2 seconds",
+            # Everything runs on loopback: the origin's round-trip time (1 ms) is below Squid's
+            # minimum_direct_rtt (400 ms), so Squid would always go direct and never consult a peer's digest.
+            "minimum_direct_rtt 0",
+            "minimum_direct_hops 0",
             "connect_timeout 5 seconds",
             "read_timeout 10 seconds",
         ]
