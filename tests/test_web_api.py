@@ -293,6 +293,9 @@ def test_cluster_shows_each_proxy_s_checked_stats(base):
     assert stats["peers"] == [{"peer": "proxy-b", "failures": None, "kind": None, "last_error": None,
                                **STATS["peers"]["proxy-b"]}]
     assert not down["ok"] and "cannot reach" in down["error"]
+    totals = answer["totals"]
+    assert (totals["proxies"], totals["answered"], totals["requests"]) == (2, 1, 1000)
+    assert totals["hit_ratio"] == 0.45 and totals["false_hit_ratio"] == 7 / 180
 
 
 async def _endless(request):

@@ -279,6 +279,9 @@ def test_cluster_view_of_real_bloomwise_proxies(server, page, shots):
             assert page.text_content(f"{card} dd[data-field=remote_hits]") == f"{stats['remote_hits']:,}"
             (peer,) = stats["peers"]
             assert page.locator(f"{card} tr[data-testid='peer-{peer}']").count() == 1
+        total = sum(stats["requests"] for stats in truth)
+        page.wait_for_selector(f"#cluster-totals[data-requests='{total}']")
+        assert f"{total:,} requests" in page.text_content("#cluster-totals")
         page.screenshot(path=str(shots / "cluster-real-proxies.png"), full_page=True)
         cluster.kill(1)
         page.wait_for_selector(f"article[data-address='{addresses[1]}'].down")

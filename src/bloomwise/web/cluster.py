@@ -21,7 +21,7 @@ import re
 import time
 from typing import Optional, Sequence
 
-__all__ = ["parse_address", "parse_addresses", "check_stats", "fetch_all", "MAX_PROXIES", "STATS_PATH"]
+__all__ = ["parse_address", "parse_addresses", "check_stats", "fetch_all", "totals", "MAX_PROXIES", "STATS_PATH"]
 
 STATS_PATH = "/bloomwise/stats"
 MAX_PROXIES = 32
@@ -200,3 +200,25 @@ async def fetch_all(addresses: Sequence[str], session=None) -> list[dict]:
         async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as own:
             return list(await asyncio.gather(*(_fetch_one(own, address) for address in addresses)))
     return list(await asyncio.gather(*(_fetch_one(session, address) for address in addresses)))
+
+
+def totals(results: Sequence[dict]) -> dict:
+    """The cluster as a whole, from the proxies that answered: each counter summed, and the hit ratio
+    ``(local_hits + remote_hits) / requests`` and the false-hit ratio ``false_hits / peer_queries`` of the sums.
+
+    >>> totals([{"ok": True, "stats": {"requests": 10, "local_hits": 2, "remote_hits": 3, "peer_queries": 4,
+    ...                                "false_hits": 1}},
+    ...         {"ok": False, "stats": None}])["hit_ratio"]
+    0.5
+    """
+    answered = [result["stats"] for result in results if result.get("ok")]
+    out: dict = {"proxies": len(results), "answered": len(answered)}
+    for name in COUNTERS:
+        out[name] = sum(stats.get(name) or 0 for stats in answered)
+    requests, queries = out["requests"], out["peer_queries"]
+    out["hit_ratio"] = (out["local_hits"] + out["remote_hits"]) / requests if requests > 0 else None
+    out["false_hit_ratio"] = out["false_hits"] / queries if queries > 0 else None
+    for name in ("hit_ratio", "false_hit_ratio"):
+        if out[name] is not None and not math.isfinite(out[name]):
+            out[name] = None
+    return out

@@ -150,7 +150,7 @@ async def _cluster(request: web.Request) -> web.Response:
     except ValueError as error:
         raise InputError({"proxies": str(error)}) from None
     results = await cluster.fetch_all(addresses)
-    return web.json_response({"proxies": results})
+    return web.json_response({"proxies": results, "totals": cluster.totals(results)})
 
 
 async def _config(request: web.Request) -> web.Response:

@@ -252,6 +252,7 @@ async function updateCluster() {
   const text = $("proxies").value.trim();
   if (!text) {
     $("cluster-proxies").replaceChildren();
+    setText("cluster-totals", "");
     showErrors(["proxies"], {}, "cluster-status");
     setText("cluster-status", "Give the addresses of running proxies; their GET /bloomwise/stats is shown here " +
       "and refreshed live.");
@@ -267,9 +268,15 @@ async function updateCluster() {
     }
     showErrors(["proxies"], {}, "cluster-status-unused");
     renderCluster(answer.body.proxies);
-    const up = answer.body.proxies.filter((proxy) => proxy.ok).length;
-    setText("cluster-status", `${up} of ${answer.body.proxies.length} proxies answered; updated ` +
+    const t = answer.body.totals;
+    setText("cluster-status", `${t.answered} of ${t.proxies} proxies answered; updated ` +
       `${new Date().toLocaleTimeString("en-GB")}, every ${refreshSeconds} s.`);
+    setText("cluster-totals", `Cluster: ${fmtInt(t.requests)} requests, hit ratio ${percent(t.hit_ratio)} ` +
+      `(${fmtInt(t.local_hits)} local, ${fmtInt(t.remote_hits)} remote hits), ${fmtInt(t.origin_fetches)} origin ` +
+      `fetches; ${fmtInt(t.false_hits)} false hits in ${fmtInt(t.peer_queries)} peer queries ` +
+      `(${percent(t.false_hit_ratio)}), ${fmtInt(t.false_misses)} false misses; summaries ` +
+      `${fmtInt(t.summary_bytes_out)} bytes out.`);
+    $("cluster-totals").dataset.requests = String(t.requests);
   } catch (error) {
     setText("cluster-status", "the page's server did not answer: " + error.message);
   } finally {
@@ -277,8 +284,12 @@ async function updateCluster() {
   }
 }
 
+function percent(x) {
+  return x == null ? "n/a" : (100 * x).toFixed(1) + "%";
+}
+
 const PROXY_FIELDS = [
-  ["requests", "requests", fmtInt], ["hit_ratio", "hit ratio", (x) => x == null ? "n/a" : (100 * x).toFixed(1) + "%"],
+  ["requests", "requests", fmtInt], ["hit_ratio", "hit ratio", percent],
   ["local_hits", "local hits", fmtInt], ["remote_hits", "remote hits", fmtInt],
   ["false_hits", "false hits", fmtInt], ["false_misses", "false misses", fmtInt],
   ["peer_queries", "peer queries", fmtInt], ["origin_fetches", "origin fetches", fmtInt],
