@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import urllib.parse
+import urllib.request
 
 import pytest
 
@@ -240,7 +241,7 @@ def test_the_page_and_its_files_are_served_with_a_strict_policy(base):
     for name in ("page.css", "page.js"):
         status, _, _ = get(f"{base}/static/{name}")
         assert status == 200
-    with __import__("urllib.request").request.urlopen(base + "/") as response:
+    with urllib.request.urlopen(base + "/") as response:
         assert "script-src 'self'" in response.headers["Content-Security-Policy"]
         assert response.headers["X-Content-Type-Options"] == "nosniff"
     assert get(f"{base}/static/index.html")[0] == 404
@@ -394,7 +395,7 @@ def test_serve_answers_and_stops_cleanly_on_sigterm():
         assert process.wait(30) == 0
 
 
-def test_explore_and_calculate_doctests_agree_with_math():
+def test_explorer_posterior_is_bayes_with_theorem_1_s_rate():
     answer = explorer.explore({"prior": "1e-6", "bpk": "10"})
     assert math.isclose(answer["posterior"], 1e-6 / (1e-6 + (1 - 1e-6) * 2 ** (-math.log(2) * 10)), rel_tol=1e-12)
 
