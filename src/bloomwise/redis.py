@@ -710,7 +710,7 @@ for _, i in ipairs(decrements) do
   if #t >= 4 * %d then flush(p, t); ops[p] = {} end
 end
 for p = 0, nparts - 1 do flush(p, ops[p]) end
-redis.call('HINCRBY', KEYS[1], 'num_keys', -removed)
+redis.call('HINCRBY', KEYS[1], 'num_keys', 0 - removed)  -- never "-0"
 redis.call('SET', KEYS[2], removed, 'EX', ARGV[1])
 return {0, removed}
 """ % (_LUA_OPS_PER_CALL, _LUA_OPS_PER_CALL, _LUA_OPS_PER_CALL)

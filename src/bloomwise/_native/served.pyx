@@ -34,7 +34,8 @@ def positions_many(hashes, uint64_t num_bits, uint32_t num_hashes, int layout):
     limit = MAX_BLOCKED_HASHES if layout == LAYOUT_BLOCKED else MAX_HASHES
     if not 1 <= num_hashes <= limit:
         raise ValueError(f"num_hashes must be in [1, {limit}] for this layout, got {num_hashes}")
-    if num_bits < num_hashes or (layout == LAYOUT_BLOCKED and (num_bits % BLOCK_BITS or num_bits // BLOCK_BITS >= 2 ** 32)):
+    if (num_bits < 1 or (layout == LAYOUT_PARTITIONED and num_bits < num_hashes)
+            or (layout == LAYOUT_BLOCKED and (num_bits % BLOCK_BITS or num_bits // BLOCK_BITS >= 2 ** 32))):
         raise ValueError(f"num_bits {num_bits} does not fit layout {layout} with {num_hashes} hashes")
     np = numpy()
     cdef const uint64_t[::1] hs = np.ascontiguousarray(hashes, dtype=np.uint64).reshape(-1)
