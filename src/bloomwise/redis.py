@@ -29,6 +29,7 @@ lost connection is applied at most once.
 """
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Iterable, Optional
 
@@ -49,6 +50,10 @@ MAX_PART_BYTES = 512 * 2 ** 20
 CHUNK_KEYS = 1000
 #: Commands in flight before the replies are read (bounds the memory of the packed commands).
 WINDOW_COMMANDS = 32
+#: Keys per MULTI/EXEC transaction of a counting insert.
+TRANSACTION_KEYS = 8000
+#: How often a counting insert looks again when another client recorded the same batch id meanwhile.
+OPTIMISTIC_ATTEMPTS = 20
 #: Seconds a counting batch's record is kept (a retry later than this may apply the batch twice).
 BATCH_RECORD_SECONDS = 24 * 3600
 #: How many sub-operations a Lua script passes to one redis.call (Lua's unpack() limit is about 8,000 values).
@@ -382,20 +387,38 @@ class _Served:
         return [(int(p), local[part == p]) for p in np.unique(part)]
 
     # -- the raw exchange ----------------------------------------------------------------------------------------------
-    def _exchange(self, pack, count: int, doing: str, keys_per_command, batch_id=None):
-        """Send ``count`` commands (``pack(i)`` gives command i in RESP) pipelined, return their replies in order.
-
-        Commands go in windows of WINDOW_COMMANDS; window j + 1 is packed and sent before the replies of window j
-        are read, so the server always has work while the client packs and reads. Error replies are returned as
-        exception objects. A lost connection raises IncompleteBatchError naming how many keys
-        (``keys_per_command[i]`` per command) are known to be applied.
-        """
+    @contextlib.contextmanager
+    def _connection(self, doing: str):
+        """A connection of the client's pool, held for several exchanges (WATCH state lives on one connection)."""
         redis = _redis()
         pool = self._client.connection_pool
         try:
             connection = _get_connection(pool)
         except redis.exceptions.RedisError as exc:
             raise _server_error(self._client, exc, doing) from exc
+        try:
+            yield connection
+        except BaseException:
+            connection.disconnect()  # replies may still be in flight: never reuse this connection
+            raise
+        finally:
+            pool.release(connection)
+
+    def _exchange(self, pack, count: int, doing: str, keys_per_command, batch_id=None, connection=None,
+                  applied_before: int = 0, total_keys: Optional[int] = None):
+        """Send ``count`` commands (``pack(i)`` gives command i in RESP) pipelined, return their replies in order.
+
+        Commands go in windows of WINDOW_COMMANDS; window j + 1 is packed and sent before the replies of window j
+        are read, so the server always has work while the client packs and reads. Error replies are returned as
+        exception objects. A lost connection raises IncompleteBatchError naming how many keys are known to be
+        applied: ``applied_before`` plus ``keys_per_command[i]`` for every command whose reply arrived, of
+        ``total_keys`` (default: the sum of keys_per_command).
+        """
+        if connection is None:
+            with self._connection(doing) as held:
+                return self._exchange(pack, count, doing, keys_per_command, batch_id, held, applied_before,
+                                      total_keys)
+        redis = _redis()
         replies = []
         windows = [range(s, min(s + WINDOW_COMMANDS, count)) for s in range(0, count, WINDOW_COMMANDS)]
         try:
@@ -413,20 +436,14 @@ class _Served:
             connection.disconnect()
             if isinstance(exc, redis.exceptions.AuthenticationError):
                 raise _server_error(self._client, exc, doing) from exc
-            applied = sum(keys_per_command[:len(replies)])
-            unknown = sum(keys_per_command) - applied
+            applied = applied_before + sum(keys_per_command[:len(replies)])
+            unknown = (sum(keys_per_command) + applied_before if total_keys is None else total_keys) - applied
             retry = (f"retry the same keys with batch_id={batch_id!r} to apply the rest exactly once"
                      if batch_id is not None else "retrying the whole batch is safe (bits are only ever set)")
             raise IncompleteBatchError(
                 f"lost the connection to the Redis server at {_address(self._client)} while {doing}: "
-                f"{len(replies)} of {count} commands were confirmed, so {applied:,} keys are known to be "
-                f"applied and {unknown:,} may or may not be ({exc}); {retry}",
+                f"{applied:,} keys are known to be applied and {unknown:,} may or may not be ({exc}); {retry}",
                 applied_keys=applied, unknown_keys=unknown, batch_id=batch_id) from exc
-        except BaseException:
-            connection.disconnect()  # replies may still be in flight: never reuse this connection
-            raise
-        finally:
-            pool.release(connection)
         return replies
 
 
@@ -435,6 +452,20 @@ def _get_connection(pool):
         return pool.get_connection()
     except TypeError:  # redis-py before 5.1 needs a command name
         return pool.get_connection("BITFIELD")
+
+
+def _check_batch_id(batch_id) -> str:
+    if batch_id is None:
+        return uuid.uuid4().hex
+    if not isinstance(batch_id, str) or not batch_id or len(batch_id) > 200:
+        raise ValueError(f"batch_id must be a non-empty str of at most 200 characters, got {batch_id!r}")
+    return batch_id
+
+
+def encode_command(args) -> bytes:
+    """One command in RESP."""
+    from bloomwise._native.served import encode_args
+    return b"*%d\r\n" % len(args) + encode_args(args)
 
 
 def _raise_error_replies(replies, doing: str) -> None:
@@ -632,28 +663,6 @@ local function flush(p, ops)  -- one BITFIELD on part p; returns its replies
 end
 """
 
-# ADD: KEYS meta, batch record, parts.  ARGV: record seconds, number of keys, then for each part the number of its
-# sub-operations, then the sub-operations "INCRBY u4 <part-local offset> 1" of part 0, part 1, ... (packed by the
-# client, passed through to BITFIELD in slices: no per-counter work in Lua but counting the 0 -> 1 transitions).
-_LUA_ADD = """
-local record = redis.call('GET', KEYS[2])
-if record then return {1, tonumber(record)} end
-local nparts = #KEYS - 2
-local at = 3 + nparts
-local went_up = 0
-for p = 1, nparts do
-  local stop = at + 4 * tonumber(ARGV[2 + p]) - 1
-  for s = at, stop, 4 * %d do
-    local r = redis.call('BITFIELD', KEYS[2 + p], 'OVERFLOW', 'SAT', unpack(ARGV, s, math.min(s + 4 * %d - 1, stop)))
-    for j = 1, #r do if r[j] == 1 then went_up = went_up + 1 end end
-  end
-  at = stop + 1
-end
-redis.call('HINCRBY', KEYS[1], 'num_keys', ARGV[2])
-redis.call('SET', KEYS[2], went_up, 'EX', ARGV[1])
-return {0, went_up}
-""" % (_LUA_OPS_PER_CALL, _LUA_OPS_PER_CALL)
-
 _LUA_REMOVE = _LUA_COMMON + """
 -- Read every counter once, decide key by key on the values as the earlier keys of the batch left them, then write.
 local value = {}
@@ -784,35 +793,17 @@ class RedisCountingBloomFilter(_Served):
     def _run_batches(self, source: str, offsets, chunk_keys: int, mode: str, batch_id: Optional[str], doing: str):
         """Run ``source`` over chunks of keys (pipelined); returns the per-chunk [status, value] replies."""
         from bloomwise._native.served import pack_command
-        if batch_id is None:
-            batch_id = uuid.uuid4().hex
-        elif not isinstance(batch_id, str) or not batch_id or len(batch_id) > 200:
-            raise ValueError(f"batch_id must be a non-empty str of at most 200 characters, got {batch_id!r}")
-        import numpy as np
-        from bloomwise._native.served import encode_args
+        batch_id = _check_batch_id(batch_id)
         n, k = offsets.shape
         meta = _meta_key(self._name).encode()
         parts = [p.encode() for p in self._parts]
-        field = f"u{self._g.counter_bits}".encode()
-        if source is _LUA_ADD:
-            op, tail, per_op = encode_args([b"INCRBY", field]), encode_args([b"1"]), 4
-        else:
-            op, tail, per_op = b"", b"", 1
-            arguments = [str(BATCH_RECORD_SECONDS).encode(), str(k).encode(), str(self._g.part_bytes * 8).encode(),
-                         field, str(self.counter_max).encode(), mode.encode()]
+        arguments = [str(BATCH_RECORD_SECONDS).encode(), str(k).encode(), str(self._g.part_bytes * 8).encode(),
+                     f"u{self._g.counter_bits}".encode(), str(self.counter_max).encode(), mode.encode()]
 
         def pack(c, sha):
             record = f"{self._name}:batch:{batch_id}:{c}".encode()
-            chunk = offsets[starts[c]:starts[c] + counts[c]]
-            if source is _LUA_ADD:  # the sub-operations grouped by part, part-local offsets
-                groups = dict(self._split_parts(chunk))
-                sizes = [groups[p].size if p in groups else 0 for p in range(len(parts))]
-                local = np.concatenate([groups[p].reshape(-1) for p in sorted(groups)])
-                args = [str(BATCH_RECORD_SECONDS).encode(), str(counts[c]).encode(), *[str(x).encode() for x in sizes]]
-            else:
-                local, args = chunk, arguments
-            head = [b"EVALSHA", sha, str(2 + len(parts)).encode(), meta, record, *parts, *args]
-            return pack_command(head, local, op, tail, per_op)
+            head = [b"EVALSHA", sha, str(2 + len(parts)).encode(), meta, record, *parts, *arguments]
+            return pack_command(head, offsets[starts[c]:starts[c] + counts[c]], b"", b"", 1)
 
         starts = list(range(0, n, chunk_keys))
         counts = [min(chunk_keys, n - s) for s in starts]
@@ -837,18 +828,95 @@ class RedisCountingBloomFilter(_Served):
         return results, batch_id
 
     # -- writes ---------------------------------------------------------------------------------------------------------
+    def _increment(self, offsets, batch_id: Optional[str], doing: str):
+        """Add one occurrence of each key (rows of ``offsets``); returns per key whether a counter went 0 -> 1.
+
+        The chunks of TRANSACTION_KEYS keys are MULTI/EXEC transactions of ``BITFIELD part OVERFLOW SAT INCRBY u4
+        <offset> 1 ...`` (sticky saturation is the server's own SAT) and ``SET name:batch:<id>:<chunk> 1``, after
+        ``WATCH`` and ``MGET`` of those records: chunks already recorded are skipped, and if another client records
+        one between the MGET and the EXEC, the EXEC is refused and the chunk looked at again. So every chunk applies
+        exactly once, atomically with its record.
+        """
+        import numpy as np
+        from bloomwise._native.served import encode_args, pack_command
+        batch_id = _check_batch_id(batch_id)
+        n = offsets.shape[0]
+        op = encode_args([b"INCRBY", f"u{self._g.counter_bits}".encode()])
+        tail = encode_args([b"1"])
+        starts = list(range(0, n, CHUNK_KEYS))
+        counts = [min(CHUNK_KEYS, n - s) for s in starts]
+        records = [f"{self._name}:batch:{batch_id}:{c}".encode() for c in range(len(starts))]
+        went_up = np.zeros(n, dtype=bool)
+        per_transaction = max(1, TRANSACTION_KEYS // CHUNK_KEYS)
+        applied = 0
+        meta = _meta_key(self._name).encode()
+        with self._connection(doing) as connection:
+            for first in range(0, len(starts), per_transaction):
+                group = range(first, min(first + per_transaction, len(starts)))
+                group_keys = sum(counts[c] for c in group)
+                watch = [encode_command([b"WATCH", *[records[c] for c in group]]),
+                         encode_command([b"MGET", *[records[c] for c in group]])]
+                for _attempt in range(OPTIMISTIC_ATTEMPTS):
+                    replies = self._exchange(watch.__getitem__, 2, doing, [0, 0], batch_id, connection, applied, n)
+                    _raise_error_replies(replies, doing)
+                    todo = [c for c, record in zip(group, replies[1]) if record is None]
+                    if not todo:
+                        self._exchange(lambda i: encode_command([b"UNWATCH"]), 1, doing, [0], batch_id, connection,
+                                       applied, n)
+                        break
+                    commands, owners = [encode_command([b"MULTI"])], []
+                    for c in todo:
+                        chunk = offsets[starts[c]:starts[c] + counts[c]]
+                        for part, local in self._split_parts(chunk):
+                            commands.append(pack_command([b"BITFIELD", self._parts[part].encode(), b"OVERFLOW", b"SAT"],
+                                                         local, op, tail, 4))
+                            owners.append((c, part))
+                        commands.append(encode_command([b"SET", records[c], b"1", b"EX",
+                                                        str(BATCH_RECORD_SECONDS).encode()]))
+                        owners.append(None)
+                    commands.append(encode_command([b"HINCRBY", meta, b"num_keys",
+                                                    str(sum(counts[c] for c in todo)).encode()]))
+                    commands.append(encode_command([b"EXEC"]))
+                    replies = self._exchange(commands.__getitem__, len(commands), doing,
+                                             [0] * (len(commands) - 1) + [group_keys], batch_id, connection, applied,
+                                             n)
+                    _raise_error_replies(replies[:-1], doing)
+                    result = replies[-1]
+                    if result is None:
+                        continue  # a record changed after WATCH: another client applied a chunk; look again
+                    if isinstance(result, Exception):
+                        raise ServedFilterError(f"the Redis server refused a transaction while {doing}: {result}")
+                    _raise_error_replies(result, doing)
+                    for owner, reply in zip(owners, result):
+                        if owner is None:
+                            continue
+                        c, part = owner
+                        chunk = offsets[starts[c]:starts[c] + counts[c]]
+                        ones = np.asarray(reply, dtype=np.int64) == 1
+                        if len(self._parts) == 1:
+                            went_up[starts[c]:starts[c] + counts[c]] |= ones.reshape(chunk.shape).any(axis=1)
+                        else:
+                            hit = np.zeros(chunk.shape, dtype=bool)
+                            hit[(chunk // np.uint64(self._g.part_bytes * 8)) == part] = ones
+                            went_up[starts[c]:starts[c] + counts[c]] |= hit.any(axis=1)
+                    break
+                else:
+                    raise ServedFilterError(f"gave up {doing} after {OPTIMISTIC_ATTEMPTS} attempts: other clients "
+                                            "kept recording the same batch id")
+                applied += group_keys
+        return went_up
+
     def add(self, key, *, batch_id: Optional[str] = None) -> bool:
         """Add one occurrence of a key; True when it was certainly absent before (a counter went 0 -> 1)."""
         offsets, _, _ = self._offsets(key, True)
-        results, _ = self._run_batches(_LUA_ADD, offsets, CHUNK_KEYS, "add", batch_id, f"adding to {self._name!r}")
-        return bool(results[0][1])
+        return bool(self._increment(offsets, batch_id, f"adding to {self._name!r}")[0])
 
     def update(self, keys: Iterable, *, batch_id: Optional[str] = None) -> None:
         """Add one occurrence of every key. Applied once per ``batch_id`` (a fresh one when None): retrying the
         same keys with the same id after an IncompleteBatchError applies only what was not applied."""
         offsets, n, _ = self._offsets(keys)
         if n:
-            self._run_batches(_LUA_ADD, offsets, CHUNK_KEYS, "add", batch_id, f"adding a batch to {self._name!r}")
+            self._increment(offsets, batch_id, f"adding a batch to {self._name!r}")
 
     def remove(self, key) -> None:
         """Remove one occurrence of a key; KeyError (and no change) when it is certainly absent."""
