@@ -54,6 +54,8 @@ WINDOW_COMMANDS = 32
 TRANSACTION_KEYS = 8000
 #: How often a counting insert looks again when another client recorded the same batch id meanwhile.
 OPTIMISTIC_ATTEMPTS = 20
+#: How often a removal re-reads after other clients wrote the filter before it falls back to the Lua script.
+REMOVE_ATTEMPTS = 3
 #: Seconds a counting batch's record is kept (a retry later than this may apply the batch twice).
 BATCH_RECORD_SECONDS = 24 * 3600
 #: How many sub-operations a Lua script passes to one redis.call (Lua's unpack() limit is about 8,000 values).
@@ -790,11 +792,11 @@ class RedisCountingBloomFilter(_Served):
             shas[source] = _call(self._client, "loading a Lua script", self._client.script_load, source).encode()
         return shas[source]
 
-    def _run_batches(self, source: str, offsets, chunk_keys: int, mode: str, batch_id: Optional[str], doing: str):
-        """Run ``source`` over chunks of keys (pipelined); returns the per-chunk [status, value] replies."""
+    def _run_scripts(self, offsets, starts, counts, chunks, mode: str, batch_id: str, doing: str, connection,
+                     applied_before: int, total_keys: int):
+        """The removal script over the given chunks (pipelined); returns their [status, value] replies."""
         from bloomwise._native.served import pack_command
-        batch_id = _check_batch_id(batch_id)
-        n, k = offsets.shape
+        k = offsets.shape[1]
         meta = _meta_key(self._name).encode()
         parts = [p.encode() for p in self._parts]
         arguments = [str(BATCH_RECORD_SECONDS).encode(), str(k).encode(), str(self._g.part_bytes * 8).encode(),
@@ -805,14 +807,12 @@ class RedisCountingBloomFilter(_Served):
             head = [b"EVALSHA", sha, str(2 + len(parts)).encode(), meta, record, *parts, *arguments]
             return pack_command(head, offsets[starts[c]:starts[c] + counts[c]], b"", b"", 1)
 
-        starts = list(range(0, n, chunk_keys))
-        counts = [min(chunk_keys, n - s) for s in starts]
-        pending = list(range(len(starts)))
-        results = [None] * len(starts)
+        pending = list(chunks)
+        results = {}
         for attempt in range(2):  # a second time only for scripts the server had forgotten (NOSCRIPT)
-            sha = self._script_sha(source)
+            sha = self._script_sha(_LUA_REMOVE)
             replies = self._exchange(lambda i: pack(pending[i], sha), len(pending), doing,
-                                     [counts[c] for c in pending], batch_id)
+                                     [counts[c] for c in pending], batch_id, connection, applied_before, total_keys)
             retry = []
             for c, reply in zip(pending, replies):
                 if isinstance(reply, Exception) and str(reply).startswith("NOSCRIPT") and attempt == 0:
@@ -823,11 +823,121 @@ class RedisCountingBloomFilter(_Served):
                     results[c] = reply
             if not retry:
                 break
-            self._shas.pop(source, None)
+            self._shas.pop(_LUA_REMOVE, None)
             pending = retry
-        return results, batch_id
+        return [results[c] for c in chunks]
 
-    # -- writes ---------------------------------------------------------------------------------------------------------
+    def _read_cells(self, connection, offsets, doing, applied_before, total_keys):
+        """Current values of the cells at ``offsets`` (a flat array of Redis bit offsets), on ``connection``."""
+        import numpy as np
+        from bloomwise._native.served import encode_args, pack_command
+        op = encode_args([b"GET", f"u{self._g.counter_bits}".encode()])
+        plan = []
+        for part, local in self._split_parts(offsets.reshape(-1, 1)):
+            for s in range(0, local.size, CHUNK_KEYS * 8):
+                plan.append((part, local[s:s + CHUNK_KEYS * 8]))
+        replies = self._exchange(lambda i: pack_command([b"BITFIELD_RO", self._parts[plan[i][0]].encode()],
+                                                        plan[i][1], op, b"", 3),
+                                 len(plan), doing, [0] * len(plan), None, connection, applied_before, total_keys)
+        _raise_error_replies(replies, doing)
+        values = np.empty(offsets.size, dtype=np.int64)
+        if len(self._parts) == 1:
+            values[:] = np.concatenate([np.asarray(r, dtype=np.int64) for r in replies])
+        else:
+            part_of = offsets // np.uint64(self._g.part_bytes * 8)
+            by_part = {}
+            for (part, _), reply in zip(plan, replies):
+                by_part.setdefault(part, []).append(np.asarray(reply, dtype=np.int64))
+            for part, chunks in by_part.items():
+                values[part_of == part] = np.concatenate(chunks)
+        return values
+
+    def _decrement(self, offsets, mode: str, batch_id: Optional[str], doing: str):
+        """Remove one occurrence of each key (rows of ``offsets``); returns how many were removed, or raises
+        KeyError(index of the first certainly-absent key) in mode "raise" (then nothing changed).
+
+        Fast path, per transaction of chunks: WATCH the records and the parts, MGET the records (chunks already
+        recorded are skipped), read the counters, and when every counter is saturated or at least as large as the
+        number of probes of the chunks on it (always so when the keys were added), decrement them all in one
+        MULTI/EXEC with the records. That is exactly what removing the keys one by one does. Otherwise (a key is
+        certainly absent, or other clients keep writing the filter) the chunks go to the Lua script, which decides
+        key by key on the server.
+        """
+        import numpy as np
+        from bloomwise._native.served import encode_args, pack_command
+        batch_id = _check_batch_id(batch_id)
+        n = offsets.shape[0]
+        chunk_keys = n if mode == "raise" else CHUNK_KEYS  # "raise" is all or nothing: one chunk
+        starts = list(range(0, n, chunk_keys))
+        counts = [min(chunk_keys, n - s) for s in starts]
+        records = [f"{self._name}:batch:{batch_id}:{c}".encode() for c in range(len(starts))]
+        per_transaction = max(1, TRANSACTION_KEYS // chunk_keys)
+        maximum = self.counter_max
+        meta = _meta_key(self._name).encode()
+        parts = [p.encode() for p in self._parts]
+        minus_one = encode_args([b"-1"])
+        op = encode_args([b"INCRBY", f"u{self._g.counter_bits}".encode()])
+        removed = applied = 0
+        with self._connection(doing) as connection:
+            for first in range(0, len(starts), per_transaction):
+                group = list(range(first, min(first + per_transaction, len(starts))))
+                group_keys = sum(counts[c] for c in group)
+                done = None
+                for _attempt in range(REMOVE_ATTEMPTS):
+                    watch = [encode_command([b"WATCH", *[records[c] for c in group], *parts]),
+                             encode_command([b"MGET", *[records[c] for c in group]])]
+                    replies = self._exchange(watch.__getitem__, 2, doing, [0, 0], batch_id, connection, applied, n)
+                    _raise_error_replies(replies, doing)
+                    recorded = {c: int(r) for c, r in zip(group, replies[1]) if r is not None}
+                    todo = [c for c in group if c not in recorded]
+                    if not todo:
+                        done = sum(recorded.values())
+                        break
+                    rows = np.concatenate([offsets[starts[c]:starts[c] + counts[c]] for c in todo])
+                    distinct, demand = np.unique(rows, return_counts=True)
+                    values = self._read_cells(connection, distinct, doing, applied, n)
+                    free = values != maximum
+                    if (free & (demand > values)).any():
+                        break  # some key may be certainly absent: the script decides key by key
+                    decrements = np.repeat(distinct[free], demand[free])
+                    commands = [encode_command([b"MULTI"])]
+                    for part, local in self._split_parts(decrements.reshape(-1, 1)):
+                        for s in range(0, local.size, CHUNK_KEYS * 8):
+                            commands.append(pack_command([b"BITFIELD", parts[part]], local[s:s + CHUNK_KEYS * 8],
+                                                         op, minus_one, 4))
+                    for c in todo:
+                        commands.append(encode_command([b"SET", records[c], str(counts[c]).encode(), b"EX",
+                                                        str(BATCH_RECORD_SECONDS).encode()]))
+                    commands.append(encode_command([b"HINCRBY", meta, b"num_keys",
+                                                    str(-sum(counts[c] for c in todo)).encode()]))
+                    commands.append(encode_command([b"EXEC"]))
+                    replies = self._exchange(commands.__getitem__, len(commands), doing,
+                                             [0] * (len(commands) - 1) + [group_keys], batch_id, connection,
+                                             applied, n)
+                    _raise_error_replies(replies[:-1], doing)
+                    if replies[-1] is None:
+                        continue  # another client wrote the filter after WATCH: read again
+                    if isinstance(replies[-1], Exception):
+                        raise ServedFilterError(f"the Redis server refused a transaction while {doing}: {replies[-1]}")
+                    _raise_error_replies(replies[-1], doing)
+                    done = sum(recorded.values()) + sum(counts[c] for c in todo)
+                    break
+                if done is None:
+                    self._exchange(lambda i: encode_command([b"UNWATCH"]), 1, doing, [0], batch_id, connection,
+                                   applied, n)
+                    results = self._run_scripts(offsets, starts, counts, group, mode, batch_id, doing, connection,
+                                                applied, n)
+                    for result in results:
+                        if int(result[0]) == 2:
+                            raise KeyError(int(result[1]))
+                    done = sum(int(r[1]) for r in results)
+                else:
+                    self._exchange(lambda i: encode_command([b"UNWATCH"]), 1, doing, [0], batch_id, connection,
+                                   applied, n)
+                removed += done
+                applied += group_keys
+        return removed
+
     def _increment(self, offsets, batch_id: Optional[str], doing: str):
         """Add one occurrence of each key (rows of ``offsets``); returns per key whether a counter went 0 -> 1.
 
@@ -918,25 +1028,26 @@ class RedisCountingBloomFilter(_Served):
         if n:
             self._increment(offsets, batch_id, f"adding a batch to {self._name!r}")
 
-    def remove(self, key) -> None:
+    def remove(self, key, *, batch_id: Optional[str] = None) -> None:
         """Remove one occurrence of a key; KeyError (and no change) when it is certainly absent."""
         offsets, _, _ = self._offsets(key, True)
-        results, _ = self._run_batches(_LUA_REMOVE, offsets, 1, "raise", None, f"removing from {self._name!r}")
-        if results[0][0] == 2:
-            raise KeyError(key)
+        try:
+            self._decrement(offsets, "raise", batch_id, f"removing from {self._name!r}")
+        except KeyError:
+            raise KeyError(key) from None
 
-    def discard(self, key) -> bool:
+    def discard(self, key, *, batch_id: Optional[str] = None) -> bool:
         """Remove one occurrence of a key if it might be present; returns whether anything was removed."""
         offsets, _, _ = self._offsets(key, True)
-        results, _ = self._run_batches(_LUA_REMOVE, offsets, 1, "ignore", None, f"removing from {self._name!r}")
-        return bool(results[0][1])
+        return bool(self._decrement(offsets, "ignore", batch_id, f"removing from {self._name!r}"))
 
     def remove_many(self, keys, *, missing="raise", batch_id: Optional[str] = None) -> int:
         """Remove one occurrence of each key, in order; returns how many were removed.
 
         ``missing="raise"``: when a key is certainly absent nothing at all is removed and KeyError names it (the
-        whole batch is one script, so it is all or nothing). ``missing="ignore"``: certainly absent keys are skipped
-        and the batch runs in pipelined scripts of 1,000 keys, each applied exactly once per ``batch_id``.
+        whole batch is one transaction or one script: all or nothing). ``missing="ignore"``: certainly absent keys
+        are skipped, and the batch is applied in transactions of TRANSACTION_KEYS keys, each exactly once per
+        ``batch_id`` (retry with the id of an IncompleteBatchError).
         """
         if missing not in ("raise", "ignore"):
             raise ValueError(f"missing must be 'raise' or 'ignore', got {missing!r}")
@@ -945,12 +1056,12 @@ class RedisCountingBloomFilter(_Served):
         offsets, n, _ = self._offsets(keys)
         if n == 0:
             return 0
-        chunk = n if missing == "raise" else CHUNK_KEYS
-        results, _ = self._run_batches(_LUA_REMOVE, offsets, chunk, missing, batch_id,
-                                       f"removing a batch from {self._name!r}")
-        if missing == "raise" and results[0][0] == 2:
-            raise KeyError(keys[int(results[0][1])])
-        return sum(int(r[1]) for r in results)
+        try:
+            return self._decrement(offsets, missing, batch_id, f"removing a batch from {self._name!r}")
+        except KeyError as missing_key:
+            index = missing_key.args[0]
+            flat = keys.reshape(-1) if hasattr(keys, "reshape") else keys
+            raise KeyError(flat[index]) from None
 
     # -- reads ----------------------------------------------------------------------------------------------------------
     def _counter_values(self, keys, single: bool):
