@@ -475,3 +475,75 @@ def test_two_clients_share_one_filter(server):
             local.update(keys_of(f"{p}{i}-", 1000))
     assert reader.num_keys == 10_000 and from_redis(b, "shared") == local
     assert writer.contains_many(keys_of("x0-", 1000)).all()
+
+
+# ---- removal paths: the transaction and the script give the local filter's result -----------------------------------
+operations = st.lists(st.tuples(st.sampled_from(["update", "remove_many", "ignore", "discard"]),
+                                st.lists(st.integers(0, 40), max_size=25)), min_size=1, max_size=8)
+
+
+@needs_server
+@given(ops=operations, force_script=st.booleans())
+def test_counting_operations_match_the_local_filter(server, ops, force_script):
+    client = server.client()
+    client.delete("h:meta", "h:part:0")
+    # 60 counters, k = 4: collisions, repeated probes and saturation are all frequent
+    local = CountingBloomFilter.from_size(60, 4, seed=21)
+    remote = RedisCountingBloomFilter.from_size(client, "h", 60, 4, seed=21)
+    old_attempts = served.REMOVE_ATTEMPTS
+    served.REMOVE_ATTEMPTS = 0 if force_script else old_attempts
+    try:
+        for op, keys in ops:
+            if op == "update":
+                remote.update(keys)
+                local.update(keys)
+            elif op == "remove_many":
+                expected = got = None
+                try:
+                    expected = local.remove_many(keys)
+                except KeyError as exc:
+                    expected = exc.args
+                try:
+                    got = remote.remove_many(keys)
+                except KeyError as exc:
+                    got = exc.args
+                assert got == expected
+            elif op == "ignore":
+                assert remote.remove_many(keys, missing="ignore") == local.remove_many(keys, missing="ignore")
+            else:
+                assert [remote.discard(key) for key in keys] == [local.discard(key) for key in keys]
+            assert from_redis(client, "h") == local
+    finally:
+        served.REMOVE_ATTEMPTS = old_attempts
+        client.close()
+
+
+@needs_server
+def test_removal_reads_again_when_another_client_writes(client, server, monkeypatch):
+    local = CountingBloomFilter(2000, 0.01, seed=3)
+    remote = RedisCountingBloomFilter(client, "w", 2000, 0.01, seed=3)
+    other = RedisCountingBloomFilter.open(server.client(), "w")
+    keys = keys_of("k", 1500)
+    remote.update(keys)
+    local.update(keys)
+    real = RedisCountingBloomFilter._read_cells
+    calls = {"n": 0}
+
+    def read_then_interfere(self, *args):
+        values = real(self, *args)
+        calls["n"] += 1
+        if calls["n"] <= 2:  # another client changes the filter between our read and our EXEC
+            other.update([f"late{calls['n']}"])
+            local.update([f"late{calls['n']}"])
+        return values
+
+    monkeypatch.setattr(RedisCountingBloomFilter, "_read_cells", read_then_interfere)
+    assert remote.remove_many(keys[:1000]) == 1000
+    local.remove_many(keys[:1000])
+    assert calls["n"] == 3  # two transactions refused by EXEC, the third applied
+    assert from_redis(client, "w") == local
+    calls["n"] = -100  # now every transaction is refused: the script takes over and gives the same result
+    assert remote.remove_many(keys[1000:1200]) == 200
+    assert calls["n"] == -100 + served.REMOVE_ATTEMPTS
+    local.remove_many(keys[1000:1200])
+    assert from_redis(client, "w") == local
