@@ -59,19 +59,27 @@ def server_usec(client, commands) -> float:
     return sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in commands)
 
 
+def server_cpu(client) -> float:
+    cpu = client.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
 def timed(client, fn, commands):
-    """(seconds, server seconds) of fn()."""
+    """(seconds, server seconds in the commands, client CPU seconds, server CPU seconds) of fn()."""
     client.config_resetstat()
+    server_before = server_cpu(client)
+    cpu_before = time.process_time()
     start = time.perf_counter()
     fn()
     elapsed = time.perf_counter() - start
-    return elapsed, server_usec(client, commands) / 1e6
+    cpu = time.process_time() - cpu_before
+    return elapsed, server_usec(client, commands) / 1e6, cpu, server_cpu(client) - server_before
 
 
 def row_stats(samples, n):
     walls = [n / s[0] for s in samples]
-    servers = [s[1] / n * 1e6 for s in samples]
-    return statistics.median(walls), statistics.median(servers), min(walls), max(walls)
+    per_key = [[s[i] / n * 1e6 for s in samples] for i in (1, 2, 3)]
+    return (statistics.median(walls), min(walls), max(walls), *[statistics.median(x) for x in per_key])
 
 
 def bench_bloom(client, layout, keys, absent, runs):
@@ -120,7 +128,8 @@ def bench_per_key_pipeline(client, keys, runs):
             if i % 1000 == 999:
                 pipe.execute()
         pipe.execute()
-        samples.append((time.perf_counter() - start, server_usec(client, ["bitfield"]) / 1e6))
+        samples.append((time.perf_counter() - start, server_usec(client, ["bitfield"]) / 1e6, float("nan"),
+                        float("nan")))
     return row_stats(samples, len(keys))
 
 
@@ -164,13 +173,22 @@ def main(argv=None) -> int:
                   f"{machine['python']}, numpy {machine['numpy']}, redis-py {redis.__version__}, redis-server "
                   f"{version}; load average before: {load_before}. Client and server share the machine's CPUs.",
                   "", f"Target: {TARGET:,} keys/s for batches.", "",
-                  "| filter | operation | parser | keys/s (median) | range | server µs/key | vs target |",
-                  "|---|---|---|---:|---:|---:|---:|"]
+                  "Per key: *in commands* is the server's time inside the commands (INFO commandstats); *server CPU* "
+                  "all of the server's CPU time (also parsing requests, writing replies); *client CPU* this "
+                  "process's CPU time (hashing, packing, reading replies). Client and server overlap (pipelined), "
+                  "so on an idle machine with a core for each the throughput would approach "
+                  "1 / max(client CPU, server CPU): the *bound* column.", "",
+                  "| filter | operation | parser | keys/s (median) | range | vs target | in commands µs | "
+                  "server CPU µs | client CPU µs | bound keys/s |",
+                  "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
 
         def add(filter_name, op, parser_name, stats):
-            median, server_us, low, high = stats
+            median, low, high, in_commands, client_cpu, server_cpu_us = stats
+            slowest = max(client_cpu, server_cpu_us)
+            bound = f"{1e6 / slowest:,.0f}" if slowest == slowest and slowest > 0 else "-"
             lines.append(f"| {filter_name} | {op} | {parser_name} | {median:,.0f} | {low:,.0f}-{high:,.0f} | "
-                         f"{server_us:.2f} | {median / TARGET:.2f}x |")
+                         f"{median / TARGET:.2f}x | {in_commands:.2f} | {server_cpu_us:.2f} | {client_cpu:.2f} | "
+                         f"{bound} |")
             print(lines[-1], flush=True)
 
         for parser_name, client in clients(server).items():

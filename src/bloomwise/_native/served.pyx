@@ -11,6 +11,7 @@ cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
 
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, probe, second_hash, block_index, BW_SALT,
@@ -118,39 +119,46 @@ def pack_command(head, offsets, bytes op, bytes tail, Py_ssize_t args_per_op) ->
     """One RESP command: the arguments ``head`` (a list), then for each offset the pre-encoded ``op``, the offset
     in decimal and the pre-encoded ``tail``; ``args_per_op`` counts the arguments of one repetition (op + 1 + tail).
 
+    A 2-D ``offsets`` of shape (n, j) writes the j values of a row one after the other between ``op`` and ``tail``.
+    ``head=None`` writes no array header: then each repetition must be a whole command (``op`` starting with its
+    own ``*<count>``), and the result is a sequence of commands to send at once.
+
     >>> import numpy as np
     >>> pack_command([b"BITFIELD_RO", b"f"], np.array([5, 12], dtype=np.uint64), encode_args([b"GET", b"u1"]), b"", 3)
     b'*8\\r\\n$11\\r\\nBITFIELD_RO\\r\\n$1\\r\\nf\\r\\n$3\\r\\nGET\\r\\n$2\\r\\nu1\\r\\n$1\\r\\n5\\r\\n$3\\r\\nGET\\r\\n$2\\r\\nu1\\r\\n$2\\r\\n12\\r\\n'
+    >>> pack_command(None, np.array([[0, 63]], dtype=np.uint64), b"*4\\r\\n" + encode_args([b"GETRANGE", b"f"]), b"", 4)
+    b'*4\\r\\n$8\\r\\nGETRANGE\\r\\n$1\\r\\nf\\r\\n$1\\r\\n0\\r\\n$2\\r\\n63\\r\\n'
     """
     np = numpy()
-    cdef const uint64_t[::1] offs = np.ascontiguousarray(offsets, dtype=np.uint64).reshape(-1)
-    cdef Py_ssize_t n = offs.shape[0], i, j, w
-    cdef bytes head_bytes = encode_args(head)
-    cdef Py_ssize_t total_args = len(head) + n * args_per_op
+    array = np.ascontiguousarray(offsets, dtype=np.uint64)
+    cdef Py_ssize_t per_row = array.shape[1] if array.ndim == 2 else 1
+    cdef const uint64_t[::1] offs = array.reshape(-1)
+    cdef Py_ssize_t n = offs.shape[0] // per_row if per_row else 0, i, j, r, w = 0
+    cdef bytes head_bytes = encode_args(head) if head is not None else b""
+    cdef Py_ssize_t total_args = (len(head) if head is not None else 0) + n * args_per_op
     cdef Py_ssize_t op_len = PyBytes_GET_SIZE(op), tail_len = PyBytes_GET_SIZE(tail)
-    cdef Py_ssize_t capacity = 32 + PyBytes_GET_SIZE(head_bytes) + n * (op_len + tail_len + 28)
+    cdef Py_ssize_t capacity = 32 + PyBytes_GET_SIZE(head_bytes) + n * (op_len + tail_len + 28 * per_row)
     cdef const char* op_p = PyBytes_AS_STRING(op)
     cdef const char* tail_p = PyBytes_AS_STRING(tail)
     cdef char* buf = <char*>malloc(capacity)
     if buf == NULL:
         raise MemoryError()
     try:
-        buf[0] = b'*'
-        w = 1 + write_decimal(buf + 1, <uint64_t>total_args)
-        buf[w] = b'\r'
-        buf[w + 1] = b'\n'
-        w += 2
-        for i in range(PyBytes_GET_SIZE(head_bytes)):
-            buf[w + i] = PyBytes_AS_STRING(head_bytes)[i]
-        w += PyBytes_GET_SIZE(head_bytes)
+        if head is not None:
+            buf[0] = b'*'
+            w = 1 + write_decimal(buf + 1, <uint64_t>total_args)
+            buf[w] = b'\r'
+            buf[w + 1] = b'\n'
+            w += 2
+            memcpy(buf + w, PyBytes_AS_STRING(head_bytes), PyBytes_GET_SIZE(head_bytes))
+            w += PyBytes_GET_SIZE(head_bytes)
         with nogil:
             for i in range(n):
-                for j in range(op_len):
-                    buf[w + j] = op_p[j]
+                memcpy(buf + w, op_p, op_len)
                 w += op_len
-                w += write_bulk_decimal(buf + w, offs[i])
-                for j in range(tail_len):
-                    buf[w + j] = tail_p[j]
+                for r in range(per_row):
+                    w += write_bulk_decimal(buf + w, offs[i * per_row + r])
+                memcpy(buf + w, tail_p, tail_len)
                 w += tail_len
         return PyBytes_FromStringAndSize(buf, w)
     finally:
