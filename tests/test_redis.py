@@ -91,9 +91,9 @@ def test_served_bits_are_the_local_bits(client, layout):
     assert [remote.add(k) for k in single] == [local.add(k) for k in single]
     assert [remote.add(k) for k in single] == [False] * 5
     keys = keys_of("k", 3000)
-    remote.update(keys)
+    remote.update(keys, method="bitfield")
     local.update(keys)
-    remote.update(np.arange(500, dtype=np.uint64))
+    remote.update(np.arange(500, dtype=np.uint64), method="bitfield")
     local.update(np.arange(500, dtype=np.uint64))
     # the bytes on the server are the local payload, byte for byte (bit p is Redis bit p ^ 7)
     assert client.get("f:part:0").ljust(local.nbytes, b"\0") == bytes(local._payload())
@@ -438,7 +438,7 @@ def test_server_killed_during_a_bit_batch(monkeypatch, tmp_path):
         remote = RedisBloomFilter(srv.client(), "crash", 100_000, 0.01, seed=13)
         kill_during_batch(monkeypatch, srv, after_packs=40)
         with pytest.raises(IncompleteBatchError, match="retrying the whole batch is safe") as caught:
-            remote.update(keys)
+            remote.update(keys, method="bitfield")
         monkeypatch.undo()
         assert caught.value.unknown_keys > 0 and caught.value.batch_id is None
         srv.start()
@@ -549,3 +549,45 @@ def test_removal_reads_again_when_another_client_writes(client, server, monkeypa
     assert calls["n"] == -100 + served.REMOVE_ATTEMPTS
     local.remove_many(keys[1000:1200])
     assert from_redis(client, "w") == local
+
+
+@needs_server
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_update_by_merge_gives_the_same_bits(client, layout):
+    local = BloomFilter(3000, 0.01, layout=layout, seed=17)
+    keys = keys_of("k", 2000)
+    local.update(keys)
+    for method in ("bitfield", "merge", "auto"):  # auto: 2,000 keys for a few KiB of filter -> merge
+        remote = RedisBloomFilter(client, f"u-{method}", 3000, 0.01, layout=layout, seed=17, part_bytes=512)
+        remote.update(keys, method=method)
+        assert from_redis(client, f"u-{method}") == local
+    remote.update(iter(keys_of("i", 10)))  # an iterator: length unknown, BITFIELD
+    assert remote.contains_many(keys_of("i", 10)).all()
+    with pytest.raises(ValueError, match="method"):
+        remote.update(keys, method="fast")
+
+
+@needs_server
+def test_server_killed_during_a_merge(monkeypatch, tmp_path):
+    local = BloomFilter.from_size(64 * 512, 8, layout="blocked", seed=1)
+    local.update(keys_of("m", 3000))
+    with LocalRedisServer(persistent=True, directory=str(tmp_path)) as srv:
+        remote = RedisBloomFilter.from_size(srv.client(), "mk", local.num_bits, 8, layout="blocked", seed=1,
+                                            part_bytes=512)
+        real = redis.client.Pipeline.execute
+        calls = {"n": 0}
+
+        def execute(self, *args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == 3:
+                srv.kill()
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(redis.client.Pipeline, "execute", execute)
+        with pytest.raises(IncompleteBatchError, match="2 of 8 parts were merged.*retrying the merge is safe"):
+            remote.update(keys_of("m", 3000), method="merge")
+        monkeypatch.undo()
+        srv.start()
+        remote = RedisBloomFilter.open(srv.client(), "mk")
+        remote.merge(local)
+        assert from_redis(srv.client(), "mk") == local
