@@ -702,6 +702,7 @@ class RedisBloomFilter(_Served):
         redis = _redis()
         payload = memoryview(local._payload()).cast("B")
         temporary = f"{self._name}:merge:{uuid.uuid4().hex}"
+        merged = 0
         for index, part in enumerate(self._parts):
             start = index * self._g.part_bytes
             data = payload[start:start + self._g.part_length(index)]
@@ -714,7 +715,8 @@ class RedisBloomFilter(_Served):
             try:
                 pipe.execute()
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-                if isinstance(exc, redis.exceptions.AuthenticationError) or "connecting to" in str(exc):
+                if isinstance(exc, redis.exceptions.AuthenticationError) or (
+                        not merged and "connecting to" in str(exc)):
                     raise _server_error(self._client, exc, f"merging into {part}") from exc  # never connected
                 keys = local._keys_added_count
                 raise IncompleteBatchError(
@@ -724,6 +726,7 @@ class RedisBloomFilter(_Served):
                     applied_keys=0, unknown_keys=keys, batch_id=None) from exc
             except redis.exceptions.RedisError as exc:
                 raise _server_error(self._client, exc, f"merging into {part}") from exc
+            merged += 1
         _call(self._client, "counting keys", self._client.hincrby, _meta_key(self._name), "keys_added",
               local._keys_added_count)
 
