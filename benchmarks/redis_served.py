@@ -36,6 +36,7 @@ from bloomwise._redis_server import LocalRedisServer  # noqa: E402
 from bloomwise.redis import RedisBloomFilter, RedisCountingBloomFilter  # noqa: E402
 
 TARGET = 300_000  # keys/s for batches (issue 17)
+SMALL_BATCH = 5_000
 
 
 def clients(server):
@@ -82,18 +83,28 @@ def row_stats(samples, n):
     return (statistics.median(walls), min(walls), max(walls), *[statistics.median(x) for x in per_key])
 
 
-def bench_bloom(client, layout, keys, absent, runs):
-    results = {}
-    samples_add, samples_query = [], []
+def bench_bloom(client, layout, keys, absent, runs, merge=True):
+    samples = {"insert, BITFIELD": [], "query": []}
+    if merge:
+        samples.update({"insert, merge (one batch)": [], f"insert, auto, batches of {SMALL_BATCH:,}": []})
     for run in range(runs):
         client.flushall()
         f = RedisBloomFilter(client, f"bench-{layout}", len(keys), 0.01, layout=layout)
-        samples_add.append(timed(client, lambda: f.update(keys), ["bitfield"]))
+        samples["insert, BITFIELD"].append(timed(client, lambda: f.update(keys, method="bitfield"), ["bitfield"]))
         probe = np.concatenate([keys[: len(keys) // 2], absent[: len(keys) - len(keys) // 2]])
-        samples_query.append(timed(client, lambda: f.contains_many(probe), ["bitfield_ro", "getrange"]))
-    results["insert"] = row_stats(samples_add, len(keys))
-    results["query"] = row_stats(samples_query, len(keys))
-    return results, f.num_hashes
+        samples["query"].append(timed(client, lambda: f.contains_many(probe), ["bitfield_ro", "getrange"]))
+        if merge:
+            f.clear()
+            samples["insert, merge (one batch)"].append(
+                timed(client, lambda: f.update(keys, method="merge"), ["set", "bitop"]))
+            f.clear()
+
+            def batches():
+                for s in range(0, len(keys), SMALL_BATCH):
+                    f.update(keys[s:s + SMALL_BATCH])
+            samples[f"insert, auto, batches of {SMALL_BATCH:,}"].append(
+                timed(client, batches, ["bitfield", "set", "bitop"]))
+    return {op: row_stats(s, len(keys)) for op, s in samples.items()}, f.num_hashes, f.nbytes
 
 
 def bench_counting(client, keys, runs):
@@ -150,6 +161,8 @@ def client_costs(keys, num_bits, num_hashes, layout_id, repeat=3):
 
 
 def main(argv=None) -> int:
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the server is stopped on kill
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=300_000, help="keys per batch (default 300,000)")
     parser.add_argument("--runs", type=int, default=3)
@@ -193,13 +206,15 @@ def main(argv=None) -> int:
             print(lines[-1], flush=True)
 
         for parser_name, client in clients(server).items():
-            for layout in ("blocked", "classic"):
-                results, k = bench_bloom(client, layout, keys, absent, runs)
+            full = parser_name != "python parser"  # the Python parser: only the bits, to compare the parsers
+            for layout in ("blocked", "classic") if full else ("blocked",):
+                results, k, nbytes = bench_bloom(client, layout, keys, absent, runs, merge=full)
                 for op, stats in results.items():
-                    add(f"RedisBloomFilter {layout} (k={k})", op, parser_name, stats)
-            results, k = bench_counting(client, keys, runs)
-            for op, stats in results.items():
-                add(f"RedisCountingBloomFilter classic 4-bit (k={k})", op, parser_name, stats)
+                    add(f"RedisBloomFilter {layout} (k={k}, {nbytes / 1024:,.0f} KiB)", op, parser_name, stats)
+            if full:
+                results, k = bench_counting(client, keys, runs)
+                for op, stats in results.items():
+                    add(f"RedisCountingBloomFilter classic 4-bit (k={k})", op, parser_name, stats)
         small = keys[: min(n, 50_000)]
         client = server.client()
         add("redis-py pipeline, one BITFIELD per key (blocked)", f"insert ({len(small):,} keys)", "default",

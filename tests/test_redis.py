@@ -591,3 +591,15 @@ def test_server_killed_during_a_merge(monkeypatch, tmp_path):
         remote = RedisBloomFilter.open(srv.client(), "mk")
         remote.merge(local)
         assert from_redis(srv.client(), "mk") == local
+
+
+@needs_server
+def test_quick_benchmark_runs():
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "redis_served.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "| RedisBloomFilter blocked" in run.stdout and "insert, BITFIELD" in run.stdout
+    assert "| RedisCountingBloomFilter classic 4-bit" in run.stdout
