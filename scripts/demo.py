@@ -71,6 +71,13 @@ def main() -> int:
     from bloomwise.plot import plot_figure4
     plot_figure4(figure)
     print(f"Figure 4 of Summary Cache (FPR against bits per entry, k = 4 and optimal k): {figure}")
+
+    # Cooperating proxies (docs/cache.md): the same synthetic trace replayed under each routing policy.
+    argv = ["simulate", "--synthetic", "20000", "--proxies", "4", "--documents", "20000", "--cache-size", "32MiB",
+            "--bits-per-entry", "8", "--update-threshold", "1%", "--seed", "1"]
+    print("\n$ bloomwise " + " ".join(argv))
+    sys.stdout.flush()
+    subprocess.run(cli + argv, check=True)
     return 0
 
 

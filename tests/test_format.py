@@ -70,7 +70,8 @@ def format_error(data, match: str | None = None, **kwargs) -> FormatError:
 def test_ids_are_append_only():
     # These numbers are written into every file. Never change or reuse one: add new members (and rows here).
     pinned = {
-        Structure: {"BLOOM": 1, "COUNTING": 2, "VARIABLE_INCREMENT": 3, "SCALABLE": 4},
+        Structure: {"BLOOM": 1, "COUNTING": 2, "VARIABLE_INCREMENT": 3, "SCALABLE": 4,
+                    "SUMMARY_UPDATE": 5},
         Layout: {"NONE": 0, "CLASSIC": 1, "PARTITIONED": 2, "BLOCKED": 3},
         HashScheme: {"CUSTOM": 0, "XXH64_V1": 1},
         Flags: {"OPEN_FOR_WRITING": 1, "KEYED": 2},

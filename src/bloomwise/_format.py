@@ -90,6 +90,7 @@ class Structure(enum.IntEnum):
     COUNTING = 2
     VARIABLE_INCREMENT = 3
     SCALABLE = 4
+    SUMMARY_UPDATE = 5  # a cache summary on the wire (bloomwise.cache.summary): whole or delta, bits or counters
 
 
 class Layout(enum.IntEnum):
@@ -153,6 +154,7 @@ _CLASS_NAMES = {
     Structure.COUNTING: "CountingBloomFilter",
     Structure.VARIABLE_INCREMENT: "VariableIncrementCountingBloomFilter",
     Structure.SCALABLE: "ScalableBloomFilter",
+    Structure.SUMMARY_UPDATE: "SummaryUpdate",
 }
 
 

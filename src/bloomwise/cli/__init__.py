@@ -1,4 +1,4 @@
-"""The `bloomwise` command line: build, query, info, plan.
+"""The `bloomwise` command line: build, query, info, plan, simulate.
 
 Each subcommand is a module with ``register(subparsers)`` (adds its parser, sets ``func=run``) and
 ``run(args) -> int`` (the exit code). Exit codes: 0 success, 1 a runtime failure (a file that cannot be
@@ -11,7 +11,7 @@ import importlib
 import sys
 from typing import Optional, Sequence
 
-SUBCOMMANDS = ("build", "query", "info", "plan")
+SUBCOMMANDS = ("build", "query", "info", "plan", "simulate")
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 

@@ -1,0 +1,279 @@
+"""Routing on a local miss: which peers a proxy asks, in which order, before it goes to the origin.
+
+Four policies, all driven by the same :class:`~bloomwise.cache.node.CacheNode` calls:
+
+- ``none``: no cooperation; every miss goes to the origin.
+- ``icp``: ask every healthy peer at once (ICP, RFC 2186/2187: the baseline Summary Cache compares itself with).
+- ``summary``: ask at once every healthy peer whose summary says "maybe" (Summary Cache, Fan, Cao, Almeida and
+  Broder, section VI).
+- ``paradox``: the Bloom-paradox paper's optimal order (Rottenstreich and Keslassy, *The Bloom Paradox: When Not to
+  Use a Bloom Filter*, section VII): ``p_j = Pr(key in S_j | summary_j)`` from peer j's summary (Theorem 2 with
+  counters, Bayes with the summary's FPR with bits) under a per-peer prior learnt online; peers are asked one at a
+  time in non-increasing ``p_j / tau_j``, stopping at the first hit, and only while ``p_j / tau_j > 1 / omega``
+  (Theorem 6; ``bloomwise.paradox.proxies.optimal_query_order``), where ``tau_j`` is the cost of asking peer j and
+  ``omega`` the cost of the origin. Its expected cost per miss is
+  ``sum_i tau_(i) prod_{l<i} (1 - p_(l)) + omega prod_l (1 - p_(l))``, the minimum over all query sequences.
+
+``RoutingPolicy.sequential`` tells the caller how to use the order: False (icp, summary): every peer listed is asked
+(in parallel); True (paradox): one at a time, stopping at the first hit.
+
+Costs: a peer's ``tau`` (the network proxy measures it: the round-trip time) and the origin's ``omega`` are
+configuration; the defaults model a LAN peer as the unit and a WAN origin as ten times that
+(:data:`DEFAULT_PEER_COST`, :data:`DEFAULT_ORIGIN_COST`).
+
+The prior ``P_j = Pr(key in S_j)`` of a locally missed key (section IV.D of the paper estimates priors online with a
+bias-corrected exponentially weighted average, ``bloomwise.paradox.priors.SampledPrior``). Two estimators, both that
+average (:class:`OnlinePrior`, weight ``1 / prior_window``):
+
+- ``"mixture"`` (the default): on every miss the node reads every peer's summary anyway, and a summary without false
+  negatives says "maybe" with probability ``q_j = P_j + (1 - P_j) FPR_j``. So ``P_j = (q_j - FPR_j) / (1 - FPR_j)``
+  (clamped to [0, 1]), with ``q_j`` the average of the "maybe" answers and ``FPR_j`` the summary's, estimated from its
+  fill. Every miss is a sample, none costs a query, and the sample is not selected by the policy's own decisions.
+- ``"outcomes"``: the average of the answers of the queries actually sent (:meth:`RoutingPolicy.observe`). Those
+  keys were chosen because their summary said "maybe", so this estimates ``Pr(hit | asked)``, a posterior rather
+  than a prior (``SampledPrior`` warns: unbiased samples only), and the posterior then counts the summary's evidence
+  twice. Kept to compare with.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+__all__ = ["PeerState", "RoutingPolicy", "NoCooperation", "IcpPolicy", "SummaryPolicy", "ParadoxPolicy",
+           "OnlinePrior", "make_policy", "POLICY_NAMES", "PRIOR_ESTIMATORS", "DEFAULT_PEER_COST", "DEFAULT_ORIGIN_COST"]
+
+#: the cost of asking a peer on the LAN: the unit of cost
+DEFAULT_PEER_COST = 1.0
+#: the cost of fetching from the origin over the WAN, in units of a peer query
+DEFAULT_ORIGIN_COST = 10.0
+POLICY_NAMES = ("none", "icp", "summary", "paradox")
+
+
+class PeerState:
+    """What a node knows about one peer: ``peer_id``, its last ``summary`` (a PeerSummary, or None before the
+    first one), the ``cost`` tau of asking it, and whether it is ``healthy`` (unhealthy peers are never asked)."""
+
+    __slots__ = ("peer_id", "summary", "cost", "healthy")
+
+    def __init__(self, peer_id, summary=None, cost: float = DEFAULT_PEER_COST, healthy: bool = True):
+        self.peer_id = peer_id
+        self.summary = summary
+        self.cost = cost
+        self.healthy = healthy
+
+    def __repr__(self) -> str:
+        return f"PeerState({self.peer_id!r}, summary={self.summary!r}, cost={self.cost}, healthy={self.healthy})"
+
+
+def _positive_cost(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value > 0.0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+class RoutingPolicy:
+    """Base class. ``order(key, peers)``: the peer ids to ask, in order (empty: go to the origin);
+    ``observe(peer_id, key, hit)``: the outcome of a query actually sent."""
+
+    name = "abstract"
+    uses_summaries = False
+    sequential = False
+
+    def order(self, key, peers: Sequence[PeerState]) -> list:
+        raise NotImplementedError
+
+    def observe(self, peer_id, key, hit: bool) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+class NoCooperation(RoutingPolicy):
+    """``none``: never ask a peer."""
+
+    name = "none"
+
+    def order(self, key, peers) -> list:
+        return []
+
+
+class IcpPolicy(RoutingPolicy):
+    """``icp``: ask every healthy peer, all at once."""
+
+    name = "icp"
+
+    def order(self, key, peers) -> list:
+        return [p.peer_id for p in peers if p.healthy]
+
+
+class SummaryPolicy(RoutingPolicy):
+    """``summary``: ask, all at once, every healthy peer whose summary may contain the key."""
+
+    name = "summary"
+    uses_summaries = True
+
+    def order(self, key, peers) -> list:
+        return [p.peer_id for p in peers if p.healthy and p.summary is not None and key in p.summary.filter]
+
+
+class OnlinePrior:
+    """One peer's prior ``Pr(key in S_j)``: the bias-corrected EWMA of ``SampledPrior`` with weight ``w = 1/window``.
+
+    After samples ``x_1..x_t`` (1 member, 0 not) the estimate is ``sum (1-w)^(t-i) x_i / sum (1-w)^(t-i)``, and
+    ``initial`` before any sample. Runs of non-members are folded in closed form (``(1-w)^r``), so recording
+    "certainly not" answers costs one addition each.
+
+    >>> prior = OnlinePrior(window=4)
+    >>> prior.record(True); prior.record_absent(3)
+    >>> round(prior.estimate(), 3)       # as SampledPrior's doctest: samples [1, 0, 0, 0]
+    0.154
+    """
+
+    __slots__ = ("_w", "_num", "_den", "_pending", "_recorded", "initial")
+
+    def __init__(self, *, window: float = 1000.0, initial: float = 1.0):
+        if isinstance(window, bool) or not isinstance(window, (int, float)) or not window >= 1.0:
+            raise ValueError(f"prior window must be a number >= 1, got {window!r}")
+        if isinstance(initial, bool) or not isinstance(initial, (int, float)) or not 0.0 <= initial <= 1.0:
+            raise ValueError(f"initial prior must be in [0, 1], got {initial!r}")
+        self._w = 1.0 / window
+        self._num = 0.0
+        self._den = 0.0
+        self._pending = 0  # non-members not folded in yet
+        self._recorded = 0
+        self.initial = float(initial)
+
+    @property
+    def samples(self) -> int:
+        """Samples seen so far."""
+        return self._recorded + self._pending
+
+    def record(self, member: bool) -> None:
+        self._fold()
+        w = self._w
+        self._num = (1.0 - w) * self._num + (w if member else 0.0)
+        self._den = (1.0 - w) * self._den + w
+        self._recorded += 1
+
+    def record_absent(self, count: int = 1) -> None:
+        self._pending += count
+
+    def _fold(self) -> None:
+        if self._pending:
+            decay = (1.0 - self._w) ** self._pending
+            self._num *= decay
+            self._den = self._den * decay + (1.0 - decay)
+            self._recorded += self._pending
+            self._pending = 0
+
+    def estimate(self) -> float:
+        self._fold()
+        return self._num / self._den if self._den > 0.0 else self.initial
+
+
+PRIOR_ESTIMATORS = ("mixture", "outcomes")
+
+
+class ParadoxPolicy(RoutingPolicy):
+    """``paradox``: Theorem 6's optimal sequence over the peers' posteriors (see the module docstring).
+
+    :param origin_cost: omega, the cost of the origin (> 0).
+    :param prior_window: the EWMA window of each peer's prior (>= 1).
+    :param initial_prior: a peer's prior before any sample (1.0: trust its summary, as ``summary`` does).
+    :param prior_estimator: ``"mixture"`` (default) or ``"outcomes"`` (module docstring).
+    """
+
+    name = "paradox"
+    uses_summaries = True
+    sequential = True
+
+    def __init__(self, *, origin_cost: float = DEFAULT_ORIGIN_COST, prior_window: float = 1000.0,
+                 initial_prior: float = 1.0, prior_estimator: str = "mixture"):
+        self.origin_cost = _positive_cost("origin_cost", origin_cost)
+        if prior_estimator not in PRIOR_ESTIMATORS:
+            raise ValueError(f"prior_estimator must be one of {', '.join(PRIOR_ESTIMATORS)}, got {prior_estimator!r}")
+        self.prior_estimator = prior_estimator
+        self.prior_window = prior_window
+        self.initial_prior = initial_prior
+        OnlinePrior(window=prior_window, initial=initial_prior)  # checks both
+        self._averages: dict = {}
+        self._mixture = prior_estimator == "mixture"
+
+    def _average(self, peer_id) -> OnlinePrior:
+        average = self._averages.get(peer_id)
+        if average is None:
+            average = self._averages[peer_id] = OnlinePrior(window=self.prior_window, initial=self.initial_prior)
+        return average
+
+    def _prior_from(self, average: OnlinePrior, summary) -> float:
+        if not self._mixture:
+            return average.estimate()
+        if not (average._recorded or average._pending):
+            return self.initial_prior
+        fpr = summary.fpr
+        if fpr >= 1.0:
+            return self.initial_prior
+        return min(1.0, max(0.0, (average.estimate() - fpr) / (1.0 - fpr)))
+
+    def order(self, key, peers) -> list:
+        threshold = 1.0 / self.origin_cost
+        mixture = self._mixture
+        ranked = []
+        averages = self._averages
+        for p in peers:
+            summary = p.summary
+            if summary is None or not p.healthy:
+                continue
+            average = averages.get(p.peer_id) or self._average(p.peer_id)
+            if key not in summary.filter:
+                if mixture:
+                    average._pending += 1  # record_absent(), inlined: this is the hot loop
+                continue
+            if mixture:
+                average.record(True)
+            prob = summary.posterior(key, self._prior_from(average, summary))
+            ratio = prob / p.cost
+            if ratio > threshold:
+                ranked.append((-ratio, len(ranked), prob, p.peer_id))
+        if not ranked:
+            return []
+        ranked.sort()
+        out = []
+        for _, _, prob, peer_id in ranked:
+            out.append(peer_id)
+            if prob >= 1.0:  # a certain hit ends the sequence
+                break
+        return out
+
+    def observe(self, peer_id, key, hit: bool) -> None:
+        if not self._mixture:
+            average = self._average(peer_id)
+            average.record(True) if hit else average.record_absent()
+
+    def prior(self, peer_id, summary=None) -> float:
+        """The current prior estimate of a peer (the mixture estimator needs the peer's summary for its FPR)."""
+        average = self._average(peer_id)
+        if self._mixture and summary is None:
+            raise ValueError("the mixture estimator needs the peer's summary")
+        return self._prior_from(average, summary)
+
+
+def make_policy(name: str, *, origin_cost: float = DEFAULT_ORIGIN_COST, prior_window: float = 1000.0,
+                initial_prior: float = 1.0, prior_estimator: str = "mixture") -> RoutingPolicy:
+    """A new policy by name: ``"none"``, ``"icp"``, ``"summary"`` or ``"paradox"`` (the keyword arguments are the
+    paradox policy's; the others ignore them).
+
+    >>> make_policy("summary").sequential, make_policy("paradox").sequential
+    (False, True)
+    """
+    if name == "none":
+        return NoCooperation()
+    if name == "icp":
+        return IcpPolicy()
+    if name == "summary":
+        return SummaryPolicy()
+    if name == "paradox":
+        return ParadoxPolicy(origin_cost=origin_cost, prior_window=prior_window, initial_prior=initial_prior,
+                             prior_estimator=prior_estimator)
+    raise ValueError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {name!r}")

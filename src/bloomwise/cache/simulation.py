@@ -1,0 +1,303 @@
+"""Trace-driven evaluation: replay one trace over N cooperating CacheNodes, once per routing policy.
+
+Each policy gets identical, empty caches (same sizes, seeds and summary parameters) and the same requests. A request
+(GET only; other methods are counted in ``skipped`` and not replayed) goes to the proxy of its client
+(``traces.assign_proxy``) and runs the :class:`~bloomwise.cache.node.CacheNode` steps: local lookup, the policy's
+peers (all of them at once for ``icp`` and ``summary``; one at a time, stopping at the first hit, for ``paradox``),
+the origin if no peer had it, then the document is stored (a document fetched from a peer is cached too, as in
+Summary Cache's simulations). When a node's summary is due it publishes, and every peer receives the update at
+once: staleness comes only from the update threshold, the paper's model. The simulator sees every cache, so it
+knows the false misses: a request that went to the origin while some other proxy held the document.
+
+Costs and bandwidth. ``cost = sum over queries of tau_j + origin fetches x omega``. Inter-proxy *messages* are an
+ICP query and its reply per peer asked, plus one message per summary update sent to each peer; *query bytes* are
+those of ICP (RFC 2186): a 20-byte header, the 4-byte requester address and the NUL-terminated URL in the query,
+the header and the URL in the reply. Summary bytes are ``len(update.to_bytes())`` for each copy sent.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Iterable, Optional, Sequence
+
+from bloomwise.cache.node import CacheNode
+from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, POLICY_NAMES, PRIOR_ESTIMATORS,
+                                     make_policy)
+from bloomwise.cache.store import AVERAGE_DOCUMENT_SIZE, EVICTION_POLICIES, DocumentCache
+from bloomwise.cache.summary import SUMMARY_KINDS, PeerSummary
+from bloomwise.cache.traces import assign_proxy
+
+__all__ = ["SimulationConfig", "PolicyResult", "simulate", "replay", "JSON_KEYS", "ICP_QUERY_OVERHEAD",
+           "estimate_mean_size"]
+
+#: the keys of ``PolicyResult.to_json()``, in order
+JSON_KEYS = ("policy", "requests", "local_hit_ratio", "remote_hit_ratio", "hit_ratio", "false_hits", "false_misses",
+             "peer_queries", "summary_bytes", "cost", "seconds")
+#: bytes of an ICP query and its reply besides the URL (twice, NUL-terminated): two 20-byte headers, the requester
+ICP_QUERY_OVERHEAD = 20 + 4 + 20
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulationConfig:
+    """The cluster simulated.
+
+    :param num_proxies: P >= 1.
+    :param cache_size: bytes of documents per proxy (>= 1).
+    :param bits_per_entry: counters (summary bits) per expected document (>= 1).
+    :param update_threshold: fraction of cached documents changed before a summary is published, in (0, 1].
+    :param expected_entries: documents each summary is sized for; None: ``cache_size // mean_document_size``.
+    :param mean_document_size: bytes, used when ``expected_entries`` is None (default 8 KiB, Summary Cache's).
+    :param summary_kind: ``"auto"`` (bits for ``summary``, counters for ``paradox``), ``"bits"`` or ``"counters"``.
+    :param eviction: ``"lru"`` or ``"fifo"``.
+    :param peer_cost: tau of every peer; ``origin_cost``: omega.
+    :param seed: seeds the filters and the summaries' origin ids.
+    :param wire: deliver each update as bytes that every receiver parses and applies to its own copy (the network
+        path), instead of applying it once to a copy all receivers share (the same state, since every peer receives
+        every update at the same instant; much faster with many proxies). The results are the same.
+    """
+
+    num_proxies: int = 4
+    cache_size: int = 64 << 20
+    bits_per_entry: int = 8
+    update_threshold: float = 0.01
+    expected_entries: Optional[int] = None
+    mean_document_size: float = AVERAGE_DOCUMENT_SIZE
+    summary_kind: str = "auto"
+    eviction: str = "lru"
+    peer_cost: float = DEFAULT_PEER_COST
+    origin_cost: float = DEFAULT_ORIGIN_COST
+    prior_window: float = 1000.0
+    prior_estimator: str = "mixture"
+    seed: int = 0
+    wire: bool = False
+
+    def __post_init__(self):
+        def whole(name, minimum=1):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+            if value < minimum:
+                raise ValueError(f"{name} must be at least {minimum}, got {value}")
+        whole("num_proxies")
+        whole("cache_size")
+        whole("bits_per_entry")
+        whole("seed", 0)
+        if self.expected_entries is not None:
+            whole("expected_entries")
+        t = self.update_threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 < t <= 1.0:
+            raise ValueError(f"update_threshold must be a fraction in (0, 1], got {t!r}")
+        for name in ("mean_document_size", "peer_cost", "origin_cost"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name} must be a number > 0, got {value!r}")
+        if self.summary_kind not in ("auto",) + SUMMARY_KINDS:
+            raise ValueError(f"summary_kind must be 'auto', 'bits' or 'counters', got {self.summary_kind!r}")
+        if self.prior_estimator not in PRIOR_ESTIMATORS:
+            raise ValueError(f"prior_estimator must be one of {', '.join(PRIOR_ESTIMATORS)}, got "
+                             f"{self.prior_estimator!r}")
+        if self.eviction not in EVICTION_POLICIES:
+            raise ValueError(f"eviction must be one of {', '.join(EVICTION_POLICIES)}, got {self.eviction!r}")
+
+    @property
+    def entries(self) -> int:
+        """Documents each summary is sized for."""
+        if self.expected_entries is not None:
+            return self.expected_entries
+        return max(1, int(self.cache_size // self.mean_document_size))
+
+    def kind_for(self, policy: str) -> str:
+        if self.summary_kind != "auto":
+            return self.summary_kind
+        return "counters" if policy == "paradox" else "bits"
+
+
+@dataclasses.dataclass
+class PolicyResult:
+    """The outcome of one policy's replay (totals over all proxies)."""
+
+    policy: str
+    requests: int = 0
+    local_hits: int = 0
+    remote_hits: int = 0
+    false_hits: int = 0
+    false_misses: int = 0
+    peer_queries: int = 0
+    origin_fetches: int = 0
+    summary_bytes: int = 0
+    summary_messages: int = 0
+    query_bytes: int = 0
+    cost: float = 0.0
+    seconds: float = 0.0
+    skipped: int = 0
+
+    @property
+    def local_hit_ratio(self) -> float:
+        return self.local_hits / self.requests if self.requests else 0.0
+
+    @property
+    def remote_hit_ratio(self) -> float:
+        return self.remote_hits / self.requests if self.requests else 0.0
+
+    @property
+    def hit_ratio(self) -> float:
+        return (self.local_hits + self.remote_hits) / self.requests if self.requests else 0.0
+
+    @property
+    def queries_per_request(self) -> float:
+        return self.peer_queries / self.requests if self.requests else 0.0
+
+    @property
+    def messages(self) -> int:
+        """Inter-proxy messages: a query and its reply per peer asked, one per summary copy sent."""
+        return 2 * self.peer_queries + self.summary_messages
+
+    @property
+    def bandwidth(self) -> int:
+        """Inter-proxy bytes: ICP queries and replies plus summary updates."""
+        return self.query_bytes + self.summary_bytes
+
+    def to_json(self) -> dict:
+        """Exactly the keys of :data:`JSON_KEYS`."""
+        return {key: getattr(self, key) for key in JSON_KEYS}
+
+
+def estimate_mean_size(requests: Iterable, limit: int = 10_000) -> Optional[float]:
+    """The mean size of the first ``limit`` GET requests with a size > 0 (None when there is none)."""
+    total = count = 0
+    for request in requests:
+        if request.method == "GET" and request.size > 0:
+            total += request.size
+            count += 1
+            if count >= limit:
+                break
+    return total / count if count else None
+
+
+def _make_nodes(policy: str, config: SimulationConfig) -> list:
+    kind = config.kind_for(policy)
+    nodes = []
+    for i in range(config.num_proxies):
+        cache = DocumentCache(config.cache_size, eviction=config.eviction, bits_per_entry=config.bits_per_entry,
+                              expected_entries=config.entries, seed=config.seed + i)
+        routing = make_policy(policy, origin_cost=config.origin_cost, prior_window=config.prior_window,
+                              prior_estimator=config.prior_estimator)
+        nodes.append(CacheNode(i, cache, policy=routing, summary_kind=kind, update_threshold=config.update_threshold,
+                               origin_cost=config.origin_cost, peer_cost=config.peer_cost,
+                               origin_id=(config.seed << 16) + i + 1))
+    for node in nodes:
+        for other in nodes:
+            if other is not node:
+                node.add_peer(other.name)
+    return nodes
+
+
+def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: Optional[list] = None,
+           progress: Optional[Callable[[int], None]] = None) -> PolicyResult:
+    """Replay ``requests`` (Request records) under one policy; returns the totals. ``nodes`` (from a previous
+    call's cluster, for inspection) are made fresh when None; ``progress(n)`` is called every 65,536 records."""
+    if policy not in POLICY_NAMES:
+        raise ValueError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {policy!r}")
+    if nodes is None:
+        nodes = _make_nodes(policy, config)
+    num_proxies = len(nodes)
+    cooperative = policy in ("summary", "paradox")
+    sequential = nodes[0].policy.sequential
+    wire = config.wire
+    proxy_of: dict = {}
+    caches = [node.cache._docs for node in nodes]  # the oracle's view of every cache (dicts: no method call)
+    shared_copies = [PeerSummary() for _ in nodes]
+    result = PolicyResult(policy)
+    query_bytes = skipped = seen = 0
+    started = time.perf_counter()
+    for request in requests:
+        seen += 1
+        if progress is not None and not seen & 0xFFFF:
+            progress(seen)
+        if request.method != "GET":
+            skipped += 1
+            continue
+        client = request.client
+        p = proxy_of.get(client)
+        if p is None:
+            p = proxy_of[client] = assign_proxy(client, num_proxies)
+        node = nodes[p]
+        url = request.url
+        key = "GET " + url
+        if node.lookup(key) is not None:
+            continue
+        served = False
+        for peer_id in node.route(key):
+            hit = nodes[peer_id].serve_peer_query(key) is not None
+            node.record_peer_answer(peer_id, key, hit)
+            query_bytes += ICP_QUERY_OVERHEAD + 2 * (len(url) + 1)
+            if hit:
+                served = True
+                if sequential:
+                    break
+        if not served:
+            node.record_origin_fetch(key)
+            my_cache = caches[p]
+            for cache in caches:
+                if cache is not my_cache and key in cache:
+                    node.record_false_miss(key)
+                    break
+        node.admit(key, request.size, stored_at=request.timestamp)
+        if cooperative and node.summary_due():
+            update = node.publish_summary()
+            nbytes = update.nbytes
+            if wire:  # every receiver parses the bytes and applies them to its own copy
+                data = update.to_bytes()
+                for other in nodes:
+                    if other is not node:
+                        other.receive_summary(node.name, data, now=request.timestamp)
+                        node.note_summary_sent(other.name, nbytes)
+            else:  # every receiver gets the update at this instant: one copy, shared, holds what each would hold
+                shared = shared_copies[p]
+                shared.apply(update, now=request.timestamp)
+                for other in nodes:
+                    if other is not node:
+                        other.share_summary(node.name, shared, nbytes)
+                        node.note_summary_sent(other.name, nbytes)
+    result.seconds = time.perf_counter() - started
+    for node in nodes:
+        result.requests += node.requests
+        result.local_hits += node.local_hits
+        result.remote_hits += node.remote_hits
+        result.false_hits += node.false_hits
+        result.false_misses += node.false_misses
+        result.peer_queries += node.peer_queries
+        result.origin_fetches += node.origin_fetches
+        result.summary_bytes += node.summary_bytes_out
+        result.summary_messages += node.summaries_out
+        result.cost += node.query_cost + node.origin_fetches * node.origin_cost
+    result.query_bytes = query_bytes
+    result.skipped = skipped
+    return result
+
+
+def simulate(trace: Callable[[], Iterable] | Iterable, policies: Sequence[str], config: SimulationConfig, *,
+             progress: Optional[Callable[[str, int], None]] = None) -> list:
+    """Replay the trace once per policy over identical caches; one :class:`PolicyResult` per policy, in order.
+
+    :param trace: a function returning a fresh iterable of Request records (called once per policy: a file is
+        re-read, never held in memory), or a re-iterable such as a list or a ``SyntheticTrace``.
+    :param policies: names among ``none``, ``icp``, ``summary``, ``paradox``.
+    """
+    policies = list(policies)
+    if not policies:
+        raise ValueError("policies must name at least one policy")
+    for name in policies:
+        if name not in POLICY_NAMES:
+            raise ValueError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {name!r}")
+    results = []
+    for name in policies:
+        requests = trace() if callable(trace) else trace
+        tick = None if progress is None else (lambda n, name=name: progress(name, n))
+        try:
+            results.append(replay(requests, name, config, progress=tick))
+        finally:
+            close = getattr(requests, "close", None)
+            if close is not None and callable(trace):
+                close()
+    return results

@@ -1,0 +1,307 @@
+"""``bloomwise simulate``: replay a trace over cooperating proxy caches, once per routing policy, and compare.
+
+Examples::
+
+    bloomwise simulate --synthetic 200000 --proxies 8 --policy none,icp,summary,paradox
+    bloomwise simulate --trace access.log --format squid --proxies 4 --cache-size 256MiB --json results.json
+    bloomwise simulate --synthetic 100000 --sweep bits-per-entry=2,4,8,16,32 --plot figures/
+    bloomwise simulate --synthetic 100000 --sweep update-threshold=1%,2%,5%,10%
+
+Exit codes: 0 done, 1 a trace that cannot be read or is not a trace (or a figure that cannot be drawn), 2 a usage
+error naming the option, 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from typing import Optional, TextIO
+
+from bloomwise.cli._parse import parse_count, parse_fraction, parse_positive_int, parse_size_bytes
+
+__all__ = ["register", "run", "format_table", "SWEEPS"]
+
+_DESCRIPTION = """\
+Replay a web-proxy trace (Squid access.log or plain "timestamp client url size" lines) or a synthetic one over
+P cooperating proxy caches, once per routing policy over identical empty caches, and print per policy: requests,
+local / remote / total hit ratio, false hits, false misses, inter-proxy queries per request, summary bytes sent,
+total cost (queries x tau + origin fetches x omega) and wall time; then inter-proxy messages (an ICP query and its
+reply per peer asked, one per summary update sent) and their bytes.
+
+policies:  none (no cooperation), icp (ask every peer), summary (ask the peers whose summary says "maybe":
+           Summary Cache), paradox (the Bloom-paradox paper's optimal order by posterior / cost)
+sizes:     64MiB, 512KB, 1e9 (bytes);  fractions: 1%, 0.01
+sweeps:    --sweep PARAM=V1,V2,... with PARAM one of bits-per-entry, update-threshold, proxies, cache-size
+"""
+
+#: sweep parameter -> (SimulationConfig field, parser)
+SWEEPS = {
+    "bits-per-entry": ("bits_per_entry", lambda text: parse_positive_int(text, "--sweep bits-per-entry value")),
+    "update-threshold": ("update_threshold", lambda text: parse_fraction(text, "--sweep update-threshold value")),
+    "proxies": ("num_proxies", lambda text: parse_positive_int(text, "--sweep proxies value")),
+    "cache-size": ("cache_size", lambda text: _positive_size(text, "--sweep cache-size value")),
+}
+_POLICIES = ("none", "icp", "summary", "paradox")
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "simulate", help="replay a trace over cooperating caches (Summary Cache, ICP, the Bloom paradox)",
+        description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", metavar="FILE", help="a trace file (.gz/.bz2/.xz read as such; - for stdin)")
+    source.add_argument("--synthetic", metavar="N", help="generate N requests (Zipf-like, seeded)")
+    parser.add_argument("--format", default="auto", choices=("auto", "squid", "plain"), help="trace format")
+    parser.add_argument("--strict", action="store_true", help="stop at the first malformed trace line")
+    parser.add_argument("--proxies", default="4", metavar="P", help="number of proxies (default 4)")
+    parser.add_argument("--policy", default=",".join(_POLICIES), metavar="LIST",
+                        help="comma-separated policies (default: all four)")
+    parser.add_argument("--cache-size", default="64MiB", metavar="SIZE", help="bytes per proxy (default 64MiB)")
+    parser.add_argument("--bits-per-entry", default="8", metavar="B",
+                        help="summary bits (counters) per expected document (default 8)")
+    parser.add_argument("--update-threshold", default="1%", metavar="T",
+                        help="publish a summary when this fraction of the cached documents changed (default 1%%)")
+    parser.add_argument("--seed", default="0", metavar="S", help="seed of the synthetic trace and the filters")
+    parser.add_argument("--summary-kind", default="auto", choices=("auto", "bits", "counters"),
+                        help="auto: bits for summary, counters for paradox")
+    parser.add_argument("--eviction", default="lru", choices=("lru", "fifo"))
+    parser.add_argument("--peer-cost", default="1", metavar="TAU", help="cost of asking a peer (default 1)")
+    parser.add_argument("--origin-cost", default="10", metavar="OMEGA", help="cost of the origin (default 10)")
+    parser.add_argument("--prior", default="mixture", choices=("mixture", "outcomes"),
+                        help="how the paradox policy estimates each peer's prior (default mixture)")
+    parser.add_argument("--mean-document-size", default="auto", metavar="SIZE",
+                        help="sizes the summaries: cache size / this = expected documents (auto: the trace's mean)")
+    parser.add_argument("--documents", default="100000", metavar="N", help="synthetic: distinct documents")
+    parser.add_argument("--zipf-alpha", default="0.8", metavar="A", help="synthetic: Zipf exponent (default 0.8)")
+    parser.add_argument("--one-timers", default="25%", metavar="F", help="synthetic: one-timer fraction")
+    parser.add_argument("--shared-fraction", default="50%", metavar="F",
+                        help="synthetic: fraction of requests to documents all proxies share")
+    parser.add_argument("--sweep", metavar="PARAM=V1,V2,...",
+                        help="run once per value: bits-per-entry, update-threshold, proxies or cache-size")
+    parser.add_argument("--json", metavar="OUT", help="write the results as JSON to OUT (- for stdout)")
+    parser.add_argument("--plot", metavar="DIR", help="draw the results (PNG) into DIR (needs bloomwise[plot])")
+    parser.set_defaults(func=run)
+    return parser
+
+
+class _Usage(ValueError):
+    pass
+
+
+def _positive_size(text: str, what: str) -> int:
+    value = parse_size_bytes(text, what)
+    if value < 1:
+        raise ValueError(f"{what} {text!r} must be at least 1 byte")
+    return value
+
+
+def _real(text: str, what: str, *, positive: bool = True) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a number") from None
+    if not (value > 0 if positive else value >= 0) or value != value or value == float("inf"):
+        raise ValueError(f"{what} {text!r} must be a finite number > 0")
+    return value
+
+
+def _config(args) -> dict:
+    """The SimulationConfig fields from the options; ValueError naming the option."""
+    proxies = parse_positive_int(args.proxies, "--proxies")
+    seed = parse_count(args.seed, "--seed")
+    return dict(
+        num_proxies=proxies,
+        cache_size=_positive_size(args.cache_size, "--cache-size"),
+        bits_per_entry=parse_positive_int(args.bits_per_entry, "--bits-per-entry"),
+        update_threshold=parse_fraction(args.update_threshold, "--update-threshold"),
+        seed=seed,
+        summary_kind=args.summary_kind,
+        eviction=args.eviction,
+        peer_cost=_real(args.peer_cost, "--peer-cost"),
+        origin_cost=_real(args.origin_cost, "--origin-cost"),
+        prior_estimator=args.prior,
+    )
+
+
+def _policies(text: str) -> list:
+    names = [name.strip() for name in str(text).split(",") if name.strip()]
+    if not names:
+        raise ValueError("--policy needs at least one of " + ", ".join(_POLICIES))
+    for name in names:
+        if name not in _POLICIES:
+            raise ValueError(f"--policy {name!r} is not one of {', '.join(_POLICIES)}")
+    return names
+
+
+def _sweep(text: Optional[str]):
+    if text is None:
+        return None
+    param, sep, values = str(text).partition("=")
+    param = param.strip()
+    if not sep or param not in SWEEPS:
+        raise ValueError(f"--sweep {text!r}: expected PARAM=V1,V2,... with PARAM one of {', '.join(SWEEPS)}")
+    field, parse = SWEEPS[param]
+    parsed = [parse(v.strip()) for v in values.split(",") if v.strip()]
+    if not parsed:
+        raise ValueError(f"--sweep {text!r}: give at least one value")
+    return param, field, parsed
+
+
+def format_table(results, column: Optional[str] = None, values=None) -> str:
+    """The results as an aligned text table (one row per policy; with ``column``, one per value and policy).
+
+    Beyond the JSON's measures: ``messages`` (inter-proxy messages: an ICP query and its reply per peer asked, one per
+    summary copy sent) and ``bandwidth`` (their bytes: ICP queries and replies plus summary updates)."""
+    header = ["policy", "requests", "local hit", "remote hit", "hit ratio", "false hits", "false misses",
+              "queries/req", "summary bytes", "cost", "seconds", "messages", "bandwidth"]
+    if column is not None:
+        header.insert(0, column)
+    rows = []
+    for i, r in enumerate(results):
+        row = [r.policy, f"{r.requests:,}", f"{r.local_hit_ratio:.4f}", f"{r.remote_hit_ratio:.4f}",
+               f"{r.hit_ratio:.4f}", f"{r.false_hits:,}", f"{r.false_misses:,}", f"{r.queries_per_request:.4f}",
+               f"{r.summary_bytes:,}", f"{r.cost:,.0f}", f"{r.seconds:.2f}", f"{r.messages:,}", f"{r.bandwidth:,}"]
+        if column is not None:
+            row.insert(0, _show(values[i]))
+        rows.append(row)
+    widths = [max(len(h), *(len(row[j]) for row in rows)) if rows else len(h) for j, h in enumerate(header)]
+    left = {0} if column is None else {0, 1}
+    lines = []
+    for row in [header] + rows:
+        lines.append("  ".join(cell.ljust(w) if j in left else cell.rjust(w)
+                               for j, (cell, w) in enumerate(zip(row, widths))).rstrip())
+    return "\n".join(lines)
+
+
+def _show(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _fail(message: str, stderr: TextIO, code: int = 2) -> int:
+    print(f"bloomwise simulate: error: {message}", file=stderr)
+    return code
+
+
+def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
+    """Run ``bloomwise simulate`` with parsed arguments; return the exit code."""
+    from bloomwise.cache.simulation import SimulationConfig, estimate_mean_size, simulate
+    from bloomwise.cache.traces import SyntheticTrace, TraceError, open_trace
+
+    stdout = sys.stdout if stdout is None else stdout
+    stderr = sys.stderr if stderr is None else stderr
+    try:
+        fields = _config(args)
+        policies = _policies(args.policy)
+        sweep = _sweep(args.sweep)
+        synthetic = None
+        if args.synthetic is not None:
+            synthetic = dict(
+                num_requests=parse_positive_int(args.synthetic, "--synthetic"),
+                num_documents=parse_positive_int(args.documents, "--documents"),
+                zipf_alpha=_real(args.zipf_alpha, "--zipf-alpha", positive=False),
+                one_timer_fraction=_one_timers(args.one_timers),
+                shared_fraction=_one_timers(args.shared_fraction, "--shared-fraction"),
+                seed=fields["seed"])
+        mean_size = None if args.mean_document_size == "auto" else \
+            _positive_size(args.mean_document_size, "--mean-document-size")
+        SimulationConfig(**fields)  # the remaining checks, named
+    except ValueError as error:
+        return _fail(str(error), stderr)
+    if args.trace is not None and args.trace != "-" and not os.path.isfile(args.trace):
+        what = "is a directory, not a trace file" if os.path.isdir(args.trace) else "does not exist"
+        return _fail(f"--trace {args.trace!r} {what}", stderr, code=1)
+    if args.trace == "-" and sweep is not None or args.trace == "-" and len(policies) > 1:
+        return _fail("--trace - (standard input) can be replayed only once: give one policy and no --sweep", stderr)
+
+    readers = []
+
+    def make_source(num_proxies):
+        if synthetic is not None:
+            trace = SyntheticTrace(synthetic["num_requests"], num_proxies=num_proxies,
+                                   num_documents=synthetic["num_documents"], zipf_alpha=synthetic["zipf_alpha"],
+                                   one_timer_fraction=synthetic["one_timer_fraction"],
+                                   shared_fraction=synthetic["shared_fraction"], seed=synthetic["seed"])
+            return trace, trace.expected_size
+
+        def opener():
+            reader = open_trace(args.trace, format=args.format, strict=args.strict)
+            readers.append(reader)
+            return reader
+        if mean_size is None:
+            first = open_trace(args.trace, format=args.format)
+            try:
+                estimate = estimate_mean_size(first)
+            finally:
+                first.close()
+        else:
+            estimate = mean_size
+        return opener, estimate
+
+    points = [(None, fields)] if sweep is None else \
+        [(value, dict(fields, **{sweep[1]: value})) for value in sweep[2]]
+    all_results, labels = [], []
+    try:
+        for value, point in points:
+            source, estimate = make_source(point["num_proxies"])
+            config = SimulationConfig(**point, mean_document_size=mean_size or estimate or 8192)
+            results = simulate(source, policies, config)
+            all_results.extend(results)
+            labels.extend([value] * len(results))
+    except TraceError as error:
+        return _fail(str(error), stderr, code=1)
+    except OSError as error:
+        return _fail(f"--trace {args.trace!r}: cannot read it ({error.strerror or error})", stderr, code=1)
+    except ValueError as error:
+        return _fail(str(error), stderr)
+
+    if readers:
+        reader = readers[0]
+        if reader.malformed:
+            shown = "; ".join(f"line {n}: {reason}" for n, reason in reader.malformed_lines[:5])
+            print(f"bloomwise simulate: {args.trace}: {reader.malformed:,} malformed line(s) skipped ({shown})",
+                  file=stderr)
+    if sweep is None:
+        print(format_table(all_results), file=stdout)
+    else:
+        print(format_table(all_results, sweep[0], labels), file=stdout)
+    if args.json:
+        if sweep is None:
+            document = [r.to_json() for r in all_results]
+        else:
+            document = {"sweep": sweep[0], "points": [
+                {"value": value, "results": [r.to_json() for r, v in zip(all_results, labels) if v == value]}
+                for value in sweep[2]]}
+        text = json.dumps(document, indent=2)
+        if args.json == "-":
+            print(text, file=stdout)
+        else:
+            try:
+                with open(args.json, "w", encoding="utf-8") as out:
+                    out.write(text + "\n")
+            except OSError as error:
+                return _fail(f"--json {args.json!r}: cannot write it ({error.strerror or error})", stderr, code=1)
+    if args.plot:
+        from bloomwise.cache.plots import plot_policies, plot_sweep
+        try:
+            os.makedirs(args.plot, exist_ok=True)
+            if sweep is None:
+                path = plot_policies(os.path.join(args.plot, "policies.png"), all_results)
+            else:
+                path = plot_sweep(os.path.join(args.plot, f"sweep-{sweep[0]}.png"), sweep[0], labels, all_results)
+        except ImportError as error:
+            return _fail(str(error), stderr, code=1)
+        except OSError as error:
+            return _fail(f"--plot {args.plot!r}: cannot write there ({error.strerror or error})", stderr, code=1)
+        print(f"figure written to {path}", file=stdout)
+    return 0
+
+
+def _one_timers(text: str, what: str = "--one-timers") -> float:
+    raw = str(text).strip()
+    if raw in ("0", "0%", "0.0"):
+        return 0.0
+    return parse_fraction(raw, what)

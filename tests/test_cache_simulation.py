@@ -1,0 +1,157 @@
+"""Trace-driven simulation: exact outcomes on tiny hand-made traces, for every policy; staleness; JSON keys."""
+import dataclasses
+
+import pytest
+
+from bloomwise.cache import DocumentCache, Request, SummaryPublisher, SyntheticTrace, assign_proxy
+from bloomwise.cache.simulation import JSON_KEYS, PolicyResult, SimulationConfig, _make_nodes, replay, simulate
+
+# clients that assign_proxy (XXH3 of the name mod P) sends to proxy 0, 1, 2 of three, and 0, 1 of two
+THREE = {0: "client6", 1: "client4", 2: "client0"}
+TWO = {0: "client5", 1: "client0"}
+
+
+def test_client_names_map_as_assumed():
+    assert all(assign_proxy(c, 3) == p for p, c in THREE.items())
+    assert all(assign_proxy(c, 2) == p for p, c in TWO.items())
+
+
+def req(t, client, url, size=100, method="GET"):
+    return Request(float(t), client, method, url, size, 0)
+
+
+U1, U2 = "http://a.example/1", "http://a.example/2"
+# a (proxy 0) fetches u1; b and c fetch it too; a fetches u2; a hits u1; one POST is skipped
+TINY = [req(1, THREE[0], U1), req(2, THREE[1], U1), req(3, THREE[2], U1), req(4, THREE[0], U2),
+        req(5, THREE[0], U1), req(6, THREE[1], U2, method="POST")]
+CONFIG = SimulationConfig(num_proxies=3, cache_size=10_000, bits_per_entry=16, expected_entries=64,
+                          update_threshold=0.01, peer_cost=1.0, origin_cost=10.0)
+
+
+def whole_bytes(m, kind):
+    return 64 + 40 + (m // 8 if kind == "bits" else m // 2)
+
+
+def delta_bytes_after(kind, keys_before, key_added, seed):
+    """An independent publisher over the same cache: the bytes of the delta that adding one key produces."""
+    cache = DocumentCache(10_000, bits_per_entry=16, expected_entries=64, seed=seed)
+    pub = SummaryPublisher(cache, kind=kind, origin=1)
+    for k in keys_before:
+        cache.put(k, 100)
+    pub.publish()
+    cache.put(key_added, 100)
+    update = pub.publish()
+    assert update.is_delta
+    return update.nbytes
+
+
+@pytest.mark.parametrize("policy, expected", [
+    # requests, local, remote, false hits, false misses, peer queries, origin fetches, cost
+    ("none", (5, 1, 0, 0, 2, 0, 4, 40.0)),
+    ("icp", (5, 1, 2, 0, 0, 8, 2, 28.0)),      # every miss asks both peers
+    ("summary", (5, 1, 2, 0, 0, 3, 2, 23.0)),  # u1 at b: ask a; at c: ask a and b (both "maybe"); u2: nobody
+    ("paradox", (5, 1, 2, 0, 0, 2, 2, 22.0)),  # at c: p = 1 for a, a certain hit ends the sequence
+])
+def test_tiny_trace_exact(policy, expected):
+    result = simulate(TINY, [policy], CONFIG)[0]
+    got = (result.requests, result.local_hits, result.remote_hits, result.false_hits, result.false_misses,
+           result.peer_queries, result.origin_fetches, result.cost)
+    assert got == expected
+    assert result.skipped == 1
+    url_bytes = 44 + 2 * (len(U1) + 1)
+    assert result.query_bytes == expected[5] * url_bytes
+    m = 16 * 64
+    if policy in ("none", "icp"):
+        assert result.summary_bytes == 0 and result.summary_messages == 0
+    else:
+        kind = "bits" if policy == "summary" else "counters"
+        # a, b and c publish a whole summary after their first document; a a delta after u2; each to 2 peers
+        delta = delta_bytes_after(kind, ["GET " + U1], "GET " + U2, seed=0)
+        assert result.summary_messages == 8
+        assert result.summary_bytes == 2 * (3 * whole_bytes(m, kind) + delta)
+    assert result.hit_ratio == pytest.approx((expected[1] + expected[2]) / 5)
+
+
+def test_json_keys_exact():
+    result = simulate(TINY, ["summary"], CONFIG)[0]
+    obj = result.to_json()
+    assert list(obj) == ["policy", "requests", "local_hit_ratio", "remote_hit_ratio", "hit_ratio", "false_hits",
+                         "false_misses", "peer_queries", "summary_bytes", "cost", "seconds"]
+    assert tuple(obj) == JSON_KEYS
+    assert obj["policy"] == "summary" and obj["requests"] == 5 and obj["local_hit_ratio"] == 0.2
+
+
+def test_wire_path_gives_the_same_results():
+    trace = SyntheticTrace(3000, num_proxies=4, num_documents=2000, seed=4)
+    config = SimulationConfig(num_proxies=4, cache_size=2 << 20, mean_document_size=trace.expected_size,
+                              update_threshold=0.02)
+    shared = simulate(trace, ["summary", "paradox"], config)
+    wired = simulate(trace, ["summary", "paradox"], dataclasses.replace(config, wire=True))
+    for a, b in zip(shared, wired):
+        assert dataclasses.replace(a, seconds=0) == dataclasses.replace(b, seconds=0)
+        assert a.remote_hits > 0 and a.summary_bytes > 0
+
+
+def test_fresh_summaries_give_no_false_misses():
+    """Publishing after every change (a threshold below 1 / documents): a summary has no false negatives, so the
+    summary policy never misses a document a peer holds."""
+    trace = SyntheticTrace(4000, num_proxies=3, num_documents=1500, shared_fraction=0.8, seed=2)
+    config = SimulationConfig(num_proxies=3, cache_size=4 << 20, mean_document_size=trace.expected_size,
+                              update_threshold=1e-6)
+    summary, icp = simulate(trace, ["summary", "icp"], config)
+    assert summary.false_misses == 0 and summary.remote_hits > 50
+    assert summary.remote_hits == icp.remote_hits and summary.local_hits == icp.local_hits
+
+
+def test_staleness_counts_false_misses_and_false_hits():
+    config = SimulationConfig(num_proxies=2, cache_size=1000, bits_per_entry=16, expected_entries=64,
+                              update_threshold=1.0)
+    nodes = _make_nodes("summary", config)
+    a, b = TWO[0], TWO[1]
+    urls = [f"http://s.example/{i}" for i in range(6)]
+    # a stores u0 (published at once: the first change), then u1..u4 without publishing (4 changes < 100% of 5)
+    part1 = [req(i, a, urls[i]) for i in range(5)] + [req(10, b, urls[3])]
+    result = replay(part1, "summary", config, nodes=nodes)
+    assert nodes[0].publisher.current_version == 1
+    assert (result.false_misses, result.remote_hits, result.peer_queries) == (1, 0, 0)  # b could not know of u3
+    nodes[0].cache.remove("GET " + urls[0])  # a drops u0 (e.g. it expired); its summary still says "maybe"
+    result = replay([req(20, b, urls[0])], "summary", config, nodes=nodes)
+    assert (result.false_hits, result.peer_queries, result.remote_hits) == (1, 1, 0)
+    assert result.origin_fetches == 7
+
+
+def test_memory_does_not_grow_with_the_trace():
+    """The simulator holds caches and summaries only: a trace is consumed as a stream (a generator here)."""
+    config = SimulationConfig(num_proxies=2, cache_size=50_000, expected_entries=20)
+    consumed = []
+
+    def stream():
+        for i in range(2000):
+            consumed.append(i) if i % 500 == 0 else None
+            yield req(i, TWO[i % 2], f"http://g.example/{i % 300}")
+    result = simulate(stream, ["summary"], config)[0]
+    assert result.requests == 2000 and consumed == [0, 500, 1000, 1500]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(num_proxies=0), "num_proxies must be at least 1"),
+    (dict(cache_size=-1), "cache_size must be at least 1"),
+    (dict(bits_per_entry=0), "bits_per_entry must be at least 1"),
+    (dict(update_threshold=0.0), "update_threshold must be a fraction in \\(0, 1\\]"),
+    (dict(update_threshold=1.5), "update_threshold"),
+    (dict(summary_kind="digest"), "summary_kind"),
+    (dict(origin_cost=0), "origin_cost must be a number > 0"),
+    (dict(prior_estimator="x"), "prior_estimator"),
+])
+def test_bad_configuration(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SimulationConfig(**kwargs)
+    with pytest.raises(ValueError, match="policy must be one of"):
+        simulate(TINY, ["summary", "carp"], CONFIG)
+    with pytest.raises(ValueError, match="at least one policy"):
+        simulate(TINY, [], CONFIG)
+
+
+def test_result_ratios_with_no_requests():
+    empty = PolicyResult("none")
+    assert (empty.hit_ratio, empty.local_hit_ratio, empty.remote_hit_ratio, empty.queries_per_request) == (0, 0, 0, 0)
