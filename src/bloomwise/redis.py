@@ -15,17 +15,22 @@ Storage (docs/redis.md), for a filter named ``name``:
   Local bit p is bit p % 8 of byte p // 8 (LSB first); Redis numbers bits from the most significant bit of a byte,
   so bit p is Redis bit offset ``p ^ 7``. A 4-bit counter i is nibble i % 2 of byte i // 2 (the low nibble for even
   i), which is the 4-bit field at Redis bit offset ``4 i ^ 4``; an 8-bit counter i is the byte i.
-- ``name:batch:<id>``: the record of one applied counting batch (for exactly-once retries; expires).
+- ``name:batch:<id>:<chunk>``: the record of one applied chunk of a counting batch (exactly-once retries; expires).
 
-Bits are written with ``BITFIELD key SET u1 <offset> 1`` and read with ``BITFIELD_RO key GET u1 <offset>``, a
-thousand keys per command, the commands of a batch pipelined and packed in C (``_native/served.pyx``). Setting bits
-is idempotent, so the bit filter needs no script: each command is atomic and a repeated one changes nothing.
+Bits are written with ``BITFIELD key SET u1 <offset> 1`` (a thousand keys per command, the commands of a batch
+pipelined and packed in C by ``_native/served.pyx``), or for large batches ORed in from a local filter (``SET`` +
+``BITOP OR``); they are read with ``GETRANGE`` of each key's 64-byte block (blocked layout) or ``BITFIELD_RO key GET
+u1 <offset>``. Setting bits is idempotent, so the bit filter needs no script: each command is atomic and a repeated
+one changes nothing.
 
-Counters are changed by Lua scripts (atomic on the server) with ``BITFIELD ... OVERFLOW SAT INCRBY u4``: a Lua
-script rather than MULTI/EXEC because removal must *read* the counters and decide (refuse a certainly-absent key,
-leave saturated counters alone) without another client changing them in between, and a transaction cannot branch on
-what it read (WATCH would retry under contention). The same script records the batch id, so a batch retried after a
-lost connection is applied at most once.
+Counters are incremented by ``BITFIELD ... OVERFLOW SAT INCRBY u4`` (the server's saturation is the sticky rule) in
+MULTI/EXEC transactions that also write the chunks' batch records, after WATCH and MGET of those records: a batch
+retried after a lost connection is applied exactly once. Removal must *read* the counters and decide (refuse a
+certainly-absent key, leave saturated counters alone): when every counter covers the probes of the chunk (always
+when the keys were added) a WATCHed transaction decrements them all, which is what removing the keys one by one
+does; otherwise a Lua script decides key by key, atomically on the server (a transaction cannot branch on what it
+read). Lua is not used for everything because it was measured to cost the server 4-12 µs a key on inserts (it
+rebuilds every argument of ``redis.call``), a transaction about 3 (docs/redis.md).
 """
 from __future__ import annotations
 
@@ -824,10 +829,10 @@ class RedisCountingBloomFilter(_Served):
     bytes as ``CountingBloomFilter``, with the same rules: saturation is sticky (a counter at its maximum is never
     decremented) and removing a certainly-absent key is refused.
 
-    Every change runs in a Lua script (atomic on the server) over 1,000 keys, scripts pipelined. Each script first
-    looks for the record of its batch id (``name:batch:<id>``) and does nothing if it is there; it writes the
-    record together with the change. A batch therefore applies exactly once, even when retried after a lost
-    connection: pass the ``batch_id`` of the IncompleteBatchError (or your own) again.
+    Changes are applied in chunks of 1,000 keys, each atomically together with its record
+    ``name:batch:<batch id>:<chunk>`` (a MULTI/EXEC transaction, or the removal script when a key may be certainly
+    absent); a chunk whose record exists is skipped. A batch therefore applies exactly once, even when retried after
+    a lost connection: pass the ``batch_id`` of the IncompleteBatchError (or your own) again.
     """
 
     _STRUCTURE = "counting"
