@@ -112,6 +112,7 @@ def test_served_bits_are_the_local_bits(client, layout):
 def test_contains_many_keeps_the_numpy_shape(client):
     remote = RedisBloomFilter(client, "shape", 1000, 0.01)
     keys = np.arange(12, dtype=np.int64).reshape(3, 4)
+    assert not remote.contains_many(keys).any()  # nothing written yet: the part key does not exist
     remote.update(keys[:2].reshape(-1))
     got = remote.contains_many(keys)
     assert got.shape == (3, 4) and got[:2].all()
@@ -372,15 +373,24 @@ def test_bad_arguments(client):
 # ---- faults ------------------------------------------------------------------------------------------------------------
 @needs_server
 def test_wrong_password_and_unreachable_server(tmp_path):
+    # redis-py retries a failed connection with back-off by default (seconds): these clients fail at once
+    once = {"retry": redis.retry.Retry(redis.backoff.NoBackoff(), 0)}
     with LocalRedisServer(password="right-one") as secured:
         with pytest.raises(ServerUnavailableError, match="refused the credentials.*password"):
-            RedisBloomFilter(secured.client(password="wrong"), "f", 10, 0.01)
+            RedisBloomFilter(secured.client(password="wrong", **once), "f", 10, 0.01)
         with pytest.raises(ServerUnavailableError, match="refused the credentials"):
-            RedisBloomFilter(secured.client(password=None), "f", 10, 0.01)
-        f = RedisBloomFilter(secured.client(), "f", 10, 0.01)
+            RedisBloomFilter(secured.client(password=None, **once), "f", 10, 0.01)
+        f = RedisBloomFilter(secured.client(**once), "f", 10, 0.01)
         f.add("x")
         assert "x" in f
-    gone = redis.Redis(unix_socket_path=str(tmp_path / "nobody.sock"))
+    with LocalRedisServer() as short_lived:
+        reader = RedisBloomFilter(short_lived.client(**once), "r", 1000, 0.01)
+        reader.update(keys_of("k", 100))
+        short_lived.kill()
+        with pytest.raises(ServerUnavailableError, match="while querying 'r'") as caught:
+            reader.contains_many(keys_of("k", 100))
+        assert not isinstance(caught.value, IncompleteBatchError)
+    gone = redis.Redis(unix_socket_path=str(tmp_path / "nobody.sock"), **once)
     with pytest.raises(ServerUnavailableError, match="cannot reach the Redis server at unix:.*nobody.sock"):
         RedisBloomFilter.open(gone, "f")
     with pytest.raises(ServerUnavailableError, match="cannot reach"):

@@ -450,6 +450,9 @@ class _Served:
             connection.disconnect()
             if isinstance(exc, redis.exceptions.AuthenticationError):
                 raise _server_error(self._client, exc, doing) from exc
+            if total_keys is None and not any(keys_per_command):  # a read: nothing to account for
+                raise ServerUnavailableError(f"lost the connection to the Redis server at {_address(self._client)} "
+                                             f"while {doing}: {exc}") from exc
             applied = applied_before + sum(keys_per_command[:len(replies)])
             unknown = (sum(keys_per_command) + applied_before if total_keys is None else total_keys) - applied
             retry = (f"retry the same keys with batch_id={batch_id!r} to apply the rest exactly once"
