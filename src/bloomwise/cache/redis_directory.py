@@ -1,0 +1,143 @@
+"""A summary directory in Redis: proxies publish their summaries to one Redis (or Valkey) server and read their
+peers' from it, instead of sending them to each peer over HTTP.
+
+A publication costs one transaction whatever the number of peers, and a proxy that starts, restarts or was away
+catches up from the directory alone. What is stored, for a directory ``PREFIX`` and a node ``NAME``:
+
+- ``PREFIX:nodes``: a set of the node names that publish;
+- ``PREFIX:node:NAME:whole``: the node's latest summary as a whole ``SummaryUpdate`` (its exact wire bytes);
+- ``PREFIX:node:NAME:deltas``: a hash, version -> the wire bytes of the delta that produced that version from the
+  one before, for the last ``history`` versions (older ones are deleted).
+
+The whole summary, its delta and the trimming of old deltas are written in one MULTI/EXEC, so a reader sees either
+the version before or the one after. A reader holding version v asks for the deltas v+1 .. latest; if one is missing
+(too old, or the publisher restarted: another origin id) it takes the whole summary. Everything read is parsed by
+``SummaryUpdate.from_bytes`` (bounded, checked: FormatError on bad bytes), like a summary received over HTTP.
+
+>>> # directory = RedisSummaryDirectory(redis.Redis(unix_socket_path=...), "cluster-a")
+>>> # directory.sync(node)       # publish this node's summary if due, then apply every peer's news
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from bloomwise.cache.summary import DEFAULT_MAX_SUMMARY_BYTES, SummaryGap, SummaryUpdate
+
+__all__ = ["RedisSummaryDirectory"]
+
+
+class RedisSummaryDirectory:
+    """Summaries of a group of CacheNodes kept in Redis under ``prefix``.
+
+    :param client: a ``redis.Redis``.
+    :param prefix: the directory's key prefix (one per group of cooperating proxies).
+    :param history: how many deltas each node keeps (a reader further behind takes the whole summary).
+    :param max_size: the largest summary update accepted (bytes), as for a summary received over HTTP.
+    """
+
+    def __init__(self, client, prefix: str = "bloomwise:summaries", *, history: int = 16,
+                 max_size: int = DEFAULT_MAX_SUMMARY_BYTES):
+        if not isinstance(prefix, str) or not prefix:
+            raise TypeError(f"prefix must be a non-empty str, got {prefix!r}")
+        if isinstance(history, bool) or not isinstance(history, int) or history < 1:
+            raise ValueError(f"history must be an int >= 1, got {history!r}")
+        self.client = client
+        self.prefix = prefix
+        self.history = history
+        self.max_size = max_size
+
+    def _key(self, name: str, what: str) -> str:
+        return f"{self.prefix}:node:{name}:{what}"
+
+    # -- publishing ------------------------------------------------------------------------------------------------
+    def publish(self, name: str, update: SummaryUpdate, whole: Optional[SummaryUpdate] = None) -> int:
+        """Store node ``name``'s new summary version: ``update`` (a delta or a whole summary) and ``whole``, the
+        same version as a whole summary (needed when ``update`` is a delta). Returns the bytes written."""
+        from bloomwise.redis import _call
+        whole = update if not update.is_delta else whole
+        if whole is None or whole.is_delta or whole.version != update.version:
+            raise ValueError("publish needs the new version as a whole summary too (node.whole_summary())")
+        pipe = self.client.pipeline(transaction=True)
+        pipe.sadd(f"{self.prefix}:nodes", name)
+        pipe.set(self._key(name, "whole"), whole.to_bytes())
+        written = whole.nbytes
+        deltas = self._key(name, "deltas")
+        if update.is_delta:
+            pipe.hset(deltas, str(update.version), update.to_bytes())
+            written += update.nbytes
+            stale = [str(v) for v in range(max(0, update.version - 2 * self.history), update.version - self.history + 1)]
+            if stale:
+                pipe.hdel(deltas, *stale)
+        else:
+            pipe.delete(deltas)  # a whole summary (first, or after a restart) starts a new chain
+        _call(self.client, f"publishing the summary of {name!r}", pipe.execute)
+        return written
+
+    def publish_node(self, node, *, whole: bool = False) -> int:
+        """Publish a CacheNode's next summary version (``node.publish_summary``); returns the bytes written."""
+        update = node.publish_summary(whole=whole)
+        written = self.publish(node.name, update, None if not update.is_delta else node.whole_summary())
+        node.summaries_out += 1
+        node.summary_bytes_out += written
+        return written
+
+    # -- reading -----------------------------------------------------------------------------------------------------
+    def nodes(self) -> set:
+        """The names of the nodes that published to this directory."""
+        from bloomwise.redis import _call
+        return {n.decode() if isinstance(n, bytes) else n
+                for n in _call(self.client, "listing the summary directory", self.client.smembers,
+                               f"{self.prefix}:nodes")}
+
+    def whole(self, name: str) -> Optional[SummaryUpdate]:
+        """Node ``name``'s latest summary as a whole, or None when it never published."""
+        from bloomwise.redis import _call
+        data = _call(self.client, f"reading the summary of {name!r}", self.client.get, self._key(name, "whole"))
+        return None if data is None else SummaryUpdate.from_bytes(data, max_size=self.max_size)
+
+    def updates_since(self, name: str, version: Optional[int], origin: Optional[int] = None) -> list:
+        """What brings a copy of node ``name``'s summary at ``version`` (from ``origin``) up to date: the deltas in
+        order, or [the whole summary] when they are not all there; [] when it is current or nothing was published."""
+        latest = self.whole(name)
+        if latest is None or (version is not None and latest.version == version and latest.origin == origin):
+            return []
+        if version is None or origin != latest.origin or not version < latest.version:
+            return [latest]
+        from bloomwise.redis import _call
+        wanted = [str(v) for v in range(version + 1, latest.version + 1)]
+        raw = _call(self.client, f"reading the summary deltas of {name!r}", self.client.hmget,
+                    self._key(name, "deltas"), wanted)
+        if any(data is None for data in raw):
+            return [latest]
+        deltas = [SummaryUpdate.from_bytes(data, max_size=self.max_size) for data in raw]
+        if deltas[-1].version != latest.version or deltas[-1].origin != latest.origin:
+            return [latest]  # a publication between our two reads: the whole summary is consistent
+        return deltas
+
+    def sync(self, node, *, publish_if_due: bool = True) -> dict:
+        """Publish ``node``'s summary when due (``node.summary_due()``; the first time always), add every other
+        node of the directory as a peer, and apply their news. Returns {"published": bytes, "received": bytes}."""
+        published = 0
+        if publish_if_due and (node.summary_due() or node.publisher.current_version == 0
+                               or self.whole(node.name) is None):
+            published = self.publish_node(node)
+        received = 0
+        known = {peer.peer_id for peer in node.peers}
+        for name in sorted(self.nodes() - {node.name}):
+            if name not in known:
+                node.add_peer(name)
+            held = node.peer(name).summary
+            version = None if held is None else held.version
+            origin = None if held is None else held.origin
+            for update in self.updates_since(name, version, origin):
+                try:
+                    node.receive_summary(name, update)
+                except SummaryGap:  # the chain does not fit what is held: start again from the whole summary
+                    latest = self.whole(name)
+                    if latest is None:
+                        break
+                    node.receive_summary(name, latest)
+                    received += latest.nbytes
+                    break
+                received += update.nbytes
+        return {"published": published, "received": received}

@@ -1,0 +1,96 @@
+"""The summary directory in Redis: proxies publish to a real redis-server and read their peers' summaries from it."""
+import pytest
+
+from bloomwise import FormatError
+from bloomwise._redis_server import MISSING_SERVER_MESSAGE, LocalRedisServer, find_redis_server
+from bloomwise.cache import CacheNode, DocumentCache
+
+pytest.importorskip("redis", reason="the redis extra (redis-py) is not installed")
+from bloomwise.cache.redis_directory import RedisSummaryDirectory  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server():
+    if find_redis_server() is None:
+        pytest.skip(MISSING_SERVER_MESSAGE)
+    with LocalRedisServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(server):
+    c = server.client()
+    c.flushall()
+    yield c
+    c.close()
+
+
+def node(name, kind="bits", origin=None):
+    return CacheNode(name, DocumentCache(100_000, expected_entries=200), summary_kind=kind, update_threshold=0.01,
+                     origin_id=origin)
+
+
+def url(name, i):
+    return f"http://{name}.example/{i}"
+
+
+@pytest.mark.parametrize("kind", ["bits", "counters"])
+def test_peers_find_each_other_and_follow_deltas(client, kind):
+    directory = RedisSummaryDirectory(client, "group", history=3)
+    a, b, c = node("a", kind, 1), node("b", kind, 2), node("c", kind, 3)
+    for i in range(50):
+        a.admit(url("a", i), 100)
+        b.admit(url("b", i), 100)
+    for n in (a, b, c):
+        directory.sync(n)
+    directory.sync(a)  # a now sees b and c too
+    assert {p.peer_id for p in a.peers} == {"b", "c"} and {p.peer_id for p in c.peers} == {"a", "b"}
+    assert c.route(url("a", 7)) == ["a"] and c.route(url("b", 7)) == ["b"]
+    assert c.peer("a").summary.version == a.publisher.current_version
+    # a publishes two deltas: c applies them in order (no whole summary needed)
+    for round_ in range(2):
+        for i in range(100 + 10 * round_, 110 + 10 * round_):
+            a.admit(url("a", i), 100)
+        directory.sync(a)
+    deltas = directory.updates_since("a", c.peer("a").summary.version, c.peer("a").summary.origin)
+    assert [u.is_delta for u in deltas] == [True, True]
+    got = directory.sync(c)
+    assert got["received"] == sum(u.nbytes for u in deltas)
+    assert c.peer("a").summary.version == a.publisher.current_version
+    assert a.peer("c").summary is not None
+    assert all(c.peer("a").summary.may_contain(url("a", i)) for i in range(100, 120))
+    assert directory.updates_since("a", c.peer("a").summary.version, c.peer("a").summary.origin) == []
+
+
+def test_a_reader_far_behind_or_a_restarted_publisher_gets_the_whole_summary(client):
+    directory = RedisSummaryDirectory(client, "g2", history=2)
+    a, b = node("a", origin=1), node("b", origin=2)
+    a.admit(url("a", 0), 100)
+    directory.sync(a)
+    directory.sync(b)
+    held = b.peer("a").summary.version
+    for round_ in range(5):  # more publications than the history keeps
+        a.admit(url("a", 10 + round_), 100)
+        directory.sync(a)
+    updates = directory.updates_since("a", held, 1)
+    assert len(updates) == 1 and not updates[0].is_delta
+    directory.sync(b)
+    assert b.peer("a").summary.version == a.publisher.current_version
+    assert len(client.hkeys("g2:node:a:deltas")) <= 2
+    restarted = node("a", origin=99)  # same name, new instance id: its summaries start again at version 1
+    restarted.admit(url("a", 500), 100)
+    directory.sync(restarted)
+    directory.sync(b)
+    assert b.peer("a").summary.origin == 99 and b.route(url("a", 500)) == ["a"]
+
+
+def test_damaged_summary_in_the_directory_is_a_format_error(client):
+    directory = RedisSummaryDirectory(client, "g3")
+    a = node("a", origin=1)
+    a.admit(url("a", 0), 100)
+    directory.sync(a)
+    client.set("g3:node:a:whole", b"BLOOMWISE but not really")
+    with pytest.raises(FormatError):
+        directory.sync(node("b", origin=2))
+    with pytest.raises(ValueError, match="history"):
+        RedisSummaryDirectory(client, "g", history=0)

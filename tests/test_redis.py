@@ -1,0 +1,615 @@
+"""Filters served by a real redis-server (unix socket, temporary directory): same bits as the local filters,
+counting rules kept server-side, exactly-once batches, parts, metadata, faults."""
+import os
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from bloomwise import BloomFilter, CountingBloomFilter, FormatError
+from bloomwise._native.bloom import hash_many
+from bloomwise._native.served import encode_args, pack_command, positions_many
+from bloomwise._redis_server import MISSING_SERVER_MESSAGE, LocalRedisServer, find_redis_server
+
+redis = pytest.importorskip("redis", reason="the redis extra (redis-py) is not installed")
+import bloomwise.redis as served  # noqa: E402
+from bloomwise.redis import (  # noqa: E402
+    FilterMismatchError, FilterNotFoundError, IncompleteBatchError, RedisBloomFilter, RedisCountingBloomFilter,
+    ServerUnavailableError, from_redis, to_redis,
+)
+
+needs_server = pytest.mark.skipif(find_redis_server() is None, reason=MISSING_SERVER_MESSAGE)
+LAYOUTS = ["blocked", "classic", "partitioned"]
+
+
+@pytest.fixture(scope="module")
+def server():
+    if find_redis_server() is None:
+        pytest.skip(MISSING_SERVER_MESSAGE)
+    with LocalRedisServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(server):
+    c = server.client()
+    c.flushall()
+    yield c
+    c.close()
+
+
+def keys_of(prefix, n):
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+# ---- the compiled helpers (no server) ---------------------------------------------------------------------------------
+@given(st.lists(st.one_of(st.text(max_size=20), st.binary(max_size=20), st.integers(-2**70, 2**70)), max_size=30),
+       st.sampled_from(LAYOUTS), st.integers(1, 16), st.integers(1, 40), st.integers(0, 2**64 - 1))
+def test_positions_many_are_the_local_positions(keys, layout, k, blocks, seed):
+    f = BloomFilter.from_size(blocks * 512, k, layout=layout, seed=seed)
+    got = positions_many(hash_many(keys, seed), f.num_bits, k, f._layout_id)
+    assert got.shape == (len(keys), k)
+    assert [list(row) for row in got] == [f._bit_indices(key) for key in keys]
+
+
+def test_positions_many_matches_counting_positions():
+    f = CountingBloomFilter.from_size(1001, 5, layout="partitioned", seed=9)
+    keys = keys_of("c", 200)
+    got = positions_many(hash_many(keys, 9), 1001, 5, 2)
+    assert [list(row) for row in got] == [f._positions(key) for key in keys]
+
+
+def test_positions_many_rejects_impossible_geometry():
+    with pytest.raises(ValueError, match="num_hashes"):
+        positions_many(np.zeros(1, np.uint64), 512, 17, 3)
+    with pytest.raises(ValueError, match="num_bits"):
+        positions_many(np.zeros(1, np.uint64), 1000, 8, 3)
+    with pytest.raises(ValueError, match="layout"):
+        positions_many(np.zeros(1, np.uint64), 1000, 8, 7)
+
+
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=50), st.binary(min_size=1, max_size=12))
+def test_pack_command_is_the_resp_of_redis_py(offsets, name):
+    ours = pack_command([b"BITFIELD", name], np.array(offsets, dtype=np.uint64), encode_args([b"SET", b"u1"]),
+                        encode_args([b"1"]), 4)
+    args = [b"BITFIELD", name]
+    for o in offsets:
+        args += [b"SET", b"u1", str(o).encode(), b"1"]
+    theirs = b"".join(redis.connection.Connection().pack_command(*args))
+    assert ours == theirs
+
+
+# ---- bit filters -------------------------------------------------------------------------------------------------------
+@needs_server
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_served_bits_are_the_local_bits(client, layout):
+    local = BloomFilter(5000, 0.01, layout=layout, seed=11)
+    remote = RedisBloomFilter(client, "f", 5000, 0.01, layout=layout, seed=11)
+    assert (remote.num_bits, remote.num_hashes) == (local.num_bits, local.num_hashes)
+    single = ["apple", b"pear", 17, -3, 2**80]
+    assert [remote.add(k) for k in single] == [local.add(k) for k in single]
+    assert [remote.add(k) for k in single] == [False] * 5
+    keys = keys_of("k", 3000)
+    remote.update(keys, method="bitfield")
+    local.update(keys)
+    remote.update(np.arange(500, dtype=np.uint64), method="bitfield")
+    local.update(np.arange(500, dtype=np.uint64))
+    # the bytes on the server are the local payload, byte for byte (bit p is Redis bit p ^ 7)
+    assert client.get("f:part:0").ljust(local.nbytes, b"\0") == bytes(local._payload())
+    p = local._bit_indices("apple")[0]
+    assert client.getbit("f:part:0", p ^ 7) == 1
+    pulled = from_redis(client, "f")
+    assert type(pulled) is BloomFilter and pulled == local
+    assert pulled._keys_added_count == local._keys_added_count == remote.keys_added
+    probe = keys_of("absent", 20000) + keys
+    assert np.array_equal(remote.contains_many(probe), local.contains_many(probe))
+    assert remote.contains_many(keys).all()
+    assert ("apple" in remote) and ("plum" in remote) == ("plum" in local)
+
+
+@needs_server
+def test_contains_many_keeps_the_numpy_shape(client):
+    remote = RedisBloomFilter(client, "shape", 1000, 0.01)
+    keys = np.arange(12, dtype=np.int64).reshape(3, 4)
+    assert not remote.contains_many(keys).any()  # nothing written yet: the part key does not exist
+    remote.update(keys[:2].reshape(-1))
+    got = remote.contains_many(keys)
+    assert got.shape == (3, 4) and got[:2].all()
+    assert remote.contains_many([]).shape == (0,)
+    with pytest.raises(TypeError, match="wrap a single key"):
+        remote.update("abc")
+
+
+@needs_server
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_to_redis_from_redis_round_trip(client, layout):
+    local = BloomFilter(20000, 0.001, layout=layout, seed=3, hash_scheme="xxh64")
+    local.update(keys_of("x", 5000))
+    remote = to_redis(local, client, "rt")
+    assert isinstance(remote, RedisBloomFilter) and remote.hash_scheme == "xxh64"
+    assert remote.contains_many(keys_of("x", 5000)).all()
+    back = from_redis(client, "rt")
+    assert back == local and back.to_bytes() == local.to_bytes()
+    with pytest.raises(FilterMismatchError, match="already exists"):
+        to_redis(local, client, "rt")
+    to_redis(BloomFilter(20000, 0.001, layout=layout, seed=3, hash_scheme="xxh64"), client, "rt", replace=True)
+    assert from_redis(client, "rt")._count_set_bits() == 0
+
+
+@needs_server
+def test_merge_is_the_union(client):
+    served_part = BloomFilter(10000, 0.01, seed=2)
+    bulk = BloomFilter(10000, 0.01, seed=2)
+    remote = RedisBloomFilter(client, "m", 10000, 0.01, seed=2)
+    remote.update(keys_of("a", 2000))
+    served_part.update(keys_of("a", 2000))
+    bulk.update(keys_of("b", 3000))
+    remote.merge(bulk)
+    assert from_redis(client, "m") == served_part | bulk
+    with pytest.raises(FilterMismatchError, match="seed"):
+        remote.merge(BloomFilter(10000, 0.01, seed=3))
+    assert not client.keys("m:merge:*")
+
+
+# ---- parts (filters larger than one Redis string) ----------------------------------------------------------------------
+@needs_server
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_parts_split_the_payload(client, layout):
+    local = BloomFilter.from_size(64 * 512 + (0 if layout == "blocked" else 77), 6, layout=layout, seed=4)
+    remote = RedisBloomFilter.from_size(client, "p", local.num_bits, 6, layout=layout, seed=4, part_bytes=640)
+    assert len(remote.part_keys) == -(-local.nbytes // 640) >= 4
+    keys = keys_of("p", 1500)
+    assert [remote.add(k) for k in keys[:50]] == [local.add(k) for k in keys[:50]]
+    remote.update(keys)
+    local.update(keys)
+    for i, part in enumerate(remote.part_keys):  # each part holds its slice of the payload
+        assert client.strlen(part) <= 640
+        assert client.get(part).ljust(min(640, local.nbytes - 640 * i), b"\0") == \
+            bytes(local._payload())[640 * i:640 * (i + 1)]
+    assert from_redis(client, "p") == local
+    probe = keys_of("q", 5000) + keys
+    assert np.array_equal(remote.contains_many(probe), local.contains_many(probe))
+    other = BloomFilter.from_size(local.num_bits, 6, layout=layout, seed=4)
+    other.update(keys_of("z", 800))
+    remote.merge(other)
+    assert from_redis(client, "p") == local | other
+    copy = to_redis(local | other, client, "p2", part_bytes=128)
+    assert len(copy.part_keys) == -(-local.nbytes // 128)
+    assert from_redis(client, "p2") == local | other
+
+
+@needs_server
+def test_counting_parts(client):
+    local = CountingBloomFilter.from_size(3000, 5, seed=8)
+    remote = RedisCountingBloomFilter.from_size(client, "cp", 3000, 5, seed=8, part_bytes=256)
+    assert len(remote.part_keys) == 6
+    keys = keys_of("c", 700)
+    remote.update(keys)
+    local.update(keys)
+    remote.update(keys[:100])
+    local.update(keys[:100])
+    assert remote.remove_many(keys[:300]) == local.remove_many(keys[:300]) == 300
+    assert from_redis(client, "cp") == local
+    assert [remote.counters(k) for k in keys[:50]] == [local.counters(k) for k in keys[:50]]
+
+
+def test_part_size_must_be_whole_blocks():
+    with pytest.raises(ValueError, match="multiple of 64"):
+        served._Geometry("bloom", "classic", 1000, 3, 0, "xxh3", 1, None, 100)
+    with pytest.raises(ValueError, match="part_bytes"):
+        served._Geometry("bloom", "classic", 1000, 3, 0, "xxh3", 1, None, 2**30)
+
+
+# ---- counting filters --------------------------------------------------------------------------------------------------
+@needs_server
+@pytest.mark.parametrize("layout", ["classic", "partitioned"])
+@pytest.mark.parametrize("counter_bits", [4, 8])
+def test_served_counters_are_the_local_counters(client, layout, counter_bits):
+    local = CountingBloomFilter(4000, 0.01, layout=layout, counter_bits=counter_bits, seed=5)
+    remote = RedisCountingBloomFilter(client, "c", 4000, 0.01, layout=layout, counter_bits=counter_bits, seed=5)
+    assert [remote.add(k) for k in ["a", "b", "a"]] == [local.add(k) for k in ["a", "b", "a"]]
+    keys = keys_of("k", 2500)
+    remote.update(keys)
+    local.update(keys)
+    remote.update(keys[:700])
+    local.update(keys[:700])
+    assert remote.remove_many(keys[:1200], missing="ignore") == local.remove_many(keys[:1200], missing="ignore")
+    remote.remove("a")
+    local.remove("a")
+    assert remote.discard("never-added-1") == local.discard("never-added-1")
+    pulled = from_redis(client, "c")
+    assert type(pulled) is CountingBloomFilter and pulled == local
+    assert remote.num_keys == local.num_keys == pulled.num_keys
+    probe = keys + keys_of("no", 3000)
+    assert np.array_equal(remote.contains_many(probe), local.contains_many(probe))
+    assert [remote.counters(k) for k in keys[:30]] == [local.counters(k) for k in keys[:30]]
+    assert remote.count("a") == local.count("a")
+
+
+@needs_server
+def test_saturation_is_sticky(client):
+    local = CountingBloomFilter.from_size(64, 3, seed=1)
+    remote = RedisCountingBloomFilter.from_size(client, "s", 64, 3, seed=1)
+    for _ in range(20):
+        remote.add("hot")
+        local.add("hot")
+    assert remote.counters("hot") == local.counters("hot")
+    assert max(remote.counters("hot")) == 15
+    for _ in range(20):  # removing as often as added: saturated counters stay at 15, the key stays present
+        remote.remove("hot")
+        local.remove("hot")
+    assert remote.counters("hot") == local.counters("hot")
+    assert "hot" in remote and 15 in remote.counters("hot")
+    assert from_redis(client, "s") == local
+
+
+@needs_server
+def test_repeated_probes_need_as_many_counts(client):
+    # A classic filter of 2 counters and k = 6: every key probes the same counters several times.
+    local = CountingBloomFilter.from_size(2, 6, seed=0)
+    remote = RedisCountingBloomFilter.from_size(client, "rep", 2, 6, seed=0)
+    remote.add("x")
+    local.add("x")
+    assert remote.counters("x") == local.counters("x") == (3,) * 6
+    # y3 probes counter 1 five times: certainly absent although both counters are 3 (and nothing may wrap below 0)
+    assert local._positions("y3").count(1) == 5
+    for key in ["y3"] + keys_of("y", 10):
+        assert remote.discard(key) == local.discard(key)
+        assert from_redis(client, "rep") == local
+
+
+@needs_server
+def test_remove_of_a_certainly_absent_key_is_refused_and_changes_nothing(client):
+    local = CountingBloomFilter(1000, 0.01, seed=6)
+    remote = RedisCountingBloomFilter(client, "r", 1000, 0.01, seed=6)
+    keys = keys_of("k", 300)
+    remote.update(keys)
+    local.update(keys)
+    before = client.get("r:part:0")
+    with pytest.raises(KeyError, match="plum"):
+        remote.remove("plum")
+    with pytest.raises(KeyError, match="never"):
+        remote.remove_many(keys[:100] + ["never"] + keys[100:200])  # all or nothing
+    assert client.get("r:part:0") == before and remote.num_keys == 300
+    assert remote.remove_many(keys[:100] + ["never"], missing="ignore") == 100
+    local.remove_many(keys[:100])
+    assert from_redis(client, "r") == local
+    with pytest.raises(ValueError, match="missing"):
+        remote.remove_many(keys, missing="skip")
+
+
+@needs_server
+def test_a_retried_batch_is_applied_once(client):
+    local = CountingBloomFilter(10000, 0.01, seed=7)
+    remote = RedisCountingBloomFilter(client, "once", 10000, 0.01, seed=7)
+    keys = keys_of("k", 2500)  # three scripts of at most 1,000 keys
+    for _ in range(3):
+        remote.update(keys, batch_id="batch-1")
+    local.update(keys)
+    assert from_redis(client, "once") == local and remote.num_keys == 2500
+    for _ in range(2):
+        assert remote.remove_many(keys[:1500], missing="ignore", batch_id="rm-1") in (1500, 1500)
+    local.remove_many(keys[:1500])
+    assert from_redis(client, "once") == local and remote.num_keys == 1000
+    remote.update(keys, batch_id="batch-2")  # another id applies again
+    local.update(keys)
+    assert from_redis(client, "once") == local
+    assert 0 < client.ttl("once:batch:batch-1:0") <= served.BATCH_RECORD_SECONDS
+
+
+# ---- metadata: open by name, mismatches, damaged metadata -------------------------------------------------------------
+@needs_server
+def test_open_by_name_alone(client):
+    made = RedisBloomFilter(client, "o", 777, 0.02, layout="partitioned", seed=99, hash_scheme="xxh64")
+    made.update(keys_of("k", 500))
+    opened = RedisBloomFilter.open(client, "o")
+    assert (opened.num_bits, opened.num_hashes, opened.layout, opened.seed, opened.hash_scheme, opened.capacity) == \
+        (made.num_bits, made.num_hashes, "partitioned", 99, "xxh64", 777)
+    assert opened.contains_many(keys_of("k", 500)).all()
+    assert isinstance(served.open(client, "o"), RedisBloomFilter)
+    RedisCountingBloomFilter(client, "oc", 100, 0.01, counter_bits=8)
+    counting = served.open(client, "oc")
+    assert isinstance(counting, RedisCountingBloomFilter) and counting.counter_bits == 8
+    # attaching with the same parameters is fine; other parameters are named
+    RedisBloomFilter(client, "o", 777, 0.02, layout="partitioned", seed=99, hash_scheme="xxh64")
+    with pytest.raises(FilterMismatchError, match="seed: 99 on the server, 98 asked for"):
+        RedisBloomFilter(client, "o", 777, 0.02, layout="partitioned", seed=98, hash_scheme="xxh64")
+    with pytest.raises(FilterMismatchError, match="layout"):
+        RedisBloomFilter(client, "o", 777, 0.02, seed=99, hash_scheme="xxh64")
+    with pytest.raises(FilterMismatchError, match="counting filter, not a bloom filter"):
+        RedisBloomFilter.open(client, "oc")
+    with pytest.raises(FilterMismatchError, match="bloom filter, not a counting"):
+        RedisCountingBloomFilter(client, "o", 777, 0.02)
+    with pytest.raises(FilterNotFoundError, match="'nothing:meta' does not exist"):
+        served.open(client, "nothing")
+
+
+@needs_server
+@pytest.mark.parametrize("field, value, message", [
+    ("format_version", "2", "format_version '2'"),
+    ("num_bits", "12x", "num_bits must be a non-negative integer"),
+    ("layout", "round", "impossible filter"),
+    ("format", "other", "not the metadata of a bloomwise filter"),
+    ("part_bytes", "100", "multiple of 64"),
+])
+def test_damaged_metadata_is_a_format_error(client, field, value, message):
+    RedisBloomFilter(client, "d", 100, 0.01)
+    client.hset("d:meta", field, value)
+    with pytest.raises(FormatError, match=message):
+        served.open(client, "d")
+
+
+@needs_server
+def test_missing_meta_field_and_oversized_part(client):
+    RedisBloomFilter(client, "d2", 100, 0.01)
+    client.hdel("d2:meta", "seed")
+    with pytest.raises(FormatError, match="lacks the field"):
+        served.open(client, "d2")
+    f = RedisBloomFilter(client, "d3", 100, 0.01)
+    client.set("d3:part:0", b"\xff" * (f.nbytes + 1))
+    with pytest.raises(FormatError, match="holds"):
+        from_redis(client, "d3")
+
+
+@needs_server
+def test_bad_arguments(client):
+    with pytest.raises(ValueError, match="counter_bits"):
+        RedisCountingBloomFilter(client, "b", 100, 0.01, counter_bits=16)
+    with pytest.raises(ValueError, match="classic"):
+        RedisCountingBloomFilter(client, "b", 100, 0.01, layout="blocked")
+    with pytest.raises(ValueError, match="layout"):
+        RedisBloomFilter(client, "b", 100, 0.01, layout="round")
+    with pytest.raises(ValueError, match="capacity"):
+        RedisBloomFilter(client, "b", 0, 0.01)
+    with pytest.raises(TypeError, match="name"):
+        RedisBloomFilter(client, "", 10, 0.01)
+    with pytest.raises(ValueError, match="key= function"):
+        to_redis(BloomFilter(10, 0.01, key=repr), client, "b")
+    with pytest.raises(ValueError, match="batch_id"):
+        RedisCountingBloomFilter(client, "b", 100, 0.01).update(["a"], batch_id="")
+
+
+# ---- faults ------------------------------------------------------------------------------------------------------------
+@needs_server
+def test_wrong_password_and_unreachable_server(tmp_path):
+    # redis-py retries a failed connection with back-off by default (seconds): these clients fail at once
+    once = {"retry": redis.retry.Retry(redis.backoff.NoBackoff(), 0)}
+    with LocalRedisServer(password="right-one") as secured:
+        with pytest.raises(ServerUnavailableError, match="refused the credentials.*password"):
+            RedisBloomFilter(secured.client(password="wrong", **once), "f", 10, 0.01)
+        with pytest.raises(ServerUnavailableError, match="refused the credentials"):
+            RedisBloomFilter(secured.client(password=None, **once), "f", 10, 0.01)
+        f = RedisBloomFilter(secured.client(**once), "f", 10, 0.01)
+        f.add("x")
+        assert "x" in f
+    with LocalRedisServer() as short_lived:
+        reader = RedisBloomFilter(short_lived.client(**once), "r", 1000, 0.01)
+        reader.update(keys_of("k", 100))
+        short_lived.kill()
+        with pytest.raises(ServerUnavailableError, match="while querying 'r'") as caught:
+            reader.contains_many(keys_of("k", 100))
+        assert not isinstance(caught.value, IncompleteBatchError)
+    gone = redis.Redis(unix_socket_path=str(tmp_path / "nobody.sock"), **once)
+    with pytest.raises(ServerUnavailableError, match="cannot reach the Redis server at unix:.*nobody.sock"):
+        RedisBloomFilter.open(gone, "f")
+    with pytest.raises(ServerUnavailableError, match="cannot reach"):
+        f.update(["a", "b"])  # the secured server is stopped now
+
+
+def kill_during_batch(monkeypatch, server, after_packs):
+    """Make the server die (SIGKILL) while the client packs command number ``after_packs`` of a batch."""
+    real = pack_command
+    calls = {"n": 0}
+
+    def packing(*args):
+        calls["n"] += 1
+        if calls["n"] == after_packs:
+            server.kill()
+        return real(*args)
+
+    monkeypatch.setattr("bloomwise._native.served.pack_command", packing)
+    return calls
+
+
+@needs_server
+def test_server_killed_during_a_counting_batch_then_retried_exactly_once(monkeypatch, tmp_path):
+    keys = keys_of("k", 80_000)  # 80 scripts of 1,000 keys, 32 in flight at a time
+    local = CountingBloomFilter(100_000, 0.01, seed=12)
+    local.update(keys)
+    with LocalRedisServer(persistent=True, directory=str(tmp_path)) as srv:
+        remote = RedisCountingBloomFilter(srv.client(), "crash", 100_000, 0.01, seed=12)
+        kill_during_batch(monkeypatch, srv, after_packs=40)
+        with pytest.raises(IncompleteBatchError) as caught:
+            remote.update(keys, batch_id="nightly")
+        monkeypatch.undo()
+        error = caught.value
+        assert error.batch_id == "nightly"
+        assert error.applied_keys + error.unknown_keys == 80_000 and error.unknown_keys > 0
+        assert error.applied_keys % 1000 == 0
+        assert f"{error.applied_keys:,} keys are known to be applied" in str(error)
+        assert "batch_id='nightly'" in str(error)
+        srv.start()  # the append-only file brings back every acknowledged write
+        client = srv.client()
+        remote = RedisCountingBloomFilter.open(client, "crash")
+        applied = remote.num_keys
+        assert error.applied_keys <= applied <= 80_000 and applied % 1000 == 0
+        remote.update(keys, batch_id="nightly")  # the retry applies only the scripts not yet applied
+        assert remote.num_keys == 80_000
+        assert from_redis(client, "crash") == local
+
+
+@needs_server
+def test_server_killed_during_a_bit_batch(monkeypatch, tmp_path):
+    keys = keys_of("b", 60_000)
+    local = BloomFilter(100_000, 0.01, seed=13)
+    local.update(keys)
+    with LocalRedisServer(persistent=True, directory=str(tmp_path)) as srv:
+        remote = RedisBloomFilter(srv.client(), "crash", 100_000, 0.01, seed=13)
+        kill_during_batch(monkeypatch, srv, after_packs=40)
+        with pytest.raises(IncompleteBatchError, match="retrying the whole batch is safe") as caught:
+            remote.update(keys, method="bitfield")
+        monkeypatch.undo()
+        assert caught.value.unknown_keys > 0 and caught.value.batch_id is None
+        srv.start()
+        remote = RedisBloomFilter.open(srv.client(), "crash")
+        confirmed = keys[:caught.value.applied_keys]
+        assert remote.contains_many(confirmed).all()  # what was confirmed survived the crash
+        remote.update(keys)
+        assert from_redis(srv.client(), "crash") == local
+
+
+@needs_server
+def test_two_clients_share_one_filter(server):
+    a, b = server.client(), server.client()
+    a.flushall()
+    writer = RedisCountingBloomFilter(a, "shared", 50_000, 0.01)
+    reader = RedisCountingBloomFilter.open(b, "shared")
+    errors = []
+
+    def work(prefix):
+        try:
+            f = RedisCountingBloomFilter.open(server.client(), "shared")
+            for i in range(5):
+                f.update(keys_of(f"{prefix}{i}-", 1000))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in ("x", "y")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors
+    local = CountingBloomFilter(50_000, 0.01)
+    for p in ("x", "y"):
+        for i in range(5):
+            local.update(keys_of(f"{p}{i}-", 1000))
+    assert reader.num_keys == 10_000 and from_redis(b, "shared") == local
+    assert writer.contains_many(keys_of("x0-", 1000)).all()
+
+
+# ---- removal paths: the transaction and the script give the local filter's result -----------------------------------
+operations = st.lists(st.tuples(st.sampled_from(["update", "remove_many", "ignore", "discard"]),
+                                st.lists(st.integers(0, 40), max_size=25)), min_size=1, max_size=8)
+
+
+@needs_server
+@given(ops=operations, force_script=st.booleans())
+def test_counting_operations_match_the_local_filter(server, ops, force_script):
+    client = server.client()
+    client.delete("h:meta", "h:part:0")
+    # 12 counters, k = 4: collisions, repeated probes and saturation are all frequent
+    local = CountingBloomFilter.from_size(12, 4, seed=21)
+    remote = RedisCountingBloomFilter.from_size(client, "h", 12, 4, seed=21)
+    old_attempts = served.REMOVE_ATTEMPTS
+    served.REMOVE_ATTEMPTS = 0 if force_script else old_attempts
+    try:
+        for op, keys in ops:
+            if op == "update":
+                remote.update(keys)
+                local.update(keys)
+            elif op == "remove_many":
+                expected = got = None
+                try:
+                    expected = local.remove_many(keys)
+                except KeyError as exc:
+                    expected = exc.args
+                try:
+                    got = remote.remove_many(keys)
+                except KeyError as exc:
+                    got = exc.args
+                assert got == expected
+            elif op == "ignore":
+                assert remote.remove_many(keys, missing="ignore") == local.remove_many(keys, missing="ignore")
+            else:
+                assert [remote.discard(key) for key in keys] == [local.discard(key) for key in keys]
+            assert from_redis(client, "h") == local
+    finally:
+        served.REMOVE_ATTEMPTS = old_attempts
+        client.close()
+
+
+@needs_server
+def test_removal_reads_again_when_another_client_writes(client, server, monkeypatch):
+    local = CountingBloomFilter(2000, 0.01, seed=3)
+    remote = RedisCountingBloomFilter(client, "w", 2000, 0.01, seed=3)
+    other = RedisCountingBloomFilter.open(server.client(), "w")
+    keys = keys_of("k", 1500)
+    remote.update(keys)
+    local.update(keys)
+    real = RedisCountingBloomFilter._read_cells
+    calls = {"n": 0}
+
+    def read_then_interfere(self, *args):
+        values = real(self, *args)
+        calls["n"] += 1
+        if calls["n"] <= 2:  # another client changes the filter between our read and our EXEC
+            other.update([f"late{calls['n']}"])
+            local.update([f"late{calls['n']}"])
+        return values
+
+    monkeypatch.setattr(RedisCountingBloomFilter, "_read_cells", read_then_interfere)
+    assert remote.remove_many(keys[:1000]) == 1000
+    local.remove_many(keys[:1000])
+    assert calls["n"] == 3  # two transactions refused by EXEC, the third applied
+    assert from_redis(client, "w") == local
+    calls["n"] = -100  # now every transaction is refused: the script takes over and gives the same result
+    assert remote.remove_many(keys[1000:1200]) == 200
+    assert calls["n"] == -100 + served.REMOVE_ATTEMPTS
+    local.remove_many(keys[1000:1200])
+    assert from_redis(client, "w") == local
+
+
+@needs_server
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_update_by_merge_gives_the_same_bits(client, layout):
+    local = BloomFilter(3000, 0.01, layout=layout, seed=17)
+    keys = keys_of("k", 2000)
+    local.update(keys)
+    for method in ("bitfield", "merge", "auto"):  # auto: 2,000 keys for a few KiB of filter -> merge
+        remote = RedisBloomFilter(client, f"u-{method}", 3000, 0.01, layout=layout, seed=17, part_bytes=512)
+        remote.update(keys, method=method)
+        assert from_redis(client, f"u-{method}") == local
+    remote.update(iter(keys_of("i", 10)))  # an iterator: length unknown, BITFIELD
+    assert remote.contains_many(keys_of("i", 10)).all()
+    with pytest.raises(ValueError, match="method"):
+        remote.update(keys, method="fast")
+
+
+@needs_server
+def test_server_killed_during_a_merge(monkeypatch, tmp_path):
+    local = BloomFilter.from_size(64 * 512, 8, layout="blocked", seed=1)
+    local.update(keys_of("m", 3000))
+    with LocalRedisServer(persistent=True, directory=str(tmp_path)) as srv:
+        remote = RedisBloomFilter.from_size(srv.client(), "mk", local.num_bits, 8, layout="blocked", seed=1,
+                                            part_bytes=512)
+        real = redis.client.Pipeline.execute
+        calls = {"n": 0}
+
+        def execute(self, *args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == 3:
+                srv.kill()
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(redis.client.Pipeline, "execute", execute)
+        with pytest.raises(IncompleteBatchError, match="2 of 8 parts were merged.*retrying the merge is safe"):
+            remote.update(keys_of("m", 3000), method="merge")
+        monkeypatch.undo()
+        srv.start()
+        remote = RedisBloomFilter.open(srv.client(), "mk")
+        remote.merge(local)
+        assert from_redis(srv.client(), "mk") == local
+
+
+@needs_server
+def test_quick_benchmark_runs():
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "redis_served.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "| RedisBloomFilter blocked" in run.stdout and "insert, BITFIELD" in run.stdout
+    assert "| RedisCountingBloomFilter classic 4-bit" in run.stdout
