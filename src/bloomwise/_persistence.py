@@ -49,7 +49,10 @@ class Persistent:
         ``verify=False`` skips the payload checksum and accepts a file whose writer died (unsafe).
         """
         header, payload = _format.load(path, structure=cls._STRUCTURE, verify=verify)
-        return cls._from_parts(header, payload, key=key, **options)
+        try:
+            return cls._from_parts(header, payload, key=key, **options)
+        except FormatError as exc:  # the structure's own checks: name the file too
+            raise _format.with_path(path, exc) from None
 
     def __reduce__(self):
         key = self._key_function

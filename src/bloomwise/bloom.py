@@ -5,7 +5,6 @@ this module adds construction, statistics, set algebra and persistence.
 """
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Callable, Iterable, Optional, Sequence
 
@@ -73,7 +72,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
             raise ValueError(f"capacity must be at least 1, got {capacity}")
         _layout_id(layout)
         scheme = _format.hash_scheme_id(hash_scheme)
-        num_bits, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
+        num_bits, num_hashes = theory.sizing.size_for("capacity", capacity, fpr, layout)
         self._init_core(num_bits, num_hashes, _layout_id(layout), seed, key=key, hash_scheme=scheme)
         self._capacity = capacity
         self._set_capacity_limit(capacity)
@@ -124,6 +123,19 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
     def _count_filled(self) -> int:
         return self._count_set_bits()
 
+    @property
+    def num_keys(self) -> int:
+        """Keys added: one per ``add()`` and one per key of ``update()``, repeats included (as in the counting
+        filters). Saved with the filter. A union adds the operands' counts; an intersection keeps the left one's."""
+        return self._insertions_count
+
+    @property
+    def num_new_keys(self) -> int:
+        """Insertions that set at least one new bit (``add()`` returned True): the distinct keys added, less those
+        that already looked present (false positives at insertion time). The capacity warning counts these. Kept
+        in memory only: a loaded or opened filter starts it at ``num_keys``."""
+        return self._keys_added_count
+
     def __repr__(self) -> str:
         capacity = "" if self._capacity is None else f", capacity={self._capacity:,}"
         return (f"<{type(self).__name__} {self.layout}: {self.num_bits:,} bits, k={self.num_hashes}, "
@@ -148,7 +160,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
         clone = type(self).__new__(type(self))
         clone._init_core(self.num_bits, self.num_hashes, self._layout_id, self.seed,
                          keys_added=self._keys_added_count, key=self._key_function,
-                         hash_scheme=self._hash_scheme_id)
+                         hash_scheme=self._hash_scheme_id, insertions=self._insertions_count)
         clone._copy_bits_from(self._payload())
         clone._capacity = self._capacity
         clone._set_capacity_limit(self._capacity)
@@ -161,6 +173,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
     def __ior__(self, other):
         self._check_compatible(other, "union")
         self._combine(other, True)
+        self._count_insertions(other._insertions_count)
         return self
 
     def __iand__(self, other):
@@ -213,7 +226,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
         return _format.Header(
             structure=self._STRUCTURE, layout=_format.Layout(self._layout_id), hash_scheme=self._hash_scheme,
             seed=self.seed, num_bits=self.num_bits, num_hashes=self.num_hashes,
-            keys_added=self._keys_added_count, payload_length=self.nbytes, meta=meta,
+            keys_added=self._insertions_count, payload_length=self.nbytes, meta=meta,
             flags=header_flags(self._key_function))
 
     @classmethod
@@ -228,8 +241,10 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
         mapped = _format.open_mapped(path, writable=mode == "r+", structure=cls._STRUCTURE, verify=verify)
         try:
             self = _MappedBloomFilter._from_parts(mapped.header, mapped.payload, key=key, copy=False)
-        except BaseException:
+        except BaseException as exc:
             mapped.close()
+            if isinstance(exc, FormatError):  # the structure's own checks: name the file too
+                raise _format.with_path(path, exc) from None
             raise
         self._mapped = mapped
         return self
@@ -249,17 +264,22 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
             if header.layout == _format.Layout.BLOCKED and header.num_bits % 512:
                 raise FormatError(f"a blocked filter needs num_bits divisible by 512, the file says "
                                   f"{header.num_bits}")
-            self = cls.__new__(cls)
             expected = (header.num_bits + 63) // 64 * 8
             if header.payload_length != expected:
                 raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} bits "
                                   f"need {expected}")
             scheme = _format.keyed_hash_scheme(header, "a Bloom filter")
+            # Every check before the filter takes the payload: with copy=False it would hold the file's memory
+            # map, which then could not be closed while an error is raised.
+            _check_padding(header.num_bits, payload)
+            meta_capacity(header)
+            self = cls.__new__(cls)
             try:
                 self._init_core(header.num_bits, header.num_hashes, int(header.layout), header.seed,
                                 storage=None if copy else payload, keys_added=header.keys_added, key=key,
                                 hash_scheme=scheme)
             except (ValueError, TypeError) as exc:
+                self._release_storage()
                 raise FormatError(f"the file describes an impossible filter: {exc}") from None
         _check_padding(header.num_bits, payload)
         if copy:
@@ -289,6 +309,7 @@ class _ExplicitHashBloomFilter(BloomFilter):
         return [fn(key) for fn in self._functions]
 
     def add(self, key) -> bool:
+        self._count_insertions(1)
         return self._set_positions(self._positions(key))
 
     def __contains__(self, key) -> bool:
@@ -332,12 +353,12 @@ class _MappedBloomFilter(BloomFilter):
 
     def flush(self) -> None:
         """Write the checksum and key count of the current bits to the file (mode ``"r+"``)."""
-        self._mapped.flush(keys_added=self._keys_added_count)
+        self._mapped.flush(keys_added=self._insertions_count)
 
     def close(self) -> None:
         """Flush (mode ``"r+"``) and unmap. The filter must not be used afterwards."""
         if not self._mapped.closed:
-            keys_added = self._keys_added_count if self._is_writable else None
+            keys_added = self._insertions_count if self._is_writable else None
             self._release_storage()
             self._mapped.close(keys_added=keys_added)
 

@@ -193,7 +193,7 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
         capacity = _check_capacity(capacity)
         layout_id = _counting_layout_id(layout)
         scheme = _format.hash_scheme_id(hash_scheme)
-        num_counters, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
+        num_counters, num_hashes = theory.sizing.size_for("capacity", capacity, fpr, layout)
         self._init_counting(num_counters, num_hashes, layout_id, counter_bits, seed, key=key, hash_scheme=scheme)
         self._capacity = capacity
         self._set_capacity_limit(capacity)

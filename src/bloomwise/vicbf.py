@@ -23,6 +23,7 @@ from bloomwise.counting import (
     _over_capacity_warning,
 )
 from bloomwise.errors import FormatError
+from bloomwise.theory._validate import check_probability, check_reachable
 from bloomwise.theory.counting import (
     DEFAULT_INCREMENTS, MAX_BH_ORDER, bh_order, check_increments, dl_false_positive_rate, dl_increments, multisets,
     table_rows, vicbf_false_positive_rate, vicbf_optimal_size,
@@ -120,6 +121,7 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         scheme = _format.hash_scheme_id(hash_scheme)
         increments = check_increments(increments)
         _check_split(fixed_bits, variable_bits, increments)
+        check_reachable(capacity, check_probability("fpr", fpr), layout, "capacity", fixed_bits + variable_bits)
         num_positions, num_hashes = vicbf_optimal_size(capacity, fpr, increments=increments, fixed_bits=fixed_bits,
                                                        variable_bits=variable_bits, layout=layout)
         self._setup(num_positions, num_hashes, layout, increments, fixed_bits, variable_bits, seed, 0, key, scheme)

@@ -556,7 +556,8 @@ cdef uint64_t add_owned_blocks(const Geometry* g, uint64_t* words, const FixedKe
 cdef class BloomCore(PositionsCore):
     """m bits, k probes per key, one of three layouts. Subclassed by bloomwise.BloomFilter."""
     cdef uint64_t* _words
-    cdef uint64_t _keys_added
+    cdef uint64_t _keys_added   # insertions that set at least one new bit (the capacity warning counts these)
+    cdef uint64_t _insertions   # every key added, repeats included (num_keys)
     cdef bint _writable
     cdef Py_buffer _view
     cdef bint _has_view
@@ -566,8 +567,10 @@ cdef class BloomCore(PositionsCore):
             PyBuffer_Release(&self._view)
 
     def _init_core(self, num_bits, num_hashes, int layout, seed=0, storage=None, keys_added=0, key=None,
-                   int hash_scheme=SCHEME_XXH3):
-        """Set the geometry and the storage (new zeroed memory, or a buffer such as a mapped file's payload)."""
+                   int hash_scheme=SCHEME_XXH3, insertions=None):
+        """Set the geometry and the storage (new zeroed memory, or a buffer such as a mapped file's payload).
+
+        ``keys_added``: insertions that set a new bit so far; ``insertions``: all keys added (default: the same)."""
         if self._ready:
             raise RuntimeError("filter already initialised")
         if layout not in (LAYOUT_CLASSIC, LAYOUT_PARTITIONED, LAYOUT_BLOCKED):
@@ -585,6 +588,7 @@ cdef class BloomCore(PositionsCore):
         geometry_init(&self._g, num_bits, num_hashes, layout)
         self._nbytes = (num_bits + 63) // 64 * 8
         self._keys_added = keys_added
+        self._insertions = keys_added if insertions is None else insertions
         self._attach(AlignedBuffer(self._nbytes) if storage is None else storage)
         self._ready = True
 
@@ -637,6 +641,7 @@ cdef class BloomCore(PositionsCore):
         self._lock_writer()
         new_key = add_key(&self._g, self._words, h)
         bw_unlock(&self._lock)
+        self._insertions += 1
         if new_key:
             self._keys_added += 1
             if self._keys_added > self._capacity_limit and self._capacity_limit and not self._warned:
@@ -663,6 +668,7 @@ cdef class BloomCore(PositionsCore):
         self._check_writable()
         cdef Batch batch = make_batch(keys, self._key_func is not None)
         cdef int nthreads = check_threads(threads)
+        self._insertions += <uint64_t>batch.keys.length
         if nthreads > 1 and batch.keys.length >= 4 * CHUNK:
             self._update_threaded(batch, nthreads)
             return None
@@ -850,6 +856,7 @@ cdef class BloomCore(PositionsCore):
         memset(self._words, 0, self._nbytes)
         bw_unlock(&self._lock)
         self._keys_added = 0
+        self._insertions = 0
         self._warned = False
 
     def _combine(self, BloomCore other, bint union):
@@ -983,6 +990,14 @@ cdef class BloomCore(PositionsCore):
     @property
     def _keys_added_count(self):
         return self._keys_added
+
+    @property
+    def _insertions_count(self):
+        return self._insertions
+
+    def _count_insertions(self, uint64_t count):
+        """Add to the count of keys added (Python-level insert paths and set operations)."""
+        self._insertions += count
 
     @property
     def _is_writable(self):

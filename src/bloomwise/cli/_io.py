@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from typing import BinaryIO, Iterator, List
 
 from bloomwise.cli import EXIT_FAILURE, CommandError
@@ -29,9 +32,29 @@ def strip_newline(line: bytes) -> bytes:
     return line
 
 
-def read_keys(path: str) -> List[bytes]:
+def count_lines(path: str) -> int:
+    """Lines of a key file (a last line without a newline counts too), read in 1 MiB blocks."""
+    lines, last = 0, b"\n"
     with open_keys(path) as stream:
-        return [strip_newline(line) for line in stream]
+        while True:
+            block = stream.read(1 << 20)
+            if not block:
+                break
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
+
+
+@contextmanager
+def spool_stdin() -> Iterator[str]:
+    """Copy standard input to a temporary file (removed afterwards) and yield its path."""
+    handle, path = tempfile.mkstemp(prefix="bloomwise-keys-", suffix=".txt")
+    try:
+        with os.fdopen(handle, "wb") as spool:
+            shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
+        yield path
+    finally:
+        os.unlink(path)
 
 
 def iter_key_chunks(path: str, size: int = 65536) -> Iterator[List[bytes]]:
@@ -83,8 +106,3 @@ class Progress:
     def close(self) -> None:
         if self.enabled:
             sys.stderr.write("\n")
-
-
-def fspath_exists_dir(path: str) -> bool:
-    directory = os.path.dirname(os.path.abspath(path))
-    return os.path.isdir(directory)
