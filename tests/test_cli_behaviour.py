@@ -134,3 +134,41 @@ def test_exit_ok_when_the_reader_closes_the_pipe(tmp_path):
         process.kill()
         process.wait()
         process.stderr.close()
+
+
+# ---- the progress bar ------------------------------------------------------------------------------------------------
+def test_build_works_without_tqdm_and_prints_no_bar(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # `import tqdm` now raises ImportError
+    from bloomwise.cli._io import progress
+    assert type(progress(10, "x")).__name__ == "_NoProgress"
+    keys = _write_keys(tmp_path / "keys.txt", 1000)
+    code, out, err = run(capsys, "build", keys, "-o", tmp_path / "f.bloom")
+    assert code == EXIT_OK and err == "" and "1,000 keys" in out
+
+
+def test_the_bar_is_tqdm_and_silent_off_a_terminal(tmp_path, capsys):
+    pytest.importorskip("tqdm")
+    from bloomwise.cli._io import progress
+    bar = progress(100, "building")
+    assert type(bar).__module__.startswith("tqdm") and bar.disable  # pytest's stderr is not a terminal
+    bar.close()
+    keys = _write_keys(tmp_path / "keys.txt", 1000)
+    code, _, err = run(capsys, "build", keys, "-o", tmp_path / "f.bloom")
+    assert code == EXIT_OK and err == ""
+
+
+def test_the_bar_shows_on_a_terminal(monkeypatch):
+    pytest.importorskip("tqdm")
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    from bloomwise.cli._io import progress
+    bar = progress(2000, "building")
+    bar.update(1000)
+    bar.close()
+    assert "building" in terminal.getvalue() and "/2.00k" in terminal.getvalue()

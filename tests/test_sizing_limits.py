@@ -99,4 +99,4 @@ def test_cli_plan_gives_the_size_build_makes(tmp_path, n, p):
     assert _cli("build", keys, "-o", out, "--capacity", n, "--fpr", p, "--layout", "classic").returncode == 0
     built = BloomFilter.load(out)
     planned = json.loads(_cli("plan", "--n", n, "--p", p, "--json").stdout)
-    assert (planned["m"], planned["k"]) == (built.num_bits, built.num_hashes)
+    assert (planned["m"], planned["k"]) == (built.num_cells, built.num_hashes)

@@ -83,3 +83,34 @@ def meta_capacity(header: _format.Header) -> Optional[int]:
     if capacity is not None and (not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1):
         raise FormatError(f"meta capacity must be an int >= 1, the file says {capacity!r}")
     return capacity
+
+
+def meta_fpr(header: _format.Header) -> Optional[float]:
+    """The target rate recorded in a file's meta (None when built by size or written by an older release);
+    FormatError when it is not a number strictly between 0 and 1."""
+    fpr = header.meta.get("fpr")
+    if fpr is not None and (isinstance(fpr, bool) or not isinstance(fpr, (int, float)) or not 0.0 < fpr < 1.0):
+        raise FormatError(f"meta fpr must be a number strictly between 0 and 1, the file says {fpr!r}")
+    return None if fpr is None else float(fpr)
+
+
+def cell_array_header(f, num_positions: int, meta: dict) -> _format.Header:
+    """The header of a counting structure ``f`` (CountingBloomFilter, VI-CBF): ``meta`` plus its capacity and
+    target rate, if any."""
+    if f._capacity is not None:
+        meta["capacity"] = f._capacity
+    if f._fpr is not None:
+        meta["fpr"] = f._fpr
+    return _format.Header(
+        structure=f._STRUCTURE, layout=_format.Layout(f._layout_id), hash_scheme=_format.HashScheme(f._hash_scheme_id),
+        seed=f.seed, num_bits=num_positions, num_hashes=f.num_hashes, keys_added=f.num_keys,
+        payload_length=f.nbytes, meta=meta, flags=header_flags(f._key_function))
+
+
+def check_cell_array_header(header: _format.Header, key, what: str) -> int:
+    """The checks every counting structure's file passes (key function, hash scheme, layout); its scheme id."""
+    check_keyed(header, key)
+    scheme = _format.keyed_hash_scheme(header, what)
+    if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
+        raise FormatError(f"{what} has the classic or partitioned layout, the file says {header.layout.name}")
+    return scheme

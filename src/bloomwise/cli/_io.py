@@ -5,7 +5,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from contextlib import contextmanager
 from typing import BinaryIO, Iterator, List
 
@@ -88,21 +87,21 @@ def load_filter(path: str):
         raise CommandError(f"cannot use {path} from the command line: {exc}") from None
 
 
-class Progress:
-    """A one-line progress report on stderr, shown only when stderr is a terminal."""
+class _NoProgress:
+    """What ``progress()`` returns without tqdm: the same calls, no output."""
 
-    def __init__(self, total: int, label: str):
-        self.total, self.label = total, label
-        self.enabled = sys.stderr.isatty() and total > 0
-        self.started = time.monotonic()
-
-    def update(self, done: int) -> None:
-        if self.enabled:
-            rate = done / max(time.monotonic() - self.started, 1e-9)
-            sys.stderr.write(f"\r{self.label}: {done:,}/{self.total:,} keys ({done / self.total:.0%}, "
-                             f"{rate:,.0f} keys/s)")
-            sys.stderr.flush()
+    def update(self, count: int) -> None:
+        pass
 
     def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
+        pass
+
+
+def progress(total: int, label: str):
+    """A progress bar on stderr (tqdm, from the ``progress`` extra), shown only when stderr is a terminal; without
+    tqdm, nothing is shown. ``update(n)`` adds n keys, ``close()`` ends the line."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoProgress()
+    return tqdm(total=total, desc=label, unit=" keys", unit_scale=True, file=sys.stderr, disable=None, leave=False)

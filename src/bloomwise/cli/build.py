@@ -7,7 +7,7 @@ from contextlib import ExitStack
 
 from bloomwise.cli import EXIT_OK, EXIT_USAGE, CommandError
 from bloomwise.cli import _parse
-from bloomwise.cli._io import Progress, count_lines, iter_key_chunks, spool_stdin
+from bloomwise.cli._io import count_lines, iter_key_chunks, progress, spool_stdin
 
 
 def register(subparsers) -> None:
@@ -54,17 +54,19 @@ def _build(args: argparse.Namespace, keys_path: str, capacity: int) -> int:
         bloom = BloomFilter(capacity, args.fpr, layout=args.layout, seed=args.seed, hash_scheme=args.hash_scheme)
     except (ValueError, TypeError) as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
-    progress = Progress(capacity, "building")
+    bar = progress(capacity, "building")
     added = 0
-    for chunk in chunks:
-        bloom.update(chunk)
-        added += len(chunk)
-        progress.update(added)
-    progress.close()
+    try:
+        for chunk in chunks:
+            bloom.update(chunk)
+            added += len(chunk)
+            bar.update(len(chunk))
+    finally:
+        bar.close()
     try:
         bloom.save(args.output)
     except OSError as exc:
         raise CommandError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    print(f"{args.output}: {added:,} keys, {bloom.num_bits:,} bits ({bloom.nbytes:,} bytes), "
+    print(f"{args.output}: {added:,} keys, {bloom.num_cells:,} bits ({bloom.nbytes:,} bytes), "
           f"k={bloom.num_hashes}, {bloom.layout}, estimated FPR {bloom.estimated_fpr():.3g}")
     return EXIT_OK

@@ -20,11 +20,12 @@ def describe(bloom) -> dict:
     from bloomwise import theory
 
     set_bits = bloom._count_set_bits()
-    count = theory.approx_count(bloom.num_bits, bloom.num_hashes, set_bits, layout=bloom.layout)
+    count = theory.approx_count(bloom.num_cells, bloom.num_hashes, set_bits, layout=bloom.layout)
     return {
         "file": bloom.path,
         "layout": bloom.layout,
-        "num_bits": bloom.num_bits,
+        "num_cells": bloom.num_cells,
+        "num_bits": bloom.num_cells,  # the name of earlier releases
         "bytes": bloom.nbytes,
         "num_hashes": bloom.num_hashes,
         "seed": bloom.seed,
@@ -32,10 +33,10 @@ def describe(bloom) -> dict:
         "capacity": bloom.capacity,
         "num_keys": bloom.num_keys,
         "keys_added": bloom.num_keys,  # the name of earlier releases, kept for scripts that read it
-        "fill_ratio": set_bits / bloom.num_bits,
+        "fill_ratio": set_bits / bloom.num_cells,
         "estimated_keys": count.estimate,
         "estimated_keys_interval": [count.low, count.high],
-        "estimated_fpr": theory.fpr_from_fill(bloom.num_bits, bloom.num_hashes, set_bits, layout=bloom.layout),
+        "estimated_fpr": theory.fpr_from_fill(bloom.num_cells, bloom.num_hashes, set_bits, layout=bloom.layout),
     }
 
 

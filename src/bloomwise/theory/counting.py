@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 from bloomwise.theory._validate import (
     COUNTING_LAYOUTS, check_count, check_integer, check_positive_int, check_reachable, check_real,
 )
+from bloomwise.theory.rates import log_binomial_pmf
 
 __all__ = [
     "counter_overflow_bound", "expected_max_count", "inverse_gamma", "dl_increments", "DEFAULT_INCREMENTS", "bh_order",
@@ -294,9 +295,7 @@ def _load_pmf(layout: str, m: int, k: int, n: int, loads: int) -> list[float]:
     p = min(p, 1.0)
     if p >= 1.0:
         return [1.0 if j == trials else 0.0 for j in range(loads + 1)]
-    log_p, log_q = math.log(p), math.log1p(-p)
-    return [math.exp(math.lgamma(trials + 1) - math.lgamma(j + 1) - math.lgamma(trials - j + 1)
-                     + j * log_p + (trials - j) * log_q) if j <= trials else 0.0 for j in range(loads + 1)]
+    return [math.exp(log_binomial_pmf(trials, j, p)) if j <= trials else 0.0 for j in range(loads + 1)]
 
 
 def vicbf_false_positive_rate(num_positions, num_hashes, num_items, *, increments=DEFAULT_INCREMENTS,

@@ -43,7 +43,7 @@ def optimal_num_hashes_real(num_bits, num_items) -> float:
 
 
 def best_of_floor_ceil(real_k: float, rate: Callable[[int], float], k_max: Optional[int] = None) -> int:
-    """Seed 003's rule: evaluate the rate at floor(k*) and ceil(k*), keep the smaller (ties: the smaller k).
+    """The rule of *Computation of k*: evaluate the rate at floor(k*) and ceil(k*), keep the smaller (ties: the smaller k).
 
     k is never 0 (a filter without hashes answers "present" to everything): floor 0 becomes 1.
     """
@@ -99,7 +99,7 @@ def _best_k(layout: str, m: int, n: float) -> int:
 def optimal_num_hashes(num_bits, num_items, *, layout: str = "classic") -> int:
     """The integer number of hashes that minimises the layout's exact false-positive rate.
 
-    Classic and partitioned: the rule of seed 003 (*Computation of k*): with b = m/n, evaluate the FP formula at
+    Classic and partitioned: the rule of the note *Computation of k*: with b = m/n, evaluate the FP formula at
     ``floor(b ln 2)`` and ``ceil(b ln 2)`` and keep the better one (ties: the smaller k). Never 0: if
     ``b ln 2 < 1`` the answer is 1. For all but tiny filters this is the best integer k; a final check steps to
     a neighbour while that is better (e.g. a 3-bit partitioned filter with one key: the rule says 2, k = 1 is
