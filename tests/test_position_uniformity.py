@@ -1,6 +1,7 @@
 """Every layout spreads keys uniformly over its positions: a chi-square test of the positions keys map to.
 
-A biased reduction (say range-reducing by m - 1, so that the last bit is never used) breaks the formulas of
+Two checks per layout: the chi-square of all positions, and each position's count against its exact binomial
+acceptance region. A biased reduction (say range-reducing by m - 1, so that the last bit is never used) breaks the formulas of
 ``bloomwise.theory`` without breaking any round trip; the golden files would catch it only for their own sizes.
 The threshold is the chi-square quantile with a false-alarm probability of 1e-6 (``stats.FALSE_ALARM``), from the
 Wilson-Hilferty approximation (accurate to a few percent of the quantile for 40 or more degrees of freedom, far
@@ -13,7 +14,7 @@ import math
 import pytest
 
 from bloomwise import BloomFilter
-from stats import FALSE_ALARM
+from stats import FALSE_ALARM, binomial_acceptance
 
 Z_ONE_SIDED = 4.753  # standard normal: Pr(Z > 4.753) = 1.0e-6
 
@@ -49,6 +50,16 @@ def test_positions_are_uniform(layout, num_bits, num_hashes):
     else:  # classic: k probes anywhere; blocked with k = 8: one probe per 64-bit lane of a uniform block
         expected = [keys * num_hashes / num_bits] * num_bits
         dof = num_bits - 1
+    # Every single position too, in its exact binomial acceptance region (Bonferroni: 1e-6 over all m positions):
+    # this is what catches one dead or doubled position in a large filter, which the chi-square dilutes.
+    regions = {}
+    for position, (count, mean) in enumerate(zip(counts, expected)):
+        trials = keys if layout == "partitioned" else keys * num_hashes
+        if mean not in regions:
+            regions[mean] = binomial_acceptance(trials, mean / trials, FALSE_ALARM / num_bits)
+        low, high = regions[mean]
+        assert low <= count <= high, (f"{layout}: position {position} got {count} probes, expected {mean:.1f} "
+                                      f"(acceptance region [{low}, {high}])")
     statistic = chi_square(counts, expected)
     assert statistic < chi_square_threshold(dof), (
         f"{layout}: chi-square {statistic:.1f} with {dof} degrees of freedom, threshold "
