@@ -199,3 +199,40 @@ def test_selective_old_names_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert c.num_keys == 0 and s.estimated_fpr() > 0
+
+
+@pytest.mark.parametrize("cls", SIZED)
+def test_open_maps_every_sized_structure(cls, tmp_path):
+    f = built(cls, seed=3)
+    f.update(KEYS)
+    path = tmp_path / "f.bin"
+    f.save(path)
+    with cls.open(path) as shared:
+        assert shared == f and shared.num_keys == f.num_keys and shared.path == str(path)
+        assert shared.contains_many(KEYS).all() and shared.counters("key7") == f.counters("key7")
+        with pytest.raises(TypeError, match="read-only"):
+            shared.add("new key")
+    with cls.open(path, "r+") as writer:
+        writer.add("new key")
+        with cls.open(path) as reader:  # another map of the same file sees the write at once
+            assert "new key" in reader
+    again = cls.load(path)
+    assert "new key" in again and again.num_keys == f.num_keys + 1
+    with pytest.raises(ValueError, match="mode must be 'r' or 'r\\+'"):
+        cls.open(path, "w")
+
+
+@pytest.mark.parametrize("cls, counter_bits", [(CountingBloomFilter, {"counter_bits": 4}), (VICBF, {})])
+def test_open_refuses_bad_padding_like_load(cls, counter_bits, tmp_path):
+    from bloomwise import _format
+    f = cls.from_size(101, 3, **counter_bits)  # the last word is not full: padding follows the cells
+    payload = bytearray(f._payload())
+    payload[-1] |= 0x80
+    path = tmp_path / "bad.bin"
+    path.write_bytes(_format.dumps(f._header(), payload))
+    for read in (cls.load, cls.open):
+        with pytest.raises(FormatError, match=f"{path}: .*padding"):
+            read(path)
+    cls.from_size(64, 2).save(path)  # the failed open left the file closable and replaceable
+    with cls.open(path, "r+") as g:
+        g.add("x")

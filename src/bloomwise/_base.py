@@ -12,7 +12,7 @@
 - ``add(key)``, ``key in f``, ``update(keys, *, threads=None) -> None``, ``contains_many(keys, *, threads=None)``;
 - ``copy()``, ``is_compatible(other)``, ``==``, and where meaningful ``|``, ``&``, ``union``, ``intersection``,
   with the errors of :class:`bloomwise._compatibility.Compatible`;
-- ``to_bytes``/``from_bytes``/``save``/``load``, pickling, and ``open()`` for the Bloom and counting filters.
+- ``to_bytes``/``from_bytes``/``save``/``load``, pickling, and ``open()`` (memory-mapped) except on Scalable.
 
 docs/architecture.md has the table. Names of earlier releases (``num_bits``, ``num_counters``, ``num_positions``,
 ``initial_capacity``, ...) keep working for one release with a DeprecationWarning: :class:`DeprecatedAlias` for

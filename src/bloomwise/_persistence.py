@@ -114,3 +114,60 @@ def check_cell_array_header(header: _format.Header, key, what: str) -> int:
     if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
         raise FormatError(f"{what} has the classic or partitioned layout, the file says {header.layout.name}")
     return scheme
+
+
+def check_cell_padding(payload, used_bits: int) -> None:
+    """The bits after the last cell of a counting structure's payload are zero (FormatError otherwise)."""
+    whole, extra = divmod(used_bits, 8)
+    with memoryview(payload) as view, view.cast("B") as data:  # released at once, also on error (memory maps)
+        tail = bytes(data[whole:])
+    if (extra and tail[0] >> extra) or any(tail[1 if extra else 0:]):
+        raise FormatError("the padding after the last counter is not zero")
+
+
+def open_structure(cls, mapped_cls, path, mode: str, *, key, verify: bool):
+    """``cls.open()``: memory-map a saved structure and build ``mapped_cls`` (a subclass with :class:`Mapped`)
+    on the file's payload in place. Errors of the structure's own checks name the file, as ``load()``'s do."""
+    if mode not in ("r", "r+"):
+        raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
+    mapped = _format.open_mapped(path, writable=mode == "r+", structure=cls._STRUCTURE, verify=verify)
+    try:
+        self = mapped_cls._from_parts(mapped.header, mapped.payload, key=key, copy=False)
+    except BaseException as exc:
+        mapped.close()
+        if isinstance(exc, FormatError):
+            raise _format.with_path(path, exc) from None
+        raise
+    self._mapped = mapped
+    return self
+
+
+class Mapped:
+    """A structure whose cells live in a memory-mapped file (``open()``): ``flush``, ``close``, ``with``, ``path``.
+
+    The concrete class declares the ``_mapped`` slot; ``num_keys`` is written to the header on flush and close.
+    """
+
+    __slots__ = ()
+
+    def flush(self) -> None:
+        """Write the checksum and key count of the current cells to the file (mode ``"r+"``)."""
+        self._mapped.flush(keys_added=self.num_keys)
+
+    def close(self) -> None:
+        """Flush (mode ``"r+"``) and unmap. The structure must not be used afterwards."""
+        if not self._mapped.closed:
+            keys_added = self.num_keys if self._is_writable else None
+            self._release_storage()
+            self._mapped.close(keys_added=keys_added)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    @property
+    def path(self) -> str:
+        """The file the structure is mapped from."""
+        return self._mapped.path

@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Optional, Sequence
 from bloomwise import _base, _format, theory
 from bloomwise._native.bloom import BloomCore
 from bloomwise._compatibility import Compatible
-from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity, meta_fpr
+from bloomwise._persistence import Mapped, Persistent, check_keyed, header_flags, meta_capacity, meta_fpr, open_structure
 from bloomwise._statistics import FillStatistics
 from bloomwise.errors import CapacityWarning, FormatError
 
@@ -258,18 +258,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
         Every process that opens the same file sees the same bits. With ``"r+"``, call ``close()`` (or use
         ``with``) so the checksum is rewritten; a file left open for writing refuses to load until then.
         """
-        if mode not in ("r", "r+"):
-            raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
-        mapped = _format.open_mapped(path, writable=mode == "r+", structure=cls._STRUCTURE, verify=verify)
-        try:
-            self = _MappedBloomFilter._from_parts(mapped.header, mapped.payload, key=key, copy=False)
-        except BaseException as exc:
-            mapped.close()
-            if isinstance(exc, FormatError):  # the structure's own checks: name the file too
-                raise _format.with_path(path, exc) from None
-            raise
-        self._mapped = mapped
-        return self
+        return open_structure(cls, _MappedBloomFilter, path, mode, key=key, verify=verify)
 
     @classmethod
     def _from_parts(cls, header, payload, *, key, functions=None, copy=True) -> "BloomFilter":
@@ -382,28 +371,7 @@ class _ExplicitHashBloomFilter(BloomFilter):
                         "to_bytes() and load them with from_bytes(data, functions=...)")
 
 
-class _MappedBloomFilter(BloomFilter):
+class _MappedBloomFilter(Mapped, BloomFilter):
     """A BloomFilter whose bits live in a memory-mapped file (``BloomFilter.open``)."""
 
     __slots__ = ("_mapped",)
-
-    def flush(self) -> None:
-        """Write the checksum and key count of the current bits to the file (mode ``"r+"``)."""
-        self._mapped.flush(keys_added=self._insertions_count)
-
-    def close(self) -> None:
-        """Flush (mode ``"r+"``) and unmap. The filter must not be used afterwards."""
-        if not self._mapped.closed:
-            keys_added = self._insertions_count if self._is_writable else None
-            self._release_storage()
-            self._mapped.close(keys_added=keys_added)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-    @property
-    def path(self) -> str:
-        return self._mapped.path

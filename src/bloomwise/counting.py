@@ -16,7 +16,10 @@ from bloomwise._compatibility import Compatible
 from bloomwise._base import (
     COUNTING_LAYOUTS, DeprecatedAlias, check_capacity, check_threads, layout_id, size_arguments, warn_over_capacity,
 )
-from bloomwise._persistence import Persistent, cell_array_header, check_cell_array_header, meta_capacity, meta_fpr
+from bloomwise._persistence import (
+    Mapped, Persistent, cell_array_header, check_cell_array_header, check_cell_padding, meta_capacity, meta_fpr,
+    open_structure,
+)
 from bloomwise._statistics import FillStatistics
 from bloomwise.bloom import BloomFilter
 from bloomwise.errors import FormatError
@@ -244,7 +247,7 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
 
     # -- set algebra ---------------------------------------------------------------------------------------------------
     def _parameters(self) -> dict:
-        return {"type": type(self).__name__, "num_cells": self.num_cells, "num_hashes": self.num_hashes,
+        return {"type": self._FAMILY.__name__, "num_cells": self.num_cells, "num_hashes": self.num_hashes,
                 "layout": self.layout, "seed": self.seed, "hash_scheme": self.hash_scheme,
                 "counter_bits": self.counter_bits}
 
@@ -291,7 +294,15 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
         return cell_array_header(self, self.num_cells, {"counter_bits": self.counter_bits})
 
     @classmethod
-    def _from_parts(cls, header: _format.Header, payload, *, key) -> "CountingBloomFilter":
+    def open(cls, path, mode="r", *, key=None, verify=True) -> "CountingBloomFilter":
+        """Memory-map a saved filter: ``mode="r"`` read-only (default), ``"r+"`` writable and shared, as
+        ``BloomFilter.open``: every process that opens the file sees the same counters; with ``"r+"``, call
+        ``close()`` (or use ``with``) so the checksum is rewritten. The change journal stays in memory.
+        """
+        return open_structure(cls, _MappedCountingBloomFilter, path, mode, key=key, verify=verify)
+
+    @classmethod
+    def _from_parts(cls, header: _format.Header, payload, *, key, copy=True) -> "CountingBloomFilter":
         scheme = check_cell_array_header(header, key, "a counting filter")
         counter_bits = header.meta.get("counter_bits")
         if counter_bits not in (4, 8, 16) or isinstance(counter_bits, bool):
@@ -301,12 +312,16 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
         if header.payload_length != expected:
             raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} counters of "
                               f"{counter_bits} bits need {expected}")
+        if not copy:  # checked before the filter holds the payload (a memory map must stay closable)
+            check_cell_padding(payload, header.num_bits * counter_bits)
         self = cls.__new__(cls)
         try:
             self._init_counting(header.num_bits, header.num_hashes, int(header.layout), counter_bits, header.seed,
-                                header.keys_added, key, hash_scheme=scheme)
-            self._copy_cells_from(payload)
+                                header.keys_added, key, hash_scheme=scheme, storage=None if copy else payload)
+            if copy:
+                self._copy_cells_from(payload)
         except (ValueError, TypeError) as exc:
+            self._release_storage()
             raise FormatError(f"the file describes an impossible filter: {exc}") from None
         self._capacity, self._fpr = capacity, fpr
         self._set_capacity_limit(capacity)
@@ -314,3 +329,9 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
 
 
 CountingBloomFilter._FAMILY = CountingBloomFilter
+
+
+class _MappedCountingBloomFilter(Mapped, CountingBloomFilter):
+    """A CountingBloomFilter whose counters live in a memory-mapped file (``CountingBloomFilter.open``)."""
+
+    __slots__ = ("_mapped",)

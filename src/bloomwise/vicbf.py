@@ -20,7 +20,10 @@ from bloomwise._base import (
     COUNTING_LAYOUTS, LAYOUT_NAMES, DeprecatedAlias, check_capacity, check_threads, layout_id, size_arguments,
     warn_over_capacity,
 )
-from bloomwise._persistence import Persistent, cell_array_header, check_cell_array_header, meta_capacity, meta_fpr
+from bloomwise._persistence import (
+    Mapped, Persistent, cell_array_header, check_cell_array_header, check_cell_padding, meta_capacity, meta_fpr,
+    open_structure,
+)
 from bloomwise._statistics import FillStatistics
 from bloomwise.errors import FormatError
 from bloomwise.theory._validate import check_probability, check_reachable
@@ -151,10 +154,10 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         return self
 
     def _setup(self, num_positions, num_hashes, layout, increments, fixed_bits, variable_bits, seed, num_keys,
-               key, scheme) -> None:
+               key, scheme, storage=None) -> None:
         table, rows = _feasible_table(increments, fixed_bits, variable_bits)
         self._init_variable(num_positions, num_hashes, layout_id(layout, COUNTING_LAYOUTS), fixed_bits, variable_bits,
-                            increments, table, rows, seed, num_keys, key, scheme)
+                            increments, table, rows, seed, num_keys, key, scheme, storage)
         self._increments_tuple = increments
         self._bh_order = bh_order(increments, min(MAX_BH_ORDER, (1 << fixed_bits) - 2), 1 << variable_bits)
         self._decoders = _decoders(increments, self._bh_order, 1 << variable_bits)
@@ -278,7 +281,7 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
 
     # -- algebra and copies --------------------------------------------------------------------------------------------
     def _parameters(self) -> dict:
-        return {"type": type(self).__name__, "num_cells": self.num_cells, "num_hashes": self.num_hashes,
+        return {"type": self._FAMILY.__name__, "num_cells": self.num_cells, "num_hashes": self.num_hashes,
                 "layout": self.layout, "seed": self.seed, "hash_scheme": self.hash_scheme,
                 "increments": self.increments,
                 "fixed_bits": self.fixed_bits, "variable_bits": self.variable_bits}
@@ -306,7 +309,14 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
             "fixed_bits": self.fixed_bits, "variable_bits": self.variable_bits, "increments": list(self.increments)})
 
     @classmethod
-    def _from_parts(cls, header: _format.Header, payload, *, key) -> "VariableIncrementCountingBloomFilter":
+    def open(cls, path, mode="r", *, key=None, verify=True) -> "VariableIncrementCountingBloomFilter":
+        """Memory-map a saved filter: ``mode="r"`` read-only (default), ``"r+"`` writable and shared (as
+        ``BloomFilter.open``; call ``close()`` or use ``with`` after writing)."""
+        return open_structure(cls, _MappedVariableIncrementCountingBloomFilter, path, mode, key=key, verify=verify)
+
+    @classmethod
+    def _from_parts(cls, header: _format.Header, payload, *, key,
+                    copy=True) -> "VariableIncrementCountingBloomFilter":
         scheme = check_cell_array_header(header, key, "this filter")
         meta = header.meta
         try:
@@ -322,13 +332,18 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         if header.payload_length != expected:
             raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} positions of "
                               f"{fixed_bits + variable_bits} bits need {expected}")
+        if not copy:  # checked before the filter holds the payload (a memory map must stay closable)
+            check_cell_padding(payload, header.num_bits * (fixed_bits + variable_bits))
         self = cls.__new__(cls)
         try:
             self._setup(header.num_bits, header.num_hashes, LAYOUT_NAMES[int(header.layout)], increments,
-                        fixed_bits, variable_bits, header.seed, header.keys_added, key, scheme)
-            self._copy_cells_from(payload)
+                        fixed_bits, variable_bits, header.seed, header.keys_added, key, scheme,
+                        None if copy else payload)
+            if copy:
+                self._copy_cells_from(payload)
             self._check_cells()
         except (ValueError, TypeError) as exc:
+            self._release_storage()
             raise FormatError(f"the file describes an impossible filter: {exc}") from None
         self._capacity, self._fpr = capacity, fpr
         self._set_capacity_limit(capacity)
@@ -337,6 +352,12 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
 
 
 VariableIncrementCountingBloomFilter._FAMILY = VariableIncrementCountingBloomFilter
+
+
+class _MappedVariableIncrementCountingBloomFilter(Mapped, VariableIncrementCountingBloomFilter):
+    """A VI-CBF whose cells live in a memory-mapped file (``VariableIncrementCountingBloomFilter.open``)."""
+
+    __slots__ = ("_mapped",)
 
 
 def _check_split(fixed_bits, variable_bits, increments: tuple[int, ...]) -> None:
