@@ -15,7 +15,8 @@ from hypothesis import given, strategies as st
 
 from bloomwise import BloomFilter, CapacityWarning, FormatError, theory
 from bloomwise._native import bloom as bloom_native
-from bloomwise._native.bloom import hash_many, key_hash, xxh3, xxh64
+from bloomwise._native.bloom import hash_many
+from bloomwise._native.hashes import key_hash, xxh3, xxh64
 from stats import assert_rate_matches
 
 LAYOUTS = ("classic", "partitioned", "blocked")

@@ -54,7 +54,7 @@ try:
 except ImportError:  # pragma: no cover - non-POSIX: no writer lock, a flagged file always counts as unclean
     fcntl = None
 
-from bloomwise._native.bloom import xxh64 as _xxh64  # the compiled XXH64 (releases the GIL on large payloads)
+from bloomwise._native.hashes import xxh64 as _xxh64  # the compiled XXH64 (releases the GIL on large payloads)
 
 __all__ = [
     "MAGIC", "FORMAT_VERSION", "SUPPORTED_VERSIONS", "HEADER_SIZE", "ALIGNMENT", "MAX_META_LENGTH", "MAX_NUM_BITS",

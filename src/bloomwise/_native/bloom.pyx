@@ -1,5 +1,6 @@
 # cython: freethreading_compatible = False
-"""Compiled core of the bit filters: aligned storage, key hashing, single-key and batch kernels, threads.
+"""Compiled core of the bit filters: aligned storage, batch inputs and their hashing, single-key and batch kernels,
+threads (the hash functions for Python code are in ``hashes.pyx``).
 
 Private: `bloomwise.BloomFilter` subclasses `BloomCore` and adds the Python-level API. The hot methods
 (`add`, `__contains__`, `update`, `contains_many`) live here so a call costs one C method dispatch.
@@ -90,43 +91,13 @@ def _use_simd(bint enabled):
     return previous
 
 
-# ---- hashing, exposed for tests and the file format ---------------------------------------------------
-cdef uint64_t buffer_hash(object data, Hasher hasher) except? 0:
-    """The byte hash of a bytes-like object, without the GIL (payloads can be gigabytes)."""
-    cdef Py_buffer view
-    cdef uint64_t result
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        with nogil:
-            result = hash_bytes(hasher, view.buf, view.len)
-    finally:
-        PyBuffer_Release(&view)
-    return result
-
-
-def xxh64(data, uint64_t seed=0):
-    """XXH64 of a bytes-like object (bit-exact with the reference implementation)."""
-    return buffer_hash(data, make_hasher(seed, SCHEME_XXH64))
-
-
-def xxh3(data, uint64_t seed=0):
-    """XXH3-64 of a bytes-like object (bit-exact with the reference implementation)."""
-    return buffer_hash(data, make_hasher(seed, SCHEME_XXH3))
-
-
+# ---- hashing ---------------------------------------------------------------------------------------------
 cdef Hasher make_hasher(uint64_t seed, int scheme) except *:
     check_scheme(scheme)
     cdef Hasher hasher
     hasher.seed = seed
     hasher.scheme = scheme
     return hasher
-
-
-def key_hash(key, uint64_t seed=0, int scheme=SCHEME_XXH3):
-    """The 64-bit hash bloomwise uses for one key under a hash scheme id (see docs/architecture.md)."""
-    cdef uint64_t h
-    hash_key(key, make_hasher(seed, scheme), &h)
-    return h
 
 
 # ---- storage ------------------------------------------------------------------------------------------
