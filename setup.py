@@ -26,7 +26,7 @@ def native(name: str) -> Extension:
 
 setup(
     ext_modules=cythonize(
-        [native("core"), native("bloom"), native("counting"), native("served")],
+        [native("core"), native("hashes"), native("bloom"), native("counting"), native("served")],
         compiler_directives={
             "language_level": 3,
             "boundscheck": False,

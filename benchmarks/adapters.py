@@ -154,7 +154,7 @@ class PyBloomFilterMmap(Adapter):
         return self.mod.BloomFilter(capacity, fpr)  # no filename: in memory
 
     def bits(self, f):
-        return f.num_bits
+        return f.num_cells
 
 
 class FastBloom(Adapter):
@@ -208,7 +208,7 @@ class Bloomwise(Adapter):
         return self.cls(capacity, fpr, layout=self.layout)
 
     def bits(self, f):
-        return f.num_bits
+        return f.num_cells
 
     def _threads(self):  # pass threads= only when asked, so the default call is what is measured
         return {} if self.threads is None else {"threads": self.threads}

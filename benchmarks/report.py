@@ -1,4 +1,5 @@
-"""Markdown and JSON output: the dated results file, latest.md (included by the README) and the raw numbers."""
+"""Markdown and JSON output: one results file per machine (the latest run; older runs are in git history) and the
+raw numbers."""
 from __future__ import annotations
 
 import json
@@ -191,12 +192,12 @@ def _write(path: Path, text: str) -> Path:
 
 
 def write(data: dict, out_dir: Path) -> list[Path]:
-    """``YYYY-MM-DD-<cpu>[-quick].md`` and ``.json``, and ``latest.md`` (the same markdown)."""
+    """``<cpu>-<cpus>cpu[-quick].md`` and ``.json``: each run replaces the machine's previous one (the date is
+    inside; older runs live in git history)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     m = data["meta"]["machine"]
     cpu = re.sub(r"[^a-z0-9]+", "-", m["cpu"].lower()).strip("-")[:40]
-    stem = f"{data['meta']['date']}-{cpu}-{m['cpus']}cpu" + ("-quick" if data["meta"]["quick"] else "")
+    stem = f"{cpu}-{m['cpus']}cpu" + ("-quick" if data["meta"]["quick"] else "")
     text = markdown(data, f"{stem}.json")
     return [_write(out_dir / f"{stem}.md", text),
-            _write(out_dir / f"{stem}.json", json.dumps(data, indent=1, sort_keys=False) + "\n"),
-            _write(out_dir / "latest.md", text)]
+            _write(out_dir / f"{stem}.json", json.dumps(data, indent=1, sort_keys=False) + "\n")]

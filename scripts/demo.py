@@ -38,8 +38,8 @@ def main() -> int:
         query = time.perf_counter() - started
         assert f.contains_many(present).all(), "a false negative: this must never happen"
         measured = hits.mean()
-        expected = theory.false_positive_rate(f.num_bits, NUM_KEYS, f.num_hashes, layout=layout)
-        print(f"{layout:12s} {f.num_bits / NUM_KEYS:5.2f} bits/key, k={f.num_hashes:2d}, "
+        expected = theory.false_positive_rate(f.num_cells, NUM_KEYS, f.num_hashes, layout=layout)
+        print(f"{layout:12s} {f.num_cells / NUM_KEYS:5.2f} bits/key, k={f.num_hashes:2d}, "
               f"build {build / NUM_KEYS * 1e9:5.0f} ns/key, query {query / NUM_KEYS * 1e9:5.0f} ns/key, "
               f"FPR measured {measured:.4%} (theory {expected:.4%}), no false negatives")
 

@@ -15,7 +15,8 @@ from hypothesis import given, strategies as st
 
 from bloomwise import BloomFilter, CapacityWarning, FormatError, theory
 from bloomwise._native import bloom as bloom_native
-from bloomwise._native.bloom import hash_many, key_hash, xxh3, xxh64
+from bloomwise._native.bloom import hash_many
+from bloomwise._native.hashes import key_hash, xxh3, xxh64
 from stats import assert_rate_matches
 
 LAYOUTS = ("classic", "partitioned", "blocked")
@@ -395,11 +396,11 @@ def test_measured_fpr_matches_the_layout_formula(capacity, fpr, layout):
     """Exact binomial test, false-alarm probability 1e-6 (two-sided: too many or implausibly few)."""
     f = BloomFilter(capacity, fpr, layout=layout, seed=11)
     f.update(np.arange(capacity, dtype=np.uint64))
-    expected = theory.false_positive_rate(f.num_bits, capacity, f.num_hashes, layout=layout)
+    expected = theory.false_positive_rate(f.num_cells, capacity, f.num_hashes, layout=layout)
     assert expected <= fpr
     queries = 400_000
     hits = int(f.contains_many(np.arange(10**12, 10**12 + queries, dtype=np.uint64)).sum())
-    assert_rate_matches(hits, queries, expected, f"{layout} m={f.num_bits} k={f.num_hashes}")
+    assert_rate_matches(hits, queries, expected, f"{layout} m={f.num_cells} k={f.num_hashes}")
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -409,7 +410,7 @@ def test_statistics_track_the_fill(layout):
     f.update(np.arange(60_000))
     assert 0.05 < f.fill_ratio < 0.6
     assert abs(f.approx_count() - 60_000) < 0.02 * 60_000
-    exact = theory.false_positive_rate(f.num_bits, 60_000, f.num_hashes, layout=layout)
+    exact = theory.false_positive_rate(f.num_cells, 60_000, f.num_hashes, layout=layout)
     assert math.isclose(f.estimated_fpr(), exact, rel_tol=0.15)
 
 
@@ -440,7 +441,7 @@ def test_union_and_intersection(layout):
     a, b = small(layout), small(layout)
     a.update(range(0, 300))
     b.update(range(200, 500))
-    both = BloomFilter.from_size(a.num_bits, a.num_hashes, layout=layout)
+    both = BloomFilter.from_size(a.num_cells, a.num_hashes, layout=layout)
     both.update(range(500))
     assert a | b == both == a.union(b)
     assert all(i in (a & b) for i in range(200, 300))
@@ -463,16 +464,16 @@ def test_union_is_commutative_and_associative(key_sets):
 
 
 def test_incompatible_filters_name_what_differs():
-    a = BloomFilter.from_size(1024, 3, seed=1)
+    a = BloomFilter.from_size(1024, 3, seed=1, layout="classic")
     with pytest.raises(ValueError, match="num_hashes: 3 vs 4"):
-        a | BloomFilter.from_size(1024, 4, seed=1)
+        a | BloomFilter.from_size(1024, 4, seed=1, layout="classic")
     with pytest.raises(ValueError, match="seed: 1 vs 2"):
-        a |= BloomFilter.from_size(1024, 3, seed=2)
+        a |= BloomFilter.from_size(1024, 3, seed=2, layout="classic")
     with pytest.raises(ValueError, match="layout: 'classic' vs 'partitioned'"):
         a & BloomFilter.from_size(1024, 3, layout="partitioned", seed=1)
     with pytest.raises(TypeError):
         a | {1, 2}
-    assert not a.is_compatible(BloomFilter.from_size(2048, 3, seed=1))
+    assert not a.is_compatible(BloomFilter.from_size(2048, 3, seed=1, layout="classic"))
 
 
 def test_set_like_protocol_is_honest():
@@ -509,13 +510,13 @@ def test_bad_parameters_name_the_parameter(kwargs, error, message):
 
 
 @pytest.mark.parametrize("args,kwargs,message", [
-    ((0, 3), {}, "num_bits"), ((100, 0), {}, "num_hashes"), ((100, 65), {}, "num_hashes"),
+    ((0, 3), {}, "num_cells must be at least 1"), ((100, 0), {}, "num_hashes"), ((100, 65), {}, "num_hashes"),
     ((1000, 3), {"layout": "blocked"}, "multiple of 512"), ((512, 17), {"layout": "blocked"}, "num_hashes"),
-    ((2, 3), {"layout": "partitioned"}, "at least num_hashes"), ((2**49, 3), {}, "num_bits"),
+    ((2, 3), {"layout": "partitioned"}, "at least num_hashes"), ((2**49, 3), {}, "num_cells must be at most 2"),
 ])
 def test_bad_sizes(args, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        BloomFilter.from_size(*args, **kwargs)
+        BloomFilter.from_size(*args, **{"layout": "classic", **kwargs})
 
 
 @pytest.mark.parametrize("bad", [1.5, None, object(), {1}, np.float64(2.0), np.array([1, 2])])
@@ -623,7 +624,7 @@ def test_interrupted_save_leaves_the_old_file(tmp_path, monkeypatch):
 
 def test_set_padding_bits_are_rejected_even_with_valid_checksums():
     from bloomwise import _format
-    f = BloomFilter.from_size(1001, 3)
+    f = BloomFilter.from_size(1001, 3, layout="classic")
     header, payload = _format.loads(f.to_bytes())
     damaged = bytearray(payload)
     damaged[-1] |= 0x80  # bit 1023: past num_bits

@@ -86,7 +86,7 @@ class CountingMachine(RuleBasedStateMachine):
 
     @rule(keys=st.lists(KEYS, max_size=6))
     def union(self, keys):
-        other = CountingBloomFilter.from_size(self.f.num_counters, self.f.num_hashes, counter_bits=self.f.counter_bits,
+        other = CountingBloomFilter.from_size(self.f.num_cells, self.f.num_hashes, counter_bits=self.f.counter_bits,
                                               layout=self.f.layout, seed=self.f.seed)
         other.update(keys)
         self.f |= other
@@ -121,7 +121,7 @@ TestCountingMachine.settings = settings(max_examples=60, stateful_step_count=25,
 # ---- saturation ------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bits", [4, 8])
 def test_saturation_is_sticky_and_never_a_false_negative(bits):
-    f = CountingBloomFilter.from_size(1, 1, counter_bits=bits)  # every key on the one counter
+    f = CountingBloomFilter.from_size(1, 1, counter_bits=bits, layout="classic")  # every key on the one counter
     maximum = 2**bits - 1
     keys = list(range(maximum + 10))
     f.update(keys)
@@ -133,17 +133,17 @@ def test_saturation_is_sticky_and_never_a_false_negative(bits):
 
 
 def test_sixteen_bit_counters_and_saturation_bound():
-    f = CountingBloomFilter.from_size(8, 2, counter_bits=16)
+    f = CountingBloomFilter.from_size(8, 2, counter_bits=16, layout="classic")
     f.update(np.zeros(70_000, dtype=np.uint8))  # one key, 70,000 times
     assert f.count(0) == 65535 and f.saturated_count >= 1
     g = CountingBloomFilter(1_000_000, 0.01)
     bound = g.saturation_bound()
-    assert bound == theory.counter_overflow_bound(g.num_counters, 1_000_000, g.num_hashes, 15)
+    assert bound == theory.counter_overflow_bound(g.num_cells, 1_000_000, g.num_hashes, 15)
     assert bound < 1e-6  # with k ~ (m/n) ln 2, about 3.06e-14 m
 
 
 def test_saturated_filter_still_answers_for_everything_added():
-    f = CountingBloomFilter.from_size(64, 3, seed=1)  # 4-bit counters, heavily overloaded
+    f = CountingBloomFilter.from_size(64, 3, seed=1, layout="classic")  # 4-bit counters, heavily overloaded
     keys = np.arange(2000)
     f.update(keys)
     assert f.saturated_count > 0
@@ -173,7 +173,7 @@ def test_removing_a_certainly_absent_key_raises_and_changes_nothing():
 
 def test_repeated_probe_positions_need_as_many_increments():
     # In classic layout a key may probe one counter twice: it holds 2 there, so removing needs 2.
-    f = CountingBloomFilter.from_size(2, 6, counter_bits=8)
+    f = CountingBloomFilter.from_size(2, 6, counter_bits=8, layout="classic")
     key = next(k for k in range(1000) if len(set(f._positions(k))) < 6)
     f.add(key)
     f.remove(key)
@@ -186,7 +186,7 @@ def test_bit_view_answers_like_a_bloom_filter(layout):
     f = CountingBloomFilter(5000, 0.02, layout=layout, seed=99)
     f.update(np.arange(5000))
     bloom = f.to_bloom()
-    plain = BloomFilter.from_size(f.num_counters, f.num_hashes, layout=layout, seed=99)
+    plain = BloomFilter.from_size(f.num_cells, f.num_hashes, layout=layout, seed=99)
     plain.update(np.arange(5000))
     assert bloom == plain  # same hash, positions and seed as a BloomFilter of the same layout
     queries = np.arange(10**9, 10**9 + 50_000)
@@ -238,7 +238,7 @@ def test_apply_changes_checks_the_target():
     mark = f.mark()
     f.add("a")
     with pytest.raises(ValueError, match="does not fit"):
-        apply_changes(BloomFilter.from_size(8, 1), f.changes_since(mark))
+        apply_changes(BloomFilter.from_size(8, 1, layout="classic"), f.changes_since(mark))
     with pytest.raises(TypeError):
         apply_changes(f, f.changes_since(mark))
 
@@ -251,7 +251,7 @@ def test_apply_changes_checks_the_target():
 def test_measured_fpr_matches_theory_before_and_after_deletions(capacity, fpr, layout, bits):
     """Exact binomial test, false-alarm probability 1e-6 (two-sided: too many or implausibly few)."""
     f = CountingBloomFilter(capacity, fpr, counter_bits=bits, layout=layout, seed=21)
-    expected = theory.false_positive_rate(f.num_counters, capacity, f.num_hashes, layout=layout)
+    expected = theory.false_positive_rate(f.num_cells, capacity, f.num_hashes, layout=layout)
     assert expected <= fpr
     # Insert twice the capacity, then delete half: the counters are those of the remaining keys alone.
     f.update(np.arange(2 * capacity, dtype=np.uint64))
@@ -260,7 +260,7 @@ def test_measured_fpr_matches_theory_before_and_after_deletions(capacity, fpr, l
     assert f.contains_many(np.arange(capacity, dtype=np.uint64)).all()
     queries = 300_000
     hits = int(f.contains_many(np.arange(10**12, 10**12 + queries, dtype=np.uint64)).sum())
-    assert_rate_matches(hits, queries, expected, f"CBF {layout} m={f.num_counters} k={f.num_hashes}")
+    assert_rate_matches(hits, queries, expected, f"CBF {layout} m={f.num_cells} k={f.num_hashes}")
 
 
 # ---- batches, keys, statistics ---------------------------------------------------------------------------------------
@@ -274,7 +274,7 @@ def test_batches_match_single_keys():
     assert [tuple(row) for row in counters.reshape(-1, f.num_hashes)] == [f.counters(int(k)) for k in keys.ravel()]
     assert f.contains_many(keys).shape == (3, 20) and f.contains_many(keys).all()
     assert f.count(5) == 3 and f.count(np.int64(5)) == 3
-    assert CountingBloomFilter.from_size(100, 2, counter_bits=16).counters_many(["a"]).dtype == np.uint16
+    assert CountingBloomFilter.from_size(100, 2, counter_bits=16, layout="classic").counters_many(["a"]).dtype == np.uint16
     with pytest.raises(TypeError):
         f.add(1.5)
     with pytest.raises(TypeError):
@@ -304,14 +304,14 @@ def test_capacity_warning_once():
 
 
 def test_threads_never_lose_an_increment():
-    f = CountingBloomFilter.from_size(4096, 3, counter_bits=16)
+    f = CountingBloomFilter.from_size(4096, 3, counter_bits=16, layout="classic")
     chunks = [np.arange(i * 20_000, (i + 1) * 20_000) for i in range(4)]
     threads = [threading.Thread(target=f.update, args=(chunk,)) for chunk in chunks]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    g = CountingBloomFilter.from_size(4096, 3, counter_bits=16)
+    g = CountingBloomFilter.from_size(4096, 3, counter_bits=16, layout="classic")
     for chunk in chunks:
         g.update(chunk)
     assert f == g and f.num_keys == 80_000
@@ -330,27 +330,27 @@ def test_bad_parameters_name_the_parameter(kwargs, error, message):
 
 # ---- union and equality ----------------------------------------------------------------------------------------------
 def test_union_is_the_saturating_counter_sum():
-    a = CountingBloomFilter.from_size(500, 3, seed=4)
-    b = CountingBloomFilter.from_size(500, 3, seed=4)
-    both = CountingBloomFilter.from_size(500, 3, seed=4)
+    a = CountingBloomFilter.from_size(500, 3, seed=4, layout="classic")
+    b = CountingBloomFilter.from_size(500, 3, seed=4, layout="classic")
+    both = CountingBloomFilter.from_size(500, 3, seed=4, layout="classic")
     a.update(range(0, 100))
     b.update(range(50, 150))
     both.update(list(range(0, 100)) + list(range(50, 150)))
     assert a | b == both and a.union(b) == both and (a | b).count(60) >= 2
     assert b | a == a | b
-    hot = CountingBloomFilter.from_size(1, 1, seed=4)
+    hot = CountingBloomFilter.from_size(1, 1, seed=4, layout="classic")
     hot.update(range(10))
     assert (hot | hot).counters(0) == (15,)
 
 
 def test_incompatible_filters_name_what_differs():
-    a = CountingBloomFilter.from_size(500, 3, seed=4)
-    with pytest.raises(ValueError, match="num_counters: 500 vs 501"):
-        a | CountingBloomFilter.from_size(501, 3, seed=4)
+    a = CountingBloomFilter.from_size(500, 3, seed=4, layout="classic")
+    with pytest.raises(ValueError, match="num_cells: 500 vs 501"):
+        a | CountingBloomFilter.from_size(501, 3, seed=4, layout="classic")
     with pytest.raises(ValueError, match="counter_bits: 4 vs 8.*|seed: 4 vs 5"):
-        a |= CountingBloomFilter.from_size(500, 3, seed=5, counter_bits=8)
+        a |= CountingBloomFilter.from_size(500, 3, seed=5, counter_bits=8, layout="classic")
     with pytest.raises(TypeError):
-        a |= BloomFilter.from_size(500, 3, seed=4)
+        a |= BloomFilter.from_size(500, 3, seed=4, layout="classic")
     assert a != a.to_bloom() and a == a.copy() and not a.is_compatible(a.to_bloom())
 
 
@@ -367,7 +367,7 @@ def test_round_trips(tmp_path, bits, layout):
     assert CountingBloomFilter.load(tmp_path / "f.cbf") == f
     header, _ = _format.loads(f.to_bytes())
     assert header.structure == _format.Structure.COUNTING and header.meta["counter_bits"] == bits
-    assert header.payload_length == (f.num_counters * bits + 63) // 64 * 8
+    assert header.payload_length == (f.num_cells * bits + 63) // 64 * 8
 
 
 def float_key(value) -> bytes:
@@ -383,7 +383,7 @@ def test_key_function_survives_pickle_and_is_required_to_load():
 
 
 def test_every_flipped_byte_and_every_truncation_is_detected():
-    f = CountingBloomFilter.from_size(100, 3, seed=5)
+    f = CountingBloomFilter.from_size(100, 3, seed=5, layout="classic")
     f.update(["a", "b", "c", "a"])
     data = f.to_bytes()
     for i in range(len(data)):
@@ -397,7 +397,7 @@ def test_every_flipped_byte_and_every_truncation_is_detected():
 
 
 def test_well_checksummed_but_impossible_files_are_refused():
-    f = CountingBloomFilter.from_size(100, 3, seed=5)  # 400 bits of counters in a 448-bit payload
+    f = CountingBloomFilter.from_size(100, 3, seed=5, layout="classic")  # 400 bits of counters in a 448-bit payload
     header = f._header()
     bad_padding = bytearray(payload(f))
     bad_padding[-1] = 1
@@ -411,14 +411,14 @@ def test_well_checksummed_but_impossible_files_are_refused():
     with pytest.raises(FormatError, match="layout"):
         CountingBloomFilter.from_bytes(_format.dumps(blocked, payload(f)))
     with pytest.raises(FormatError, match="CountingBloomFilter"):
-        CountingBloomFilter.from_bytes(BloomFilter.from_size(64, 1).to_bytes())
+        CountingBloomFilter.from_bytes(BloomFilter.from_size(64, 1, layout="classic").to_bytes())
 
 
 @settings(max_examples=40, deadline=None)
 @given(keys=st.lists(st.one_of(st.integers(-(2**70), 2**70), st.text(max_size=8)), max_size=40),
        bits=st.sampled_from([4, 8, 16]))
 def test_round_trip_property(keys, bits):
-    f = CountingBloomFilter.from_size(97, 4, counter_bits=bits)
+    f = CountingBloomFilter.from_size(97, 4, counter_bits=bits, layout="classic")
     f.update(keys)
     assert CountingBloomFilter.from_bytes(f.to_bytes()) == f
 

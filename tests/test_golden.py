@@ -25,7 +25,7 @@ def decode_key(text: str):
 
 def check(f, entry: dict) -> None:
     recipe = entry["recipe"]
-    assert (f.num_bits, f.num_hashes, f.layout, f.seed) == (
+    assert (f.num_cells, f.num_hashes, f.layout, f.seed) == (
         entry["num_bits"], entry["num_hashes"], recipe["layout"], recipe["seed"])
     assert f.capacity == recipe.get("capacity")
     assert f.hash_scheme == entry.get("hash_scheme", "xxh64")  # 0.1.0 hashed with XXH64 and did not record it

@@ -82,7 +82,7 @@ def test_counting_filters_keep_the_scheme(scheme):
     c.update(KEYS)
     bloom = c.to_bloom()
     assert bloom.hash_scheme == scheme and all(k in bloom for k in KEYS)
-    plain = BloomFilter.from_size(c.num_counters, c.num_hashes, layout=c.layout, hash_scheme=scheme)
+    plain = BloomFilter.from_size(c.num_cells, c.num_hashes, layout=c.layout, hash_scheme=scheme)
     plain.update(KEYS)
     assert plain == bloom
     again = CountingBloomFilter.from_bytes(c.to_bytes())

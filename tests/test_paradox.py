@@ -67,7 +67,7 @@ def test_section_iv_b_example_posterior():
 
 
 @pytest.mark.parametrize("prior, alpha, bits", [
-    (1e-5, 1.0, 23.96),   # what Theorem 1 gives; the paper prints 28.7 here (seeds/README.md: a known defect)
+    (1e-5, 1.0, 23.96),   # what Theorem 1 gives; the paper prints 28.7 here (a known defect of the printed text)
     (1e-5, 0.1, 28.76),   # the 28.7 of the text corresponds to alpha = 0.1 ...
     (1e-6, 1.0, 28.76),   # ... or to prior 1e-6 at alpha = 1
 ])
@@ -418,7 +418,7 @@ def test_sampled_prior_samples_one_percent():
 def test_sampled_prior_is_fed_by_selective_queries():
     calls = []
     prior = SampledPrior(lambda key: calls.append(key) or True, rate=1.0, seed=0)
-    f = SelectiveBloomFilter({"num_bits": 1024, "num_hashes": 3}, prior, 5)
+    f = SelectiveBloomFilter({"num_cells": 1024, "num_hashes": 3, "layout": "classic"}, prior, 5)
     f.query("x")
     f.query_many(["y", "z"])
     assert calls == ["x", "y", "z"]
@@ -429,7 +429,7 @@ def test_sampled_prior_is_fed_by_selective_queries():
 
 def _two_class_filter(**kwargs):
     prior = ClassPrior(lambda key: key.split(":")[0], {"hot": 0.5, "cold": 1e-5})
-    f = SelectiveBloomFilter({"num_bits": 8000, "num_hashes": 4, "layout": "partitioned", "seed": 3}, prior,
+    f = SelectiveBloomFilter({"num_cells": 8000, "num_hashes": 4, "layout": "partitioned", "seed": 3}, prior,
                              CostModel(1.0, 5.0), **kwargs)
     return f
 
@@ -437,22 +437,23 @@ def _two_class_filter(**kwargs):
 def test_query_only_skips_paradox_keys_but_keeps_plain_membership():
     f = _two_class_filter(selective_insert=False)
     keys = [f"hot:{i}" for i in range(500)] + [f"cold:{i}" for i in range(500)]
-    assert f.update(keys) == 1000
+    f.update(keys)
+    assert f.num_keys == 1000
     d = f.query("cold:3")
     assert d == Decision(False, 1e-5, None, pytest.approx(5e-5))
     assert "cold:3" in f  # the plain answer keeps its meaning
     hot = f.query("hot:3")
     assert hot.member and hot.filter_answer is True
-    assert hot.posterior == pytest.approx(posterior(0.5, f.fpr))
+    assert hot.posterior == pytest.approx(posterior(0.5, f.estimated_fpr()))
     assert hot.expected_cost == pytest.approx(1 - hot.posterior)
 
 
 def test_selective_insertion_skips_paradox_keys():
     f = _two_class_filter()
     keys = [f"hot:{i}" for i in range(500)] + [f"cold:{i}" for i in range(500)]
-    assert f.update(keys) == 500
-    assert f.num_inserted == 500 and f.num_skipped == 500
-    assert f.fpr == pytest.approx(theory.false_positive_rate(8000, 500, 4, layout="partitioned"))
+    assert f.update(keys) is None
+    assert f.num_keys == 500 and f.num_skipped == 500
+    assert f.estimated_fpr() == pytest.approx(theory.false_positive_rate(8000, 500, 4, layout="partitioned"))
     cold_in_filter = f.contains_many([f"cold:{i}" for i in range(500)]).mean()
     assert cold_in_filter < 0.05  # only false positives
     assert all(f.contains_many([f"hot:{i}" for i in range(500)]))
@@ -462,7 +463,7 @@ def test_exact_rule_never_consults_a_skipped_class():
     # Skipped class with a prior above the final threshold: its keys are not in the filter, so a positive answer
     # says nothing; under rule="exact" they are not consulted, under "theorem1" (the paper's rule) they are.
     prior = ClassPrior(lambda key: key[0], {"a": 0.5, "b": 0.0015})
-    params = {"num_bits": 1200, "num_hashes": 3, "layout": "partitioned"}
+    params = {"num_cells": 1200, "num_hashes": 3, "layout": "partitioned"}
     keys = [f"a{i}" for i in range(200)] + [f"b{i}" for i in range(200)]
     exact = SelectiveBloomFilter(params, prior, 100, rule="exact")
     exact.update(keys)
@@ -504,15 +505,17 @@ def test_update_settles_the_fixed_point(groups, rule, alpha):
         table[e] = 2.0 ** -e / 4
         keys += [(e << 16) + i for i in range(size)]
     prior = ClassPrior(lambda key: key >> 16, table)
-    f = SelectiveBloomFilter({"num_bits": 600, "num_hashes": 3, "layout": "partitioned"}, prior, alpha, rule=rule)
-    inserted = f.update(keys)
+    f = SelectiveBloomFilter({"num_cells": 600, "num_hashes": 3, "layout": "partitioned"}, prior, alpha, rule=rule)
+    before = f.num_keys
+    f.update(keys)
+    inserted = f.num_keys - before
     ordered = sorted(groups, key=lambda g: -table[g[0]])
     load = 0
     for e, size in ordered:
         if table[e] < f._threshold(load + size):
             break
         load += size
-    assert inserted == load == f.num_inserted
+    assert inserted == load == f.num_keys
     assert f.num_skipped == len(keys) - load
 
 
@@ -520,7 +523,7 @@ def test_update_settles_the_fixed_point(groups, rule, alpha):
        st.sampled_from(["exact", "theorem1"]))
 def test_query_and_query_many_agree(keys, selective_insert, selective_query, rule):
     prior = ClassPrior(lambda key: key % 4, {0: 0.6, 1: 0.05, 2: 1e-3, 3: 1e-6})
-    f = SelectiveBloomFilter({"num_bits": 3000, "num_hashes": 4, "seed": 11}, prior, 20,
+    f = SelectiveBloomFilter({"num_cells": 3000, "num_hashes": 4, "seed": 11, "layout": "classic"}, prior, 20,
                              selective_insert=selective_insert, selective_query=selective_query, rule=rule)
     f.update(list(range(0, 4000, 3)))
     batch = f.query_many(keys)
@@ -537,7 +540,7 @@ def test_query_and_query_many_agree(keys, selective_insert, selective_query, rul
 def test_bytes_keys_are_kept_as_they_are(keys):
     # A list of bytes must not become a numpy S array (which would strip trailing NULs) on the way to the filter.
     prior = CallablePrior(lambda key: 0.3 if len(key) % 2 else 1e-7)
-    f = SelectiveBloomFilter({"num_bits": 4096, "num_hashes": 3}, prior, 5, selective_insert=False)
+    f = SelectiveBloomFilter({"num_cells": 4096, "num_hashes": 3, "layout": "classic"}, prior, 5, selective_insert=False)
     f.update(keys)
     d = f.query_many(keys)
     assert d.filter_answer[d.consulted].all()  # no false negatives: every inserted key found, NULs and all
@@ -555,18 +558,18 @@ def test_members_with_a_high_prior_are_never_false_negatives():
 
 def test_online_add():
     prior = ClassPrior(lambda key: key[0], {"h": 0.5, "c": 1e-7})
-    f = SelectiveBloomFilter({"num_bits": 1000, "num_hashes": 3}, prior, 5)
+    f = SelectiveBloomFilter({"num_cells": 1000, "num_hashes": 3, "layout": "classic"}, prior, 5)
     assert all(f.add(f"h{i}") for i in range(100))
     assert not f.add("c1")
-    assert f.num_inserted == 100 and f.num_skipped == 1
+    assert f.num_keys == 100 and f.num_skipped == 1
 
 
 def test_theorem1_rule_threshold():
-    f = SelectiveBloomFilter({"num_bits": 13312, "num_hashes": 3}, 0.1, 100, rule="theorem1", num_items=3328)
+    f = SelectiveBloomFilter({"num_cells": 13312, "num_hashes": 3, "layout": "classic"}, 0.1, 100, rule="theorem1", num_items=3328)
     assert f.threshold == pytest.approx(theorem1_threshold(4, 100))
-    g = SelectiveBloomFilter({"num_bits": 13312, "num_hashes": 3, "layout": "partitioned"}, 0.1, 100,
+    g = SelectiveBloomFilter({"num_cells": 13312, "num_hashes": 3, "layout": "partitioned"}, 0.1, 100,
                              num_items=3328)
-    assert g.fpr == pytest.approx(theory.false_positive_rate(13312, 3328, 3, layout="partitioned"))
+    assert g.estimated_fpr() == pytest.approx(theory.false_positive_rate(13312, 3328, 3, layout="partitioned"))
 
 
 def test_wraps_an_existing_filter_and_capacity_params():
@@ -574,7 +577,7 @@ def test_wraps_an_existing_filter_and_capacity_params():
     f = SelectiveBloomFilter(bf, 0.5, 5)
     assert f.filter is bf
     g = SelectiveBloomFilter({"capacity": 1000, "fpr": 0.01}, 0.5, 5)
-    assert g.filter.num_bits > 0
+    assert g.filter.num_cells > 0
     assert "SelectiveBloomFilter" in repr(g)
 
 
@@ -630,15 +633,15 @@ def test_wraps_an_existing_filter_and_capacity_params():
     (lambda: SampledPrior(lambda k: True, window=0.5), ValueError, "window"),
     (lambda: SampledPrior(lambda k: True, initial=-1), ValueError, "initial"),
     (lambda: SampledPrior("oracle"), TypeError, "oracle"),
-    (lambda: SelectiveBloomFilter({"num_bits": 100, "num_hashes": 2}, 0.1, 5, rule="bayes"), ValueError, "rule"),
-    (lambda: SelectiveBloomFilter({"num_bits": 100, "num_hashes": 2}, "0.1", 5), TypeError, "prior"),
-    (lambda: SelectiveBloomFilter({"num_bits": 100, "num_hashes": 2}, 0.1, "5"), TypeError, "cost"),
-    (lambda: SelectiveBloomFilter({"num_bits": 100, "num_hashes": 2}, 0.1, 5, num_items=-1), ValueError,
+    (lambda: SelectiveBloomFilter({"num_cells": 100, "num_hashes": 2, "layout": "classic"}, 0.1, 5, rule="bayes"), ValueError, "rule"),
+    (lambda: SelectiveBloomFilter({"num_cells": 100, "num_hashes": 2, "layout": "classic"}, "0.1", 5), TypeError, "prior"),
+    (lambda: SelectiveBloomFilter({"num_cells": 100, "num_hashes": 2, "layout": "classic"}, 0.1, "5"), TypeError, "cost"),
+    (lambda: SelectiveBloomFilter({"num_cells": 100, "num_hashes": 2, "layout": "classic"}, 0.1, 5, num_items=-1), ValueError,
      "num_items"),
-    (lambda: SelectiveBloomFilter({"num_bits": 100, "num_hashes": 2}, 0.1, 5, selective_query=1), TypeError,
+    (lambda: SelectiveBloomFilter({"num_cells": 100, "num_hashes": 2, "layout": "classic"}, 0.1, 5, selective_query=1), TypeError,
      "selective_query"),
     (lambda: SelectiveBloomFilter(object(), 0.1, 5), TypeError, "filter_or_params"),
-    (lambda: SelectiveBloomFilter({"num_bits": 100, "num_hashes": 2}, 1.5, 5), ValueError, "p"),
+    (lambda: SelectiveBloomFilter({"num_cells": 100, "num_hashes": 2, "layout": "classic"}, 1.5, 5), ValueError, "p"),
 ])
 def test_bad_input_names_the_parameter(call, exc, name):
     with pytest.raises(exc, match=name):

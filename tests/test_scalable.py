@@ -28,7 +28,7 @@ def test_stages_grow_geometrically_and_tighten():
         assert stage.capacity == 100 * 3**i and stage.layout == "classic"
         assert stage.seed == (9 + i * STAGE_SEED_STEP) % 2**64
         assert math.isclose(f.stage_fpr(i), 0.01 * 0.75 * 0.25**i)
-        assert theory.false_positive_rate(stage.num_bits, stage.capacity, stage.num_hashes, layout="classic") \
+        assert theory.false_positive_rate(stage.num_cells, stage.capacity, stage.num_hashes, layout="classic") \
             <= f.stage_fpr(i)
     assert f.fpr_bound() < f.fpr and math.isclose(f.fpr_bound(), 0.01 * (1 - 0.25**5))
     assert f.contains_many(np.arange(5000)).all()
@@ -66,7 +66,7 @@ def test_measured_fpr_matches_the_compound_theory(layout):
     assert f.num_stages == 5
     miss = 1.0
     for stage, keys in zip(f.stages, f._stage_keys):
-        miss *= 1.0 - theory.false_positive_rate(stage.num_bits, keys, stage.num_hashes, layout=layout)
+        miss *= 1.0 - theory.false_positive_rate(stage.num_cells, keys, stage.num_hashes, layout=layout)
     expected = 1.0 - miss
     assert expected <= f.fpr_bound() < 0.02
     queries = 300_000
@@ -146,11 +146,11 @@ def test_well_checksummed_but_inconsistent_files_are_refused():
     with pytest.raises(FormatError, match="padding"):
         ScalableBloomFilter.from_bytes(_format.dumps(header, bytes(padded)))
     with pytest.raises(FormatError, match="ScalableBloomFilter"):
-        ScalableBloomFilter.from_bytes(BloomFilter.from_size(64, 1).to_bytes())
+        ScalableBloomFilter.from_bytes(BloomFilter.from_size(64, 1, layout="classic").to_bytes())
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
-    ({"initial_capacity": 0}, ValueError, "initial_capacity"), ({"fpr": 1}, ValueError, "fpr"),
+    ({"capacity": 0}, ValueError, "capacity must be at least 1"), ({"fpr": 1}, ValueError, "fpr"),
     ({"growth": 0.5}, ValueError, "growth"), ({"ratio": 1.0}, ValueError, "ratio"),
     ({"ratio": "half"}, TypeError, "ratio"), ({"layout": "nope"}, ValueError, "layout"),
 ])

@@ -40,7 +40,7 @@ class VariableIncrementMachine(RuleBasedStateMachine):
         self.c_max, self.modulus = 2 ** split[0] - 1, 2 ** split[1]
 
     def probes(self, key):
-        return [(p.position, p.increment) for p in self.f.counters(key)]
+        return [(p.position, p.increment) for p in self.f.probes(key)]
 
     def insert(self, key, times=1):
         for _ in range(times):
@@ -96,7 +96,7 @@ class VariableIncrementMachine(RuleBasedStateMachine):
     @invariant()
     def counters_are_exact(self):
         for key in KEY_POOL:
-            for probe in self.f.counters(key):
+            for probe in self.f.probes(key):
                 held = self.cells[probe.position]
                 total = sum(held.values())
                 assert probe.c == (self.c_max if probe.position in self.sticky else total)
@@ -132,10 +132,10 @@ def test_counters_many_is_the_batch_form_of_counters():
     table = f.counters_many(keys)
     assert table.shape == (4, 10, f.num_hashes)
     assert set(table.dtype.names) == {"position", "increment", "c", "a", "y"}
-    assert f.counters(17) == tuple(Probe(int(p["position"]), int(p["increment"]), int(p["c"]), int(p["a"]),
+    assert f.probes(17) == tuple(Probe(int(p["position"]), int(p["increment"]), int(p["c"]), int(p["a"]),
                                          None if p["y"] < 0 else int(p["y"])) for p in table[1, 7])
-    assert all(p.increment in B2 and p.c >= 1 for p in f.counters(17))
-    assert [p.position for p in f.counters("x")] == f._positions("x")  # the same positions as a CBF
+    assert all(p.increment in B2 and p.c >= 1 for p in f.probes(17))
+    assert [p.position for p in f.probes("x")] == f._positions("x")  # the same positions as a CBF
     assert (table["y"][table["c"] <= 2] >= 1).all()  # present keys: their increment is in every decoded multiset
 
 
@@ -144,11 +144,11 @@ def test_fixed_counter_saturation_is_sticky():
     f = VICBF.from_size(1, 1)  # every key on the one position
     keys = list(range(20))
     f.update(keys)
-    assert f.counters(0)[0].c == 15 and f.saturated_count == 1
+    assert f.probes(0)[0].c == 15 and f.counters(0)[0] == 15 and f.saturated_count == 1
     for key in keys:
         f.remove(key)
         assert key in f
-    assert f.counters(0)[0].c == 15 and f.num_keys == 0
+    assert f.probes(0)[0].c == 15 and f.num_keys == 0
 
 
 def test_removing_a_certainly_absent_key_raises_and_changes_nothing():
@@ -181,16 +181,16 @@ def test_measured_fpr_matches_the_analytic_rate(increments, layout):
     """Exact binomial test, false-alarm probability 1e-6 (two-sided), after insertions and deletions."""
     n = 20_000
     f = VICBF(n, 0.01, increments=increments, layout=layout, seed=12)
-    expected = vicbf_false_positive_rate(f.num_positions, f.num_hashes, n, increments=increments, layout=layout)
+    expected = vicbf_false_positive_rate(f.num_cells, f.num_hashes, n, increments=increments, layout=layout)
     assert expected <= 0.01
     f.update(np.arange(2 * n))
     f.remove_many(np.arange(n, 2 * n))  # a is exact modulo 16: deletions leave the counters of the rest alone
     assert f.contains_many(np.arange(n)).all()
     queries = 300_000
     hits = int(f.contains_many(np.arange(10**12, 10**12 + queries, dtype=np.uint64)).sum())
-    assert_rate_matches(hits, queries, expected, f"VI-CBF {increments} {layout} m={f.num_positions} k={f.num_hashes}")
+    assert_rate_matches(hits, queries, expected, f"VI-CBF {increments} {layout} m={f.num_cells} k={f.num_hashes}")
     if increments == DEFAULT_INCREMENTS:
-        assert expected < dl_false_positive_rate(f.num_positions, f.num_hashes, n)
+        assert expected < dl_false_positive_rate(f.num_cells, f.num_hashes, n)
 
 
 @pytest.mark.parametrize("increments", [DEFAULT_INCREMENTS, B2])
@@ -215,7 +215,7 @@ def test_sizing():
     m, k = vicbf_optimal_size(10_000, 0.01)
     assert vicbf_false_positive_rate(m, k, 10_000) <= 0.01 < vicbf_false_positive_rate(m - 1, k, 10_000)
     f = VICBF(10_000, 0.01)
-    assert (f.num_positions, f.num_hashes) == (m, k) and f.capacity == 10_000 and f.estimated_fpr() == 0
+    assert (f.num_cells, f.num_hashes) == (m, k) and f.capacity == 10_000 and f.estimated_fpr() == 0
     f.update(range(10_000))
     assert math.isclose(f.estimated_fpr(), vicbf_false_positive_rate(m, k, 10_000))
     assert f.nbytes < CountingBloomFilter(10_000, 0.01).nbytes  # less memory for the same FPR
@@ -238,14 +238,14 @@ def test_round_trips(tmp_path, split, increments):
     f.update(list(range(1500)) + [3, 3])
     for copy in (VICBF.from_bytes(f.to_bytes()), pickle.loads(pickle.dumps(f)), f.copy()):
         assert copy == f and copy.capacity == 2000 and copy.increments == increments and copy.num_keys == 1502
-        assert copy.counters(3) == f.counters(3) and copy.count(3) >= 3
+        assert copy.probes(3) == f.probes(3) and copy.count(3) >= 3
     f.save(tmp_path / "f.vicbf")
     assert VICBF.load(tmp_path / "f.vicbf") == f
     assert f != VICBF(2000, 0.02, increments=increments, fixed_bits=split[0], variable_bits=split[1], seed=6)
     header, _ = _format.loads(f.to_bytes())
     assert header.structure == _format.Structure.VARIABLE_INCREMENT
     assert dict(header.meta) == {"fixed_bits": split[0], "variable_bits": split[1],
-                                 "increments": list(increments), "capacity": 2000}
+                                 "increments": list(increments), "capacity": 2000, "fpr": 0.02}
 
 
 def test_every_flipped_byte_and_every_truncation_is_detected():

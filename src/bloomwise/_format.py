@@ -54,7 +54,7 @@ try:
 except ImportError:  # pragma: no cover - non-POSIX: no writer lock, a flagged file always counts as unclean
     fcntl = None
 
-from bloomwise._native.bloom import xxh64 as _xxh64  # the compiled XXH64 (releases the GIL on large payloads)
+from bloomwise._native.hashes import xxh64 as _xxh64  # the compiled XXH64 (releases the GIL on large payloads)
 
 __all__ = [
     "MAGIC", "FORMAT_VERSION", "SUPPORTED_VERSIONS", "HEADER_SIZE", "ALIGNMENT", "MAX_META_LENGTH", "MAX_NUM_BITS",
@@ -309,7 +309,7 @@ def _describe_start(data: bytes) -> str:
         return "it is xz-compressed: decompress it first"
     if data[:4] == b"\x28\xb5\x2f\xfd":
         return "it is zstd-compressed: decompress it first"
-    if data[:4] == b"\x80\x04\x95" or data[:2] in (b"\x80\x02", b"\x80\x03", b"\x80\x05"):
+    if data[:2] in (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"):  # PROTO opcode, protocols 2-5
         return "it looks like a Python pickle: use pickle.load"
     for cut in range(4):  # the 64 bytes may end inside a multi-byte character
         try:
@@ -470,16 +470,21 @@ def _fspath(path) -> str:
     return os.fsdecode(os.fspath(path))
 
 
-def _with_path(path: str, exc: FormatError) -> FormatError:
-    return type(exc)(f"{path}: {exc}")
+def with_path(path, exc: FormatError) -> FormatError:
+    """The same error with the file's path in front: every FormatError about a file names the file."""
+    return type(exc)(f"{_fspath(path)}: {exc}")
 
 
 def save(path, header: Header, payload) -> None:
     """Write the file atomically: a temporary file in the same directory, flush, fsync, then rename over ``path``.
 
-    An interrupted save leaves ``path`` as it was (or absent) and removes its temporary file. A reader that has
-    the old file open or mapped keeps seeing the old file. The payload is written from its buffer, not copied.
-    An existing file keeps its permission bits; a new one gets the usual ones (0o666 minus the umask).
+    An interrupted save (an exception, Ctrl-C) leaves ``path`` as it was (or absent) and removes its temporary
+    file. A process killed during a save (SIGKILL, power loss) cannot remove it: the next save of the same target
+    does, so at most one stale temporary per target outlives a crash. The writer holds an exclusive ``flock`` on
+    its temporary file until the rename, so a save never removes the file of another save that is still running.
+    A reader that has the old file open or mapped keeps seeing the old file. The payload is written from its
+    buffer, not copied. An existing file keeps its permission bits; a new one gets the usual ones (0o666 minus
+    the umask).
     """
     path = _fspath(path)
     if os.path.islink(path):  # replace the file the link points to, not the link
@@ -491,6 +496,7 @@ def save(path, header: Header, payload) -> None:
         mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         mode = None
+    remove_stale_temporaries(path)
     while True:
         temp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
         try:
@@ -500,14 +506,15 @@ def save(path, header: Header, payload) -> None:
             continue
     try:
         try:
+            _lock(fd)
             if mode is not None:
                 os.chmod(fd, mode)
             _write_all(fd, prefix)
             _write_all(fd, view)
             os.fsync(fd)
+            os.replace(temp, path)  # still locked: a concurrent save's clean-up leaves the file alone
         finally:
             os.close(fd)
-        os.replace(temp, path)
     except BaseException:
         try:
             os.unlink(temp)
@@ -515,6 +522,62 @@ def save(path, header: Header, payload) -> None:
             pass
         raise
     _fsync_directory(directory)
+
+
+def _lock(fd: int) -> bool:
+    """Take an exclusive flock without waiting; False when another process holds it (or flock is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+#: A temporary file left empty this long ago belongs to a save that died before it wrote anything.
+_EMPTY_TEMPORARY_AGE = 60.0
+
+
+def remove_stale_temporaries(path) -> list[str]:
+    """Remove the temporary files that killed saves of ``path`` left behind; return their paths.
+
+    A temporary file of ``path`` is ``.NAME.<12 hex digits>.tmp`` in its directory. It is stale when no process
+    holds its lock: a running save takes the lock right after creating the file and keeps it until the rename.
+    An empty one is removed only after a minute (its writer may be between creating and locking it).
+    """
+    directory, name = os.path.split(os.path.abspath(_fspath(path)))
+    prefix, removed = f".{name}.", []
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return removed
+    for entry in entries:
+        middle = entry[len(prefix):-len(".tmp")]
+        if not (entry.startswith(prefix) and entry.endswith(".tmp") and len(middle) == 12
+                and all(c in "0123456789abcdef" for c in middle)):
+            continue
+        candidate = os.path.join(directory, entry)
+        try:
+            fd = os.open(candidate, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            status = os.fstat(fd)
+            if not stat.S_ISREG(status.st_mode):
+                continue
+            if status.st_size == 0 and time.time() - status.st_mtime < _EMPTY_TEMPORARY_AGE:
+                continue
+            if _lock(fd):
+                os.unlink(candidate)
+                removed.append(candidate)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
 
 
 def _write_all(fd: int, data) -> None:
@@ -618,7 +681,7 @@ def load(path, *, structure: Optional[Structure] = None, verify: bool = True) ->
         try:
             return _unless_changing(fd, check)
         except FormatError as exc:
-            raise _with_path(path, exc) from None
+            raise with_path(path, exc) from None
 
 
 def _read(fd: int, size: int) -> bytearray:
@@ -800,5 +863,5 @@ def open_mapped(path, *, writable: bool = False, structure: Optional[Structure] 
                 pass
         os.close(fd)
         if isinstance(exc, FormatError):
-            raise _with_path(path, exc) from None
+            raise with_path(path, exc) from None
         raise

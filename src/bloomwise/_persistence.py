@@ -49,7 +49,10 @@ class Persistent:
         ``verify=False`` skips the payload checksum and accepts a file whose writer died (unsafe).
         """
         header, payload = _format.load(path, structure=cls._STRUCTURE, verify=verify)
-        return cls._from_parts(header, payload, key=key, **options)
+        try:
+            return cls._from_parts(header, payload, key=key, **options)
+        except FormatError as exc:  # the structure's own checks: name the file too
+            raise _format.with_path(path, exc) from None
 
     def __reduce__(self):
         key = self._key_function
@@ -80,3 +83,91 @@ def meta_capacity(header: _format.Header) -> Optional[int]:
     if capacity is not None and (not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1):
         raise FormatError(f"meta capacity must be an int >= 1, the file says {capacity!r}")
     return capacity
+
+
+def meta_fpr(header: _format.Header) -> Optional[float]:
+    """The target rate recorded in a file's meta (None when built by size or written by an older release);
+    FormatError when it is not a number strictly between 0 and 1."""
+    fpr = header.meta.get("fpr")
+    if fpr is not None and (isinstance(fpr, bool) or not isinstance(fpr, (int, float)) or not 0.0 < fpr < 1.0):
+        raise FormatError(f"meta fpr must be a number strictly between 0 and 1, the file says {fpr!r}")
+    return None if fpr is None else float(fpr)
+
+
+def cell_array_header(f, num_positions: int, meta: dict) -> _format.Header:
+    """The header of a counting structure ``f`` (CountingBloomFilter, VI-CBF): ``meta`` plus its capacity and
+    target rate, if any."""
+    if f._capacity is not None:
+        meta["capacity"] = f._capacity
+    if f._fpr is not None:
+        meta["fpr"] = f._fpr
+    return _format.Header(
+        structure=f._STRUCTURE, layout=_format.Layout(f._layout_id), hash_scheme=_format.HashScheme(f._hash_scheme_id),
+        seed=f.seed, num_bits=num_positions, num_hashes=f.num_hashes, keys_added=f.num_keys,
+        payload_length=f.nbytes, meta=meta, flags=header_flags(f._key_function))
+
+
+def check_cell_array_header(header: _format.Header, key, what: str) -> int:
+    """The checks every counting structure's file passes (key function, hash scheme, layout); its scheme id."""
+    check_keyed(header, key)
+    scheme = _format.keyed_hash_scheme(header, what)
+    if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
+        raise FormatError(f"{what} has the classic or partitioned layout, the file says {header.layout.name}")
+    return scheme
+
+
+def check_cell_padding(payload, used_bits: int) -> None:
+    """The bits after the last cell of a counting structure's payload are zero (FormatError otherwise)."""
+    whole, extra = divmod(used_bits, 8)
+    with memoryview(payload) as view, view.cast("B") as data:  # released at once, also on error (memory maps)
+        tail = bytes(data[whole:])
+    if (extra and tail[0] >> extra) or any(tail[1 if extra else 0:]):
+        raise FormatError("the padding after the last counter is not zero")
+
+
+def open_structure(cls, mapped_cls, path, mode: str, *, key, verify: bool):
+    """``cls.open()``: memory-map a saved structure and build ``mapped_cls`` (a subclass with :class:`Mapped`)
+    on the file's payload in place. Errors of the structure's own checks name the file, as ``load()``'s do."""
+    if mode not in ("r", "r+"):
+        raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
+    mapped = _format.open_mapped(path, writable=mode == "r+", structure=cls._STRUCTURE, verify=verify)
+    try:
+        self = mapped_cls._from_parts(mapped.header, mapped.payload, key=key, copy=False)
+    except BaseException as exc:
+        mapped.close()
+        if isinstance(exc, FormatError):
+            raise _format.with_path(path, exc) from None
+        raise
+    self._mapped = mapped
+    return self
+
+
+class Mapped:
+    """A structure whose cells live in a memory-mapped file (``open()``): ``flush``, ``close``, ``with``, ``path``.
+
+    The concrete class declares the ``_mapped`` slot; ``num_keys`` is written to the header on flush and close.
+    """
+
+    __slots__ = ()
+
+    def flush(self) -> None:
+        """Write the checksum and key count of the current cells to the file (mode ``"r+"``)."""
+        self._mapped.flush(keys_added=self.num_keys)
+
+    def close(self) -> None:
+        """Flush (mode ``"r+"``) and unmap. The structure must not be used afterwards."""
+        if not self._mapped.closed:
+            keys_added = self.num_keys if self._is_writable else None
+            self._release_storage()
+            self._mapped.close(keys_added=keys_added)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    @property
+    def path(self) -> str:
+        """The file the structure is mapped from."""
+        return self._mapped.path

@@ -8,9 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 from bloomwise import theory
-
-#: layout id (the file format's Layout enum) -> name
-LAYOUT_NAMES = {1: "classic", 2: "partitioned", 3: "blocked"}
+from bloomwise._base import LAYOUT_NAMES
 
 
 class FillStatistics:

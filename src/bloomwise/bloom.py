@@ -5,37 +5,34 @@ this module adds construction, statistics, set algebra and persistence.
 """
 from __future__ import annotations
 
-import os
+import operator
 import warnings
 from typing import Callable, Iterable, Optional, Sequence
 
-from bloomwise import _format, theory
+from bloomwise import _base, _format, theory
 from bloomwise._native.bloom import BloomCore
 from bloomwise._compatibility import Compatible
-from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity
+from bloomwise._persistence import Mapped, Persistent, check_keyed, header_flags, meta_capacity, meta_fpr, open_structure
 from bloomwise._statistics import FillStatistics
 from bloomwise.errors import CapacityWarning, FormatError
 
 __all__ = ["BloomFilter", "LAYOUTS"]
 
-#: layout name -> id (the file format's Layout enum; append-only)
-LAYOUTS = {"classic": 1, "partitioned": 2, "blocked": 3}
-
-
-def _layout_id(layout) -> int:
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}, got {layout!r}")
-    return LAYOUTS[layout]
+#: layout name -> id (the file format's Layout enum; append-only): ``bloomwise._base.LAYOUTS``
+LAYOUTS = _base.LAYOUTS
+_layout_id = _base.layout_id
 
 
 class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
     """A set that answers "certainly absent" or "might be present", in ``num_bits`` bits.
 
-    Build it by accuracy, ``BloomFilter(capacity, fpr)``, or by size, ``BloomFilter.from_size(num_bits,
+    Build it by accuracy, ``BloomFilter(capacity, fpr)``, or by size, ``BloomFilter.from_size(num_cells,
     num_hashes)``. Layouts:
 
-    - ``"blocked"`` (default): each key sets its k bits inside one 64-byte block (one cache miss per key):
-      the fastest; needs a few percent more bits for the same FPR, and is sized by its own formula.
+    - ``"blocked"`` (the default of both): each key sets its k bits inside one 64-byte block (one cache miss per
+      key): the fastest; needs a few percent more bits for the same FPR, and is sized by its own formula. Its
+      size is a multiple of 512 bits: ``from_size`` with another size and no ``layout=`` builds a classic filter
+      (with a DeprecationWarning: pass ``layout="classic"``).
     - ``"classic"``: k positions anywhere in m bits; FPR (1 - (1 - 1/m)^(kn))^k.
     - ``"partitioned"``: k slices of m/k bits, probe i in slice i (the Bloom-paradox paper's model).
 
@@ -53,7 +50,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
     7
     """
 
-    __slots__ = ("_capacity", "__weakref__")
+    __slots__ = ("_capacity", "_fpr", "__weakref__")
 
     def __init__(self, capacity, fpr=0.01, *, layout="blocked", seed=0,
                  key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3"):
@@ -66,30 +63,33 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
         :param key: optional function turning any key into bytes.
         :param hash_scheme: ``"xxh3"`` (default) or ``"xxh64"`` (to combine with filters saved by bloomwise 0.1).
         """
-        if isinstance(capacity, bool) or not isinstance(capacity, int) and not hasattr(capacity, "__index__"):
-            raise TypeError(f"capacity must be an int, got {type(capacity).__name__} ({capacity!r})")
-        capacity = capacity.__index__()
-        if capacity < 1:
-            raise ValueError(f"capacity must be at least 1, got {capacity}")
+        capacity = _base.check_capacity(capacity)
         _layout_id(layout)
         scheme = _format.hash_scheme_id(hash_scheme)
-        num_bits, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
+        num_bits, num_hashes = theory.sizing.size_for("capacity", capacity, fpr, layout)
         self._init_core(num_bits, num_hashes, _layout_id(layout), seed, key=key, hash_scheme=scheme)
         self._capacity = capacity
+        self._fpr = float(fpr)
         self._set_capacity_limit(capacity)
 
     @classmethod
-    def from_size(cls, num_bits, num_hashes, *, layout="classic", seed=0,
-                  key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3") -> "BloomFilter":
-        """A filter of exactly ``num_bits`` bits and ``num_hashes`` probes per key.
+    def from_size(cls, num_cells=None, num_hashes=None, *, layout=None, seed=0,
+                  key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3",
+                  num_bits=None) -> "BloomFilter":
+        """A filter of exactly ``num_cells`` bits and ``num_hashes`` probes per key (``num_bits=`` is the deprecated
+        name of ``num_cells``). The default layout is ``"blocked"``, as for ``BloomFilter(capacity, fpr)``.
 
-        >>> BloomFilter.from_size(1024, 3).num_bits
+        >>> BloomFilter.from_size(1024, 3).num_cells
         1024
         """
+        num_cells = _base.size_arguments(num_cells, num_hashes, "num_bits", num_bits, "BloomFilter")
+        if layout is None:
+            layout = _default_layout_for_size(num_cells)
         self = cls.__new__(cls)
-        self._init_core(num_bits, num_hashes, _layout_id(layout), seed, key=key,
+        self._init_core(num_cells, num_hashes, _layout_id(layout), seed, key=key,
                         hash_scheme=_format.hash_scheme_id(hash_scheme))
         self._capacity = None
+        self._fpr = None
         return self
 
     @classmethod
@@ -113,20 +113,52 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
         self = _ExplicitHashBloomFilter.__new__(_ExplicitHashBloomFilter)
         self._init_core(num_bits, len(functions), LAYOUTS["classic"], 0)
         self._capacity = None
+        self._fpr = None
         self._functions = functions
         return self
 
     # -- description ----------------------------------------------------------------------------------------
     @property
+    def num_cells(self) -> int:
+        """m: the number of bits."""
+        return BloomCore.num_bits.__get__(self)
+
+    num_bits = _base.DeprecatedAlias("num_cells")
+
+    @property
     def _num_positions(self) -> int:
-        return self.num_bits
+        return BloomCore.num_bits.__get__(self)
+
+    @property
+    def fpr(self) -> Optional[float]:
+        """The target false-positive rate given at construction (None when built by size); the rate now is
+        ``estimated_fpr()``."""
+        return self._fpr
+
+    def counters(self, key) -> tuple[int, ...]:
+        """The bits (0 or 1) at the key's k positions, in probe order: the key is present iff all are 1."""
+        payload = self._payload()
+        return tuple((payload[position >> 3] >> (position & 7)) & 1 for position in self._bit_indices(key))
 
     def _count_filled(self) -> int:
         return self._count_set_bits()
 
+    @property
+    def num_keys(self) -> int:
+        """Keys added: one per ``add()`` and one per key of ``update()``, repeats included (as in the counting
+        filters). Saved with the filter. A union adds the operands' counts; an intersection keeps the left one's."""
+        return self._insertions_count
+
+    @property
+    def num_new_keys(self) -> int:
+        """Insertions that set at least one new bit (``add()`` returned True): the distinct keys added, less those
+        that already looked present (false positives at insertion time). The capacity warning counts these. Kept
+        in memory only: a loaded or opened filter starts it at ``num_keys``."""
+        return self._keys_added_count
+
     def __repr__(self) -> str:
         capacity = "" if self._capacity is None else f", capacity={self._capacity:,}"
-        return (f"<{type(self).__name__} {self.layout}: {self.num_bits:,} bits, k={self.num_hashes}, "
+        return (f"<{type(self).__name__} {self.layout}: {self.num_cells:,} bits, k={self.num_hashes}, "
                 f"fill={self.fill_ratio:.1%}{capacity}>")
 
     __hash__ = None  # mutable, like set
@@ -140,17 +172,17 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
 
     # -- set algebra -------------------------------------------------------------------------------------------
     def _parameters(self) -> dict:
-        return {"structure": self._STRUCTURE.name.lower(), "num_bits": self.num_bits, "num_hashes": self.num_hashes,
+        return {"structure": self._STRUCTURE.name.lower(), "num_cells": self.num_cells, "num_hashes": self.num_hashes,
                 "layout": self.layout, "seed": self.seed, "hash_scheme": self.hash_scheme}
 
     def copy(self) -> "BloomFilter":
         """An independent copy (same parameters and bits)."""
         clone = type(self).__new__(type(self))
-        clone._init_core(self.num_bits, self.num_hashes, self._layout_id, self.seed,
+        clone._init_core(self.num_cells, self.num_hashes, self._layout_id, self.seed,
                          keys_added=self._keys_added_count, key=self._key_function,
-                         hash_scheme=self._hash_scheme_id)
+                         hash_scheme=self._hash_scheme_id, insertions=self._insertions_count)
         clone._copy_bits_from(self._payload())
-        clone._capacity = self._capacity
+        clone._capacity, clone._fpr = self._capacity, self._fpr
         clone._set_capacity_limit(self._capacity)
         clone._copy_extra_from(self)
         return clone
@@ -161,6 +193,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
     def __ior__(self, other):
         self._check_compatible(other, "union")
         self._combine(other, True)
+        self._count_insertions(other._insertions_count)
         return self
 
     def __iand__(self, other):
@@ -210,10 +243,12 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
 
     def _header(self) -> _format.Header:
         meta = {} if self._capacity is None else {"capacity": self._capacity}
+        if self._fpr is not None:
+            meta["fpr"] = self._fpr
         return _format.Header(
             structure=self._STRUCTURE, layout=_format.Layout(self._layout_id), hash_scheme=self._hash_scheme,
-            seed=self.seed, num_bits=self.num_bits, num_hashes=self.num_hashes,
-            keys_added=self._keys_added_count, payload_length=self.nbytes, meta=meta,
+            seed=self.seed, num_bits=self.num_cells, num_hashes=self.num_hashes,
+            keys_added=self._insertions_count, payload_length=self.nbytes, meta=meta,
             flags=header_flags(self._key_function))
 
     @classmethod
@@ -223,16 +258,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
         Every process that opens the same file sees the same bits. With ``"r+"``, call ``close()`` (or use
         ``with``) so the checksum is rewritten; a file left open for writing refuses to load until then.
         """
-        if mode not in ("r", "r+"):
-            raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
-        mapped = _format.open_mapped(path, writable=mode == "r+", structure=cls._STRUCTURE, verify=verify)
-        try:
-            self = _MappedBloomFilter._from_parts(mapped.header, mapped.payload, key=key, copy=False)
-        except BaseException:
-            mapped.close()
-            raise
-        self._mapped = mapped
-        return self
+        return open_structure(cls, _MappedBloomFilter, path, mode, key=key, verify=verify)
 
     @classmethod
     def _from_parts(cls, header, payload, *, key, functions=None, copy=True) -> "BloomFilter":
@@ -249,24 +275,43 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
             if header.layout == _format.Layout.BLOCKED and header.num_bits % 512:
                 raise FormatError(f"a blocked filter needs num_bits divisible by 512, the file says "
                                   f"{header.num_bits}")
-            self = cls.__new__(cls)
             expected = (header.num_bits + 63) // 64 * 8
             if header.payload_length != expected:
                 raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} bits "
                                   f"need {expected}")
             scheme = _format.keyed_hash_scheme(header, "a Bloom filter")
+            # Every check before the filter takes the payload: with copy=False it would hold the file's memory
+            # map, which then could not be closed while an error is raised.
+            _check_padding(header.num_bits, payload)
+            meta_capacity(header)
+            self = cls.__new__(cls)
             try:
                 self._init_core(header.num_bits, header.num_hashes, int(header.layout), header.seed,
                                 storage=None if copy else payload, keys_added=header.keys_added, key=key,
                                 hash_scheme=scheme)
             except (ValueError, TypeError) as exc:
+                self._release_storage()
                 raise FormatError(f"the file describes an impossible filter: {exc}") from None
         _check_padding(header.num_bits, payload)
         if copy:
             self._copy_bits_from(payload)
-        self._capacity = meta_capacity(header)
+        self._capacity, self._fpr = meta_capacity(header), meta_fpr(header)
         self._set_capacity_limit(self._capacity)
         return self
+
+
+def _default_layout_for_size(num_cells) -> str:
+    """``from_size`` without ``layout=``: blocked (the class default) when the size allows it, else classic with
+    a DeprecationWarning (earlier releases built classic filters by size)."""
+    try:
+        if operator.index(num_cells) % theory.BLOCK_BITS == 0:
+            return "blocked"
+    except TypeError:
+        return "blocked"  # the size check then names the problem
+    warnings.warn(f"BloomFilter.from_size({num_cells}, ...) without layout= builds a classic filter: the default "
+                  f"layout is 'blocked', which needs a multiple of 512 bits. Pass layout='classic' (this fallback "
+                  f"will be removed in the next release)", DeprecationWarning, stacklevel=3)
+    return "classic"
 
 
 def _check_padding(num_bits: int, payload) -> None:
@@ -289,6 +334,7 @@ class _ExplicitHashBloomFilter(BloomFilter):
         return [fn(key) for fn in self._functions]
 
     def add(self, key) -> bool:
+        self._count_insertions(1)
         return self._set_positions(self._positions(key))
 
     def __contains__(self, key) -> bool:
@@ -325,28 +371,7 @@ class _ExplicitHashBloomFilter(BloomFilter):
                         "to_bytes() and load them with from_bytes(data, functions=...)")
 
 
-class _MappedBloomFilter(BloomFilter):
+class _MappedBloomFilter(Mapped, BloomFilter):
     """A BloomFilter whose bits live in a memory-mapped file (``BloomFilter.open``)."""
 
     __slots__ = ("_mapped",)
-
-    def flush(self) -> None:
-        """Write the checksum and key count of the current bits to the file (mode ``"r+"``)."""
-        self._mapped.flush(keys_added=self._keys_added_count)
-
-    def close(self) -> None:
-        """Flush (mode ``"r+"``) and unmap. The filter must not be used afterwards."""
-        if not self._mapped.closed:
-            keys_added = self._keys_added_count if self._is_writable else None
-            self._release_storage()
-            self._mapped.close(keys_added=keys_added)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-    @property
-    def path(self) -> str:
-        return self._mapped.path

@@ -13,59 +13,18 @@ from typing import Any, Callable, Optional
 from bloomwise import _format, theory
 from bloomwise._native.counting import CountingCore
 from bloomwise._compatibility import Compatible
-from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity
+from bloomwise._base import (
+    COUNTING_LAYOUTS, DeprecatedAlias, check_capacity, check_threads, layout_id, size_arguments, warn_over_capacity,
+)
+from bloomwise._persistence import (
+    Mapped, Persistent, cell_array_header, check_cell_array_header, check_cell_padding, meta_capacity, meta_fpr,
+    open_structure,
+)
 from bloomwise._statistics import FillStatistics
 from bloomwise.bloom import BloomFilter
-from bloomwise.errors import CapacityWarning, FormatError
+from bloomwise.errors import FormatError
 
 __all__ = ["CountingBloomFilter", "Changes", "apply_changes"]
-
-#: layout name -> id (the file format's Layout enum); counting filters use the two layouts with k free positions.
-COUNTING_LAYOUTS = {"classic": 1, "partitioned": 2}
-
-
-def _counting_layout_id(layout) -> int:
-    if layout not in COUNTING_LAYOUTS:
-        extra = " (the blocked layout has no counting variant)" if layout == "blocked" else ""
-        raise ValueError(f"layout must be one of {', '.join(map(repr, COUNTING_LAYOUTS))}, got {layout!r}{extra}")
-    return COUNTING_LAYOUTS[layout]
-
-
-def _check_capacity(capacity, name: str = "capacity") -> int:
-    """An int >= 1, else TypeError/ValueError naming the parameter and its value (shared by the structures)."""
-    if isinstance(capacity, bool) or not hasattr(capacity, "__index__") or isinstance(capacity, float):
-        raise TypeError(f"{name} must be an int, got {type(capacity).__name__} ({capacity!r})")
-    capacity = capacity.__index__()
-    if capacity < 1:
-        raise ValueError(f"{name} must be at least 1, got {capacity}")
-    return capacity
-
-
-def _over_capacity_warning(structure, capacity: int, stored: int, fpr_now: float) -> None:
-    import warnings
-    warnings.warn(
-        f"{type(structure).__name__} sized for {capacity:,} keys now holds {stored:,} (each occurrence counts): its "
-        f"false-positive rate is now about {fpr_now:.3g}. Build a larger filter.", CapacityWarning, stacklevel=3)
-
-
-def _cell_array_header(f, num_positions: int, meta: dict) -> _format.Header:
-    """The header of a counting structure ``f`` (CountingBloomFilter, VI-CBF): ``meta`` plus its capacity, if any."""
-    if f._capacity is not None:
-        meta["capacity"] = f._capacity
-    return _format.Header(
-        structure=f._STRUCTURE, layout=_format.Layout(f._layout_id), hash_scheme=_format.HashScheme(f._hash_scheme_id),
-        seed=f.seed, num_bits=num_positions, num_hashes=f.num_hashes, keys_added=f.num_keys,
-        payload_length=f.nbytes, meta=meta, flags=header_flags(f._key_function))
-
-
-def _check_cell_array_header(header: _format.Header, key, what: str) -> int:
-    """The checks every counting structure's file passes (key function, hash scheme, layout); its scheme id."""
-    check_keyed(header, key)
-    scheme = _format.keyed_hash_scheme(header, what)
-    if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
-        raise FormatError(f"{what} has the classic or partitioned layout, the file says {header.layout.name}")
-    return scheme
-
 
 # ---- delta updates ---------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -124,8 +83,8 @@ def apply_changes(bloom: BloomFilter, changes: Changes) -> None:
         raise ValueError(f"changes hold {positions.size} positions but {values.size} values")
     if positions.size == 0:
         return
-    if int(positions.max()) >= bloom.num_bits:
-        raise ValueError(f"a change at position {int(positions.max())} does not fit a filter of {bloom.num_bits} "
+    if int(positions.max()) >= bloom.num_cells:
+        raise ValueError(f"a change at position {int(positions.max())} does not fit a filter of {bloom.num_cells} "
                          "bits: the delta comes from a filter of another size")
     bloom._assign_bits(np.ascontiguousarray(positions), values.view(np.uint8))
 
@@ -175,7 +134,7 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
     True
     """
 
-    __slots__ = ("_capacity", "__weakref__")
+    __slots__ = ("_capacity", "_fpr", "__weakref__")
 
     def __init__(self, capacity, fpr=0.01, *, counter_bits=4, layout="classic", seed=0,
                  key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3"):
@@ -190,33 +149,57 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
         :param key: optional function turning any key into bytes.
         :param hash_scheme: ``"xxh3"`` (default) or ``"xxh64"`` (bloomwise 0.1's hashing).
         """
-        capacity = _check_capacity(capacity)
-        layout_id = _counting_layout_id(layout)
+        capacity = check_capacity(capacity)
+        layout_number = layout_id(layout, COUNTING_LAYOUTS)
         scheme = _format.hash_scheme_id(hash_scheme)
-        num_counters, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
-        self._init_counting(num_counters, num_hashes, layout_id, counter_bits, seed, key=key, hash_scheme=scheme)
+        num_counters, num_hashes = theory.sizing.size_for("capacity", capacity, fpr, layout)
+        self._init_counting(num_counters, num_hashes, layout_number, counter_bits, seed, key=key, hash_scheme=scheme)
         self._capacity = capacity
+        self._fpr = float(fpr)
         self._set_capacity_limit(capacity)
 
     @classmethod
-    def from_size(cls, num_counters, num_hashes, *, counter_bits=4, layout="classic", seed=0,
-                  key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3") -> "CountingBloomFilter":
-        """A filter of exactly ``num_counters`` counters and ``num_hashes`` probes per key.
+    def from_size(cls, num_cells=None, num_hashes=None, *, counter_bits=4, layout="classic", seed=0,
+                  key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3",
+                  num_counters=None) -> "CountingBloomFilter":
+        """A filter of exactly ``num_cells`` counters and ``num_hashes`` probes per key (``num_counters=`` is the
+        deprecated name of ``num_cells``).
 
         >>> CountingBloomFilter.from_size(1000, 3, counter_bits=8).nbytes
         1000
         """
+        num_cells = size_arguments(num_cells, num_hashes, "num_counters", num_counters, "CountingBloomFilter")
         self = cls.__new__(cls)
-        self._init_counting(num_counters, num_hashes, _counting_layout_id(layout), counter_bits, seed, key=key,
+        self._init_counting(num_cells, num_hashes, layout_id(layout, COUNTING_LAYOUTS), counter_bits, seed, key=key,
                             hash_scheme=_format.hash_scheme_id(hash_scheme))
         self._capacity = None
+        self._fpr = None
         return self
 
     # -- description ---------------------------------------------------------------------------------------------------
     @property
-    def num_counters(self) -> int:
+    def num_cells(self) -> int:
         """m: the number of counters (the bit view has m bits)."""
         return self._num_cells
+
+    num_counters = DeprecatedAlias("num_cells")
+
+    @property
+    def fpr(self) -> Optional[float]:
+        """The target false-positive rate given at construction (None when built by size); the rate now is
+        ``estimated_fpr()``."""
+        return self._fpr
+
+    def update(self, keys, *, threads=None) -> None:
+        """Add one occurrence of every key of an iterable or numpy array, without the GIL. ``threads=`` is
+        accepted for the common contract; counters are updated by one thread (a key's k counters are scattered)."""
+        check_threads(threads)
+        CountingCore.update(self, keys)
+
+    def contains_many(self, keys, *, threads=None):
+        """A numpy bool array: whether each key might be present (the shape of a numpy input); one thread."""
+        check_threads(threads)
+        return CountingCore.contains_many(self, keys)
 
     @property
     def _num_positions(self) -> int:
@@ -229,24 +212,24 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
         """Upper bound on Pr(some counter sticks at ``counter_max``) once ``num_items`` keys (default: capacity, or
         the keys stored) are in: ``theory.counter_overflow_bound(m, n, k, counter_max)``. Can exceed 1."""
         n = num_items if num_items is not None else (self._capacity or self.num_keys)
-        return theory.counter_overflow_bound(self.num_counters, n, self.num_hashes, self.counter_max)
+        return theory.counter_overflow_bound(self.num_cells, n, self.num_hashes, self.counter_max)
 
     def __repr__(self) -> str:
         capacity = "" if self._capacity is None else f", capacity={self._capacity:,}"
-        return (f"<{type(self).__name__} {self.layout}: {self.num_counters:,} counters x {self.counter_bits} bits, "
+        return (f"<{type(self).__name__} {self.layout}: {self.num_cells:,} counters x {self.counter_bits} bits, "
                 f"k={self.num_hashes}, keys={self.num_keys:,}, fill={self.fill_ratio:.1%}, "
                 f"saturated={self.saturated_count:,}{capacity}>")
 
     __hash__ = None  # mutable, like set
 
     def _over_capacity(self) -> None:
-        _over_capacity_warning(self, self._capacity, self.num_keys, self.estimated_fpr())
+        warn_over_capacity(self, self._capacity, self.num_keys, self.estimated_fpr())
 
     # -- the bit view and its journal ----------------------------------------------------------------------------------
     def to_bloom(self) -> BloomFilter:
         """The bit view (bit i = counter i > 0) as a BloomFilter of the same size, layout, k, seed, hash scheme and
         key function: it answers every query exactly as this filter does. O(m)."""
-        bloom = BloomFilter.from_size(self.num_counters, self.num_hashes, layout=self.layout, seed=self.seed,
+        bloom = BloomFilter.from_size(self.num_cells, self.num_hashes, layout=self.layout, seed=self.seed,
                                       key=self._key_function, hash_scheme=self.hash_scheme)
         bloom._copy_bits_from(self._bit_view())
         return bloom
@@ -264,17 +247,18 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
 
     # -- set algebra ---------------------------------------------------------------------------------------------------
     def _parameters(self) -> dict:
-        return {"type": type(self).__name__, "num_counters": self.num_counters, "num_hashes": self.num_hashes,
+        return {"type": self._FAMILY.__name__, "num_cells": self.num_cells, "num_hashes": self.num_hashes,
                 "layout": self.layout, "seed": self.seed, "hash_scheme": self.hash_scheme,
                 "counter_bits": self.counter_bits}
 
     def copy(self) -> "CountingBloomFilter":
         """An independent copy (same parameters and counters; the journal starts empty)."""
         clone = type(self).__new__(type(self))
-        clone._init_counting(self.num_counters, self.num_hashes, self._layout_id, self.counter_bits, self.seed,
+        clone._init_counting(self.num_cells, self.num_hashes, self._layout_id, self.counter_bits, self.seed,
                              self.num_keys, self._key_function, hash_scheme=self._hash_scheme_id)
         clone._copy_cells_from(self._payload())
         clone._capacity = self._capacity
+        clone._fpr = self._fpr
         clone._set_capacity_limit(self._capacity)
         return clone
 
@@ -307,29 +291,47 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
     _STRUCTURE = _format.Structure.COUNTING
 
     def _header(self) -> _format.Header:
-        return _cell_array_header(self, self.num_counters, {"counter_bits": self.counter_bits})
+        return cell_array_header(self, self.num_cells, {"counter_bits": self.counter_bits})
 
     @classmethod
-    def _from_parts(cls, header: _format.Header, payload, *, key) -> "CountingBloomFilter":
-        scheme = _check_cell_array_header(header, key, "a counting filter")
+    def open(cls, path, mode="r", *, key=None, verify=True) -> "CountingBloomFilter":
+        """Memory-map a saved filter: ``mode="r"`` read-only (default), ``"r+"`` writable and shared, as
+        ``BloomFilter.open``: every process that opens the file sees the same counters; with ``"r+"``, call
+        ``close()`` (or use ``with``) so the checksum is rewritten. The change journal stays in memory.
+        """
+        return open_structure(cls, _MappedCountingBloomFilter, path, mode, key=key, verify=verify)
+
+    @classmethod
+    def _from_parts(cls, header: _format.Header, payload, *, key, copy=True) -> "CountingBloomFilter":
+        scheme = check_cell_array_header(header, key, "a counting filter")
         counter_bits = header.meta.get("counter_bits")
         if counter_bits not in (4, 8, 16) or isinstance(counter_bits, bool):
             raise FormatError(f"meta counter_bits must be 4, 8 or 16, the file says {counter_bits!r}")
-        capacity = meta_capacity(header)
+        capacity, fpr = meta_capacity(header), meta_fpr(header)
         expected = (header.num_bits * counter_bits + 63) // 64 * 8
         if header.payload_length != expected:
             raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} counters of "
                               f"{counter_bits} bits need {expected}")
+        if not copy:  # checked before the filter holds the payload (a memory map must stay closable)
+            check_cell_padding(payload, header.num_bits * counter_bits)
         self = cls.__new__(cls)
         try:
             self._init_counting(header.num_bits, header.num_hashes, int(header.layout), counter_bits, header.seed,
-                                header.keys_added, key, hash_scheme=scheme)
-            self._copy_cells_from(payload)
+                                header.keys_added, key, hash_scheme=scheme, storage=None if copy else payload)
+            if copy:
+                self._copy_cells_from(payload)
         except (ValueError, TypeError) as exc:
+            self._release_storage()
             raise FormatError(f"the file describes an impossible filter: {exc}") from None
-        self._capacity = capacity
+        self._capacity, self._fpr = capacity, fpr
         self._set_capacity_limit(capacity)
         return self
 
 
 CountingBloomFilter._FAMILY = CountingBloomFilter
+
+
+class _MappedCountingBloomFilter(Mapped, CountingBloomFilter):
+    """A CountingBloomFilter whose counters live in a memory-mapped file (``CountingBloomFilter.open``)."""
+
+    __slots__ = ("_mapped",)

@@ -4,7 +4,7 @@
 A chain of BloomFilters ("stages"). Keys go into the newest stage; when it holds its capacity, a new stage is
 added, ``growth`` times larger and with a target FPR ``ratio`` times smaller. Stage i (from 0) has
 
-    capacity_i = ceil(initial_capacity * growth^i),   fpr_i = fpr * (1 - ratio) * ratio^i,
+    capacity_i = ceil(capacity * growth^i),   fpr_i = fpr * (1 - ratio) * ratio^i,
 
 so the compound false-positive rate, at most ``sum_i fpr_i = fpr (1 - ratio^s) < fpr`` for s stages, stays below
 the requested ``fpr`` however many keys arrive (the union bound: it needs no independence). Each stage is sized by
@@ -17,9 +17,11 @@ import math
 from typing import Callable, Optional
 
 from bloomwise import _format
-from bloomwise.bloom import LAYOUTS, BloomFilter
+from bloomwise._base import (
+    LAYOUTS, DeprecatedAlias, check_capacity, check_target_fpr, check_threads, renamed_keyword,
+)
+from bloomwise.bloom import BloomFilter
 from bloomwise._persistence import Persistent, check_keyed, header_flags
-from bloomwise.counting import _check_capacity
 from bloomwise.errors import FormatError
 
 __all__ = ["ScalableBloomFilter"]
@@ -53,7 +55,7 @@ class ScalableBloomFilter(Persistent):
     objects). ``add`` first asks every stage, so a key already (or apparently) present is not added again and
     does not use up capacity. A query asks each stage: O(s k) for s stages, and s grows like log_growth(n).
 
-    >>> f = ScalableBloomFilter(initial_capacity=100, fpr=0.01)
+    >>> f = ScalableBloomFilter(capacity=100, fpr=0.01)
     >>> f.update(range(1000))
     >>> f.num_stages, 999 in f, -1 in f
     (4, True, False)
@@ -62,12 +64,13 @@ class ScalableBloomFilter(Persistent):
     """
 
     __slots__ = ("_initial_capacity", "_fpr", "_growth", "_ratio", "_layout", "_seed", "_key", "_scheme", "_stages",
-                 "_stage_keys", "__weakref__")
+                 "_stage_keys", "_insertions", "__weakref__")
 
-    def __init__(self, initial_capacity=1024, fpr=0.01, *, growth=2, ratio=0.5, layout="blocked", seed=0,
-                 key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3"):
+    def __init__(self, capacity=None, fpr=0.01, *, growth=2, ratio=0.5, layout="blocked", seed=0,
+                 key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3", initial_capacity=None):
         """
-        :param initial_capacity: keys the first stage holds (an int >= 1).
+        :param capacity: keys the first stage holds (an int >= 1; default 1024; ``initial_capacity=`` is its
+            deprecated name). Later stages hold more: the filter has no upper limit.
         :param fpr: the compound false-positive rate never to exceed, in (0, 1).
         :param growth: each stage holds ``growth`` times the keys of the one before (a number >= 1; default 2).
         :param ratio: each stage's target FPR is ``ratio`` times the one before (in (0, 1); default 0.5); the
@@ -77,13 +80,15 @@ class ScalableBloomFilter(Persistent):
         :param key: optional function turning any key into bytes.
         :param hash_scheme: every stage's: ``"xxh3"`` (default) or ``"xxh64"`` (bloomwise 0.1's hashing).
         """
-        self._configure(initial_capacity, fpr, growth, ratio, layout, seed, key, _format.hash_scheme_id(hash_scheme))
+        capacity = renamed_keyword("capacity", capacity, "initial_capacity", initial_capacity, "ScalableBloomFilter")
+        self._configure(1024 if capacity is None else capacity, fpr, growth, ratio, layout, seed, key,
+                        _format.hash_scheme_id(hash_scheme))
         self._add_stage()
 
     def _configure(self, initial_capacity, fpr, growth, ratio, layout, seed, key, scheme) -> None:
         """Check and set the parameters; no stage yet."""
-        self._initial_capacity = _check_capacity(initial_capacity, "initial_capacity")
-        self._fpr = _real("fpr", fpr, 0.0, 1.0, low_open=True, high_open=True)
+        self._initial_capacity = check_capacity(initial_capacity, "capacity")
+        self._fpr = check_target_fpr(fpr)
         self._growth = _real("growth", growth, 1.0, 1e6, low_open=False, high_open=False)
         self._ratio = _real("ratio", ratio, 0.0, 1.0, low_open=True, high_open=True)
         if layout not in LAYOUTS:
@@ -95,10 +100,11 @@ class ScalableBloomFilter(Persistent):
         self._layout, self._seed, self._key, self._scheme = layout, seed, key, scheme
         self._stages: list[BloomFilter] = []
         self._stage_keys: list[int] = []
+        self._insertions = 0
 
     # -- stages --------------------------------------------------------------------------------------------------------
     def stage_capacity(self, index: int) -> int:
-        """capacity_i = ceil(initial_capacity * growth^i)."""
+        """capacity_i = ceil(capacity * growth^i)."""
         return math.ceil(self._initial_capacity * self._growth ** index)
 
     def stage_fpr(self, index: int) -> float:
@@ -135,6 +141,7 @@ class ScalableBloomFilter(Persistent):
     # -- keys ----------------------------------------------------------------------------------------------------------
     def add(self, key) -> bool:
         """Add a key. Returns True when it was certainly not present before (then it went into the newest stage)."""
+        self._insertions += 1
         if key in self:
             return False
         self._room()
@@ -146,12 +153,15 @@ class ScalableBloomFilter(Persistent):
         """`key in f`: False means certainly absent; True means "might be present". O(s k)."""
         return any(key in stage for stage in reversed(self._stages))
 
-    def update(self, keys) -> None:
-        """Add every key of an iterable or numpy array; keys that might already be present are skipped."""
+    def update(self, keys, *, threads=None) -> None:
+        """Add every key of an iterable or numpy array; keys that might already be present are skipped.
+        ``threads=``: each stage's batch query and insert use that many threads."""
         keys = self._materialise(keys)
+        check_threads(threads)
+        self._insertions += len(keys) if not hasattr(keys, "size") else int(keys.size)
         if len(keys) == 0:
             return
-        present = self.contains_many(keys).reshape(-1)
+        present = self.contains_many(keys, threads=threads).reshape(-1)
         if hasattr(keys, "dtype"):
             new = keys.reshape(-1)[~present]
         else:
@@ -160,16 +170,16 @@ class ScalableBloomFilter(Persistent):
         while start < len(new):
             room = self._room()
             chunk = new[start:start + room]
-            self._stages[-1].update(chunk)
+            self._stages[-1].update(chunk, threads=threads)
             self._stage_keys[-1] += len(chunk)  # duplicates inside a batch count twice: conservative
             start += room
 
-    def contains_many(self, keys):
+    def contains_many(self, keys, *, threads=None):
         """A numpy bool array: whether each key might be present (the shape of a numpy input)."""
         keys = self._materialise(keys)
-        result = self._stages[-1].contains_many(keys)
+        result = self._stages[-1].contains_many(keys, threads=threads)
         for stage in self._stages[-2::-1]:
-            result |= stage.contains_many(keys)
+            result |= stage.contains_many(keys, threads=threads)
         return result
 
     @staticmethod
@@ -187,18 +197,37 @@ class ScalableBloomFilter(Persistent):
 
     def clear(self) -> None:
         """Remove every key: back to one empty stage."""
-        self._stages, self._stage_keys = [], []
+        self._stages, self._stage_keys, self._insertions = [], [], 0
         self._add_stage()
 
     # -- description and statistics ------------------------------------------------------------------------------------
     @property
-    def initial_capacity(self) -> int:
+    def capacity(self) -> int:
+        """The keys the first stage holds (later stages hold more; the filter has no upper limit)."""
         return self._initial_capacity
+
+    initial_capacity = DeprecatedAlias("capacity")
 
     @property
     def fpr(self) -> float:
-        """The compound false-positive rate the filter stays below."""
+        """The target: the compound false-positive rate the filter stays below."""
         return self._fpr
+
+    @property
+    def num_keys(self) -> int:
+        """Keys added: one per ``add()`` and one per key of ``update()``, repeats included (saved with the filter;
+        a loaded filter counts from the keys its stages took). ``stage_keys`` counts what each stage took."""
+        return self._insertions
+
+    @property
+    def stage_keys(self) -> tuple[int, ...]:
+        """Keys each stage took (those not already, or apparently, present), oldest first."""
+        return tuple(self._stage_keys)
+
+    @property
+    def num_hashes(self) -> int:
+        """The first stage's k (each stage has its own: ``stages[i].num_hashes``)."""
+        return self._stages[0].num_hashes
 
     @property
     def growth(self) -> float:
@@ -221,9 +250,11 @@ class ScalableBloomFilter(Persistent):
         return self._scheme
 
     @property
-    def num_bits(self) -> int:
+    def num_cells(self) -> int:
         """Bits over all stages."""
-        return sum(stage.num_bits for stage in self._stages)
+        return sum(stage.num_cells for stage in self._stages)
+
+    num_bits = DeprecatedAlias("num_cells")
 
     @property
     def nbytes(self) -> int:
@@ -233,7 +264,7 @@ class ScalableBloomFilter(Persistent):
     @property
     def fill_ratio(self) -> float:
         """The fraction of all bits set."""
-        return sum(stage.fill_ratio * stage.num_bits for stage in self._stages) / self.num_bits
+        return sum(stage.fill_ratio * stage.num_cells for stage in self._stages) / self.num_cells
 
     def approx_count(self) -> float:
         """Distinct keys added, estimated from the fill of each stage."""
@@ -251,14 +282,14 @@ class ScalableBloomFilter(Persistent):
         return sum(self.stage_fpr(i) for i in range(len(self._stages)))
 
     def __repr__(self) -> str:
-        return (f"<{type(self).__name__} {self._layout}: {len(self._stages)} stage(s), {self.num_bits:,} bits, "
+        return (f"<{type(self).__name__} {self._layout}: {len(self._stages)} stage(s), {self.num_cells:,} bits, "
                 f"keys={sum(self._stage_keys):,}, fpr<={self._fpr:g}, growth={self._growth:g}, ratio={self._ratio:g}>")
 
     __hash__ = None
 
     # -- comparison and copies -----------------------------------------------------------------------------------------
     def _parameters(self) -> dict:
-        return {"initial_capacity": self._initial_capacity, "fpr": self._fpr, "growth": self._growth,
+        return {"capacity": self._initial_capacity, "fpr": self._fpr, "growth": self._growth,
                 "ratio": self._ratio, "layout": self._layout, "seed": self._seed, "hash_scheme": self.hash_scheme}
 
     def is_compatible(self, other) -> bool:
@@ -277,6 +308,7 @@ class ScalableBloomFilter(Persistent):
             setattr(clone, name, getattr(self, name))
         clone._stages = [stage.copy() for stage in self._stages]
         clone._stage_keys = list(self._stage_keys)
+        clone._insertions = self._insertions
         return clone
 
     # -- persistence ---------------------------------------------------------------------------------------------------
@@ -292,15 +324,16 @@ class ScalableBloomFilter(Persistent):
             "ratio": self._ratio,
             "capacities": [stage.capacity for stage in self._stages],
             "fprs": [self.stage_fpr(i) for i in range(len(self._stages))],
-            "num_bits": [stage.num_bits for stage in self._stages],
+            "num_bits": [stage.num_cells for stage in self._stages],
             "num_hashes": [stage.num_hashes for stage in self._stages],
             "seeds": [stage.seed for stage in self._stages],
             "keys": list(self._stage_keys),
+            "num_keys": self._insertions,
         }
         flags = header_flags(self._key)
         return _format.Header(
             structure=self._STRUCTURE, layout=_format.Layout(LAYOUTS[self._layout]),
-            hash_scheme=_format.HashScheme(self._scheme), seed=self._seed, num_bits=self.num_bits,
+            hash_scheme=_format.HashScheme(self._scheme), seed=self._seed, num_bits=self.num_cells,
             num_hashes=self._stages[0].num_hashes, keys_added=sum(self._stage_keys),
             payload_length=sum(_aligned(stage.nbytes) for stage in self._stages), meta=meta, flags=flags)
 
@@ -358,5 +391,9 @@ class ScalableBloomFilter(Persistent):
             self._stages.append(stage)
             self._stage_keys.append(count)
             offset += size
+        insertions = meta.get("num_keys", header.keys_added)
+        if isinstance(insertions, bool) or not isinstance(insertions, int) or insertions < header.keys_added:
+            raise FormatError(f"meta num_keys must be an int >= the keys of the stages, the file says {insertions!r}")
+        self._insertions = insertions
         return self
 

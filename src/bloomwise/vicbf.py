@@ -16,13 +16,17 @@ from typing import Callable, NamedTuple, Optional
 from bloomwise import _format
 from bloomwise._native.counting import VariableIncrementCore
 from bloomwise._compatibility import Compatible
-from bloomwise._persistence import Persistent, meta_capacity
-from bloomwise._statistics import LAYOUT_NAMES, FillStatistics
-from bloomwise.counting import (
-    _cell_array_header, _check_capacity, _check_cell_array_header, _counting_layout_id,
-    _over_capacity_warning,
+from bloomwise._base import (
+    COUNTING_LAYOUTS, LAYOUT_NAMES, DeprecatedAlias, check_capacity, check_threads, layout_id, size_arguments,
+    warn_over_capacity,
 )
+from bloomwise._persistence import (
+    Mapped, Persistent, cell_array_header, check_cell_array_header, check_cell_padding, meta_capacity, meta_fpr,
+    open_structure,
+)
+from bloomwise._statistics import FillStatistics
 from bloomwise.errors import FormatError
+from bloomwise.theory._validate import check_probability, check_reachable
 from bloomwise.theory.counting import (
     DEFAULT_INCREMENTS, MAX_BH_ORDER, bh_order, check_increments, dl_false_positive_rate, dl_increments, multisets,
     table_rows, vicbf_false_positive_rate, vicbf_optimal_size,
@@ -75,15 +79,15 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
     **Removing a key that was never added** (a false positive) corrupts the counters of other keys and can create
     false negatives; ``remove`` raises KeyError, changing nothing, only for a key that is certainly absent.
 
-    **What the Bloom-paradox posterior (Theorem 5 of ../shared/seeds/002_*) needs**, all exposed here:
+    **What the Bloom-paradox posterior (Theorem 5 of *The Bloom Paradox*, Rottenstreich and Keslassy) needs**, all exposed here:
 
-    - ``counters(key)``: k ``Probe(position, increment, c, a, y)`` in probe order: ``c`` is c_j, ``a`` is a_j
+    - ``probes(key)``: k ``Probe(position, increment, c, a, y)`` in probe order (``counters(key)``: the k c_j): ``c`` is c_j, ``a`` is a_j
       (modulo 2^variable_bits), ``increment`` is v_{g_j(x)}, and ``y`` is y_j, the multiplicity of the key's
       increment among the c_j increments at the position, decoded exactly when I(j) = 1, i.e. c_j <= h
       (``bh_order``); None otherwise (then Theorem 5 uses c_j). y_j = 0 means the key is rejected there.
     - ``counters_many(keys)``: the same for a batch, a numpy structured array of shape (*keys shape, k) with
       fields ``position``, ``increment``, ``c``, ``a`` and ``y`` (-1 where not decoded).
-    - ``bh_order`` (h), ``num_increments`` (l = |D|), ``increments`` (D), ``num_positions`` (m), ``num_hashes``
+    - ``bh_order`` (h), ``num_increments`` (l = |D|), ``increments`` (D), ``num_cells`` (m), ``num_hashes``
       (k), ``num_keys`` (n). Theorem 5: ``delta = prod_{I(j)=0} c_j * prod_{I(j)=1} l y_j`` and
       ``Pr(x in S | filter) = m^k delta P / (m^k delta P + (n k)^k (1 - P))``.
 
@@ -93,13 +97,13 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
     >>> f.add("apple"); "apple" in f, "pear" in f
     True
     (True, False)
-    >>> [p.c for p in f.counters("apple")] == [1] * f.num_hashes
+    >>> f.counters("apple") == (1,) * f.num_hashes
     True
     >>> f.remove("apple"); "apple" in f
     False
     """
 
-    __slots__ = ("_capacity", "_increments_tuple", "_bh_order", "_decoders", "__weakref__")
+    __slots__ = ("_capacity", "_fpr", "_increments_tuple", "_bh_order", "_decoders", "__weakref__")
 
     def __init__(self, capacity, fpr=0.01, *, increments=DEFAULT_INCREMENTS, fixed_bits=4, variable_bits=4,
                  layout="classic", seed=0, key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3"):
@@ -115,47 +119,73 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         :param key: optional function turning any key into bytes.
         :param hash_scheme: ``"xxh3"`` (default) or ``"xxh64"`` (bloomwise 0.1's hashing).
         """
-        capacity = _check_capacity(capacity)
-        _counting_layout_id(layout)
+        capacity = check_capacity(capacity)
+        layout_id(layout, COUNTING_LAYOUTS)
         scheme = _format.hash_scheme_id(hash_scheme)
         increments = check_increments(increments)
         _check_split(fixed_bits, variable_bits, increments)
+        check_reachable(capacity, check_probability("fpr", fpr), layout, "capacity", fixed_bits + variable_bits)
         num_positions, num_hashes = vicbf_optimal_size(capacity, fpr, increments=increments, fixed_bits=fixed_bits,
                                                        variable_bits=variable_bits, layout=layout)
         self._setup(num_positions, num_hashes, layout, increments, fixed_bits, variable_bits, seed, 0, key, scheme)
         self._capacity = capacity
+        self._fpr = float(fpr)
         self._set_capacity_limit(capacity)
 
     @classmethod
-    def from_size(cls, num_positions, num_hashes, *, increments=DEFAULT_INCREMENTS, fixed_bits=4, variable_bits=4,
-                  layout="classic", seed=0, key=None, hash_scheme="xxh3") -> "VariableIncrementCountingBloomFilter":
-        """A filter of exactly ``num_positions`` (c, a) pairs and ``num_hashes`` probes per key.
+    def from_size(cls, num_cells=None, num_hashes=None, *, increments=DEFAULT_INCREMENTS, fixed_bits=4,
+                  variable_bits=4, layout="classic", seed=0, key=None, hash_scheme="xxh3",
+                  num_positions=None) -> "VariableIncrementCountingBloomFilter":
+        """A filter of exactly ``num_cells`` (c, a) pairs and ``num_hashes`` probes per key (``num_positions=`` is
+        the deprecated name of ``num_cells``).
 
         >>> VariableIncrementCountingBloomFilter.from_size(1000, 4, increments=(1, 2, 4)).bh_order
         2
         """
+        num_cells = size_arguments(num_cells, num_hashes, "num_positions", num_positions,
+                                   "VariableIncrementCountingBloomFilter")
         self = cls.__new__(cls)
         increments = check_increments(increments)
         _check_split(fixed_bits, variable_bits, increments)
-        self._setup(num_positions, num_hashes, layout, increments, fixed_bits, variable_bits, seed, 0, key,
+        self._setup(num_cells, num_hashes, layout, increments, fixed_bits, variable_bits, seed, 0, key,
                     _format.hash_scheme_id(hash_scheme))
         self._capacity = None
+        self._fpr = None
         return self
 
     def _setup(self, num_positions, num_hashes, layout, increments, fixed_bits, variable_bits, seed, num_keys,
-               key, scheme) -> None:
+               key, scheme, storage=None) -> None:
         table, rows = _feasible_table(increments, fixed_bits, variable_bits)
-        self._init_variable(num_positions, num_hashes, _counting_layout_id(layout), fixed_bits, variable_bits,
-                            increments, table, rows, seed, num_keys, key, scheme)
+        self._init_variable(num_positions, num_hashes, layout_id(layout, COUNTING_LAYOUTS), fixed_bits, variable_bits,
+                            increments, table, rows, seed, num_keys, key, scheme, storage)
         self._increments_tuple = increments
         self._bh_order = bh_order(increments, min(MAX_BH_ORDER, (1 << fixed_bits) - 2), 1 << variable_bits)
         self._decoders = _decoders(increments, self._bh_order, 1 << variable_bits)
 
     # -- description ---------------------------------------------------------------------------------------------------
     @property
-    def num_positions(self) -> int:
-        """m: the number of (c, a) pairs."""
+    def num_cells(self) -> int:
+        """m: the number of positions, (c, a) pairs."""
         return self._num_cells
+
+    num_positions = DeprecatedAlias("num_cells")
+
+    @property
+    def fpr(self) -> Optional[float]:
+        """The target false-positive rate given at construction (None when built by size); the rate now is
+        ``estimated_fpr()``."""
+        return self._fpr
+
+    def update(self, keys, *, threads=None) -> None:
+        """Add one occurrence of every key of an iterable or numpy array; ``threads=`` as in the common contract
+        (one thread updates the cells)."""
+        check_threads(threads)
+        VariableIncrementCore.update(self, keys)
+
+    def contains_many(self, keys, *, threads=None):
+        """A numpy bool array: whether each key might be present (the shape of a numpy input); one thread."""
+        check_threads(threads)
+        return VariableIncrementCore.contains_many(self, keys)
 
     @property
     def _num_positions(self) -> int:
@@ -187,20 +217,20 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
 
     def estimated_fpr(self) -> float:
         """The analytic rate (:func:`vicbf_false_positive_rate`) at n = ``num_keys``."""
-        return vicbf_false_positive_rate(self.num_positions, self.num_hashes, self.num_keys,
+        return vicbf_false_positive_rate(self.num_cells, self.num_hashes, self.num_keys,
                                          increments=self.increments, fixed_bits=self.fixed_bits,
                                          variable_bits=self.variable_bits, layout=self.layout)
 
     def __repr__(self) -> str:
         capacity = "" if self._capacity is None else f", capacity={self._capacity:,}"
-        return (f"<{type(self).__name__} {self.layout}: {self.num_positions:,} positions x ({self.fixed_bits}+"
+        return (f"<{type(self).__name__} {self.layout}: {self.num_cells:,} positions x ({self.fixed_bits}+"
                 f"{self.variable_bits}) bits, k={self.num_hashes}, D={self.increments}, keys={self.num_keys:,}, "
                 f"fill={self.fill_ratio:.1%}{capacity}>")
 
     __hash__ = None
 
     def _over_capacity(self) -> None:
-        _over_capacity_warning(self, self._capacity, self.num_keys, self.estimated_fpr())
+        warn_over_capacity(self, self._capacity, self.num_keys, self.estimated_fpr())
 
     # -- what a key sees -----------------------------------------------------------------------------------------------
     def counters_many(self, keys):
@@ -214,16 +244,21 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         result["y"] = self._decode(increments, c, a)
         return result
 
-    def counters(self, key) -> tuple[Probe, ...]:
+    def probes(self, key) -> tuple[Probe, ...]:
         """The key's k probes in order: ``Probe(position, increment, c, a, y)`` (y None where not decoded)."""
         row = self.counters_many([key])[0]
         return tuple(Probe(int(p["position"]), int(p["increment"]), int(p["c"]), int(p["a"]),
                            None if p["y"] < 0 else int(p["y"])) for p in row)
 
+    def counters(self, key) -> tuple[int, ...]:
+        """The fixed-increment counters c of the key's k positions, in probe order (ints, as in every structure);
+        ``probes(key)`` gives each position's full state."""
+        return tuple(probe.c for probe in self.probes(key))
+
     def count(self, key) -> int:
         """An upper bound on how often the key was added (unless c is saturated): the smallest over its positions
         of y_j where decoded, else c_j."""
-        return min(p.c if p.y is None else p.y for p in self.counters(key))
+        return min(p.c if p.y is None else p.y for p in self.probes(key))
 
     def _decode(self, increments, c, a):
         """y for arrays of (v, c, a): the multiplicity of v in the multiset of c increments summing to a."""
@@ -246,7 +281,7 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
 
     # -- algebra and copies --------------------------------------------------------------------------------------------
     def _parameters(self) -> dict:
-        return {"type": type(self).__name__, "num_positions": self.num_positions, "num_hashes": self.num_hashes,
+        return {"type": self._FAMILY.__name__, "num_cells": self.num_cells, "num_hashes": self.num_hashes,
                 "layout": self.layout, "seed": self.seed, "hash_scheme": self.hash_scheme,
                 "increments": self.increments,
                 "fixed_bits": self.fixed_bits, "variable_bits": self.variable_bits}
@@ -254,10 +289,10 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
     def copy(self) -> "VariableIncrementCountingBloomFilter":
         """An independent copy."""
         clone = type(self).__new__(type(self))
-        clone._setup(self.num_positions, self.num_hashes, self.layout, self.increments, self.fixed_bits,
+        clone._setup(self.num_cells, self.num_hashes, self.layout, self.increments, self.fixed_bits,
                      self.variable_bits, self.seed, self.num_keys, self._key_function, self._hash_scheme_id)
         clone._copy_cells_from(self._payload())
-        clone._capacity = self._capacity
+        clone._capacity, clone._fpr = self._capacity, self._fpr
         clone._set_capacity_limit(self._capacity)
         return clone
 
@@ -270,12 +305,19 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
     _STRUCTURE = _format.Structure.VARIABLE_INCREMENT
 
     def _header(self) -> _format.Header:
-        return _cell_array_header(self, self.num_positions, {
+        return cell_array_header(self, self.num_cells, {
             "fixed_bits": self.fixed_bits, "variable_bits": self.variable_bits, "increments": list(self.increments)})
 
     @classmethod
-    def _from_parts(cls, header: _format.Header, payload, *, key) -> "VariableIncrementCountingBloomFilter":
-        scheme = _check_cell_array_header(header, key, "this filter")
+    def open(cls, path, mode="r", *, key=None, verify=True) -> "VariableIncrementCountingBloomFilter":
+        """Memory-map a saved filter: ``mode="r"`` read-only (default), ``"r+"`` writable and shared (as
+        ``BloomFilter.open``; call ``close()`` or use ``with`` after writing)."""
+        return open_structure(cls, _MappedVariableIncrementCountingBloomFilter, path, mode, key=key, verify=verify)
+
+    @classmethod
+    def _from_parts(cls, header: _format.Header, payload, *, key,
+                    copy=True) -> "VariableIncrementCountingBloomFilter":
+        scheme = check_cell_array_header(header, key, "this filter")
         meta = header.meta
         try:
             fixed_bits, variable_bits = meta["fixed_bits"], meta["variable_bits"]
@@ -285,26 +327,37 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
             _check_split(fixed_bits, variable_bits, increments)
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"invalid variable-increment metadata {dict(meta)!r}: {exc}") from None
-        capacity = meta_capacity(header)
+        capacity, fpr = meta_capacity(header), meta_fpr(header)
         expected = (header.num_bits * (fixed_bits + variable_bits) + 63) // 64 * 8
         if header.payload_length != expected:
             raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} positions of "
                               f"{fixed_bits + variable_bits} bits need {expected}")
+        if not copy:  # checked before the filter holds the payload (a memory map must stay closable)
+            check_cell_padding(payload, header.num_bits * (fixed_bits + variable_bits))
         self = cls.__new__(cls)
         try:
             self._setup(header.num_bits, header.num_hashes, LAYOUT_NAMES[int(header.layout)], increments,
-                        fixed_bits, variable_bits, header.seed, header.keys_added, key, scheme)
-            self._copy_cells_from(payload)
+                        fixed_bits, variable_bits, header.seed, header.keys_added, key, scheme,
+                        None if copy else payload)
+            if copy:
+                self._copy_cells_from(payload)
             self._check_cells()
         except (ValueError, TypeError) as exc:
+            self._release_storage()
             raise FormatError(f"the file describes an impossible filter: {exc}") from None
-        self._capacity = capacity
+        self._capacity, self._fpr = capacity, fpr
         self._set_capacity_limit(capacity)
         return self
 
 
 
 VariableIncrementCountingBloomFilter._FAMILY = VariableIncrementCountingBloomFilter
+
+
+class _MappedVariableIncrementCountingBloomFilter(Mapped, VariableIncrementCountingBloomFilter):
+    """A VI-CBF whose cells live in a memory-mapped file (``VariableIncrementCountingBloomFilter.open``)."""
+
+    __slots__ = ("_mapped",)
 
 
 def _check_split(fixed_bits, variable_bits, increments: tuple[int, ...]) -> None:

@@ -1,5 +1,6 @@
 # cython: freethreading_compatible = False
-"""Compiled core of the bit filters: aligned storage, key hashing, single-key and batch kernels, threads.
+"""Compiled core of the bit filters: aligned storage, batch inputs and their hashing, single-key and batch kernels,
+threads (the hash functions for Python code are in ``hashes.pyx``).
 
 Private: `bloomwise.BloomFilter` subclasses `BloomCore` and adds the Python-level API. The hot methods
 (`add`, `__contains__`, `update`, `contains_many`) live here so a call costs one C method dispatch.
@@ -90,43 +91,13 @@ def _use_simd(bint enabled):
     return previous
 
 
-# ---- hashing, exposed for tests and the file format ---------------------------------------------------
-cdef uint64_t buffer_hash(object data, Hasher hasher) except? 0:
-    """The byte hash of a bytes-like object, without the GIL (payloads can be gigabytes)."""
-    cdef Py_buffer view
-    cdef uint64_t result
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        with nogil:
-            result = hash_bytes(hasher, view.buf, view.len)
-    finally:
-        PyBuffer_Release(&view)
-    return result
-
-
-def xxh64(data, uint64_t seed=0):
-    """XXH64 of a bytes-like object (bit-exact with the reference implementation)."""
-    return buffer_hash(data, make_hasher(seed, SCHEME_XXH64))
-
-
-def xxh3(data, uint64_t seed=0):
-    """XXH3-64 of a bytes-like object (bit-exact with the reference implementation)."""
-    return buffer_hash(data, make_hasher(seed, SCHEME_XXH3))
-
-
+# ---- hashing ---------------------------------------------------------------------------------------------
 cdef Hasher make_hasher(uint64_t seed, int scheme) except *:
     check_scheme(scheme)
     cdef Hasher hasher
     hasher.seed = seed
     hasher.scheme = scheme
     return hasher
-
-
-def key_hash(key, uint64_t seed=0, int scheme=SCHEME_XXH3):
-    """The 64-bit hash bloomwise uses for one key under a hash scheme id (see docs/architecture.md)."""
-    cdef uint64_t h
-    hash_key(key, make_hasher(seed, scheme), &h)
-    return h
 
 
 # ---- storage ------------------------------------------------------------------------------------------
@@ -556,7 +527,8 @@ cdef uint64_t add_owned_blocks(const Geometry* g, uint64_t* words, const FixedKe
 cdef class BloomCore(PositionsCore):
     """m bits, k probes per key, one of three layouts. Subclassed by bloomwise.BloomFilter."""
     cdef uint64_t* _words
-    cdef uint64_t _keys_added
+    cdef uint64_t _keys_added   # insertions that set at least one new bit (the capacity warning counts these)
+    cdef uint64_t _insertions   # every key added, repeats included (num_keys)
     cdef bint _writable
     cdef Py_buffer _view
     cdef bint _has_view
@@ -566,8 +538,10 @@ cdef class BloomCore(PositionsCore):
             PyBuffer_Release(&self._view)
 
     def _init_core(self, num_bits, num_hashes, int layout, seed=0, storage=None, keys_added=0, key=None,
-                   int hash_scheme=SCHEME_XXH3):
-        """Set the geometry and the storage (new zeroed memory, or a buffer such as a mapped file's payload)."""
+                   int hash_scheme=SCHEME_XXH3, insertions=None):
+        """Set the geometry and the storage (new zeroed memory, or a buffer such as a mapped file's payload).
+
+        ``keys_added``: insertions that set a new bit so far; ``insertions``: all keys added (default: the same)."""
         if self._ready:
             raise RuntimeError("filter already initialised")
         if layout not in (LAYOUT_CLASSIC, LAYOUT_PARTITIONED, LAYOUT_BLOCKED):
@@ -585,6 +559,7 @@ cdef class BloomCore(PositionsCore):
         geometry_init(&self._g, num_bits, num_hashes, layout)
         self._nbytes = (num_bits + 63) // 64 * 8
         self._keys_added = keys_added
+        self._insertions = keys_added if insertions is None else insertions
         self._attach(AlignedBuffer(self._nbytes) if storage is None else storage)
         self._ready = True
 
@@ -637,6 +612,7 @@ cdef class BloomCore(PositionsCore):
         self._lock_writer()
         new_key = add_key(&self._g, self._words, h)
         bw_unlock(&self._lock)
+        self._insertions += 1
         if new_key:
             self._keys_added += 1
             if self._keys_added > self._capacity_limit and self._capacity_limit and not self._warned:
@@ -663,6 +639,7 @@ cdef class BloomCore(PositionsCore):
         self._check_writable()
         cdef Batch batch = make_batch(keys, self._key_func is not None)
         cdef int nthreads = check_threads(threads)
+        self._insertions += <uint64_t>batch.keys.length
         if nthreads > 1 and batch.keys.length >= 4 * CHUNK:
             self._update_threaded(batch, nthreads)
             return None
@@ -850,6 +827,7 @@ cdef class BloomCore(PositionsCore):
         memset(self._words, 0, self._nbytes)
         bw_unlock(&self._lock)
         self._keys_added = 0
+        self._insertions = 0
         self._warned = False
 
     def _combine(self, BloomCore other, bint union):
@@ -983,6 +961,14 @@ cdef class BloomCore(PositionsCore):
     @property
     def _keys_added_count(self):
         return self._keys_added
+
+    @property
+    def _insertions_count(self):
+        return self._insertions
+
+    def _count_insertions(self, uint64_t count):
+        """Add to the count of keys added (Python-level insert paths and set operations)."""
+        self._insertions += count
 
     @property
     def _is_writable(self):

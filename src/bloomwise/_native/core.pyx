@@ -21,11 +21,6 @@ cdef class PositionsCore:
         self._key_func = key
         return 0
 
-    def _hash(self, key):
-        cdef uint64_t h
-        hash_object(key, self._hasher, self._key_func, &h)
-        return h
-
     @property
     def num_hashes(self):
         """k: the number of positions (bits or counters) per key."""

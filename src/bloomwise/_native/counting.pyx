@@ -13,8 +13,8 @@ writer lock (common.h); batch writers hold it with the GIL released, single-key 
 wait for it while holding the GIL). Readers do not lock.
 """
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t, uintptr_t
 from libc.stdlib cimport realloc, free
 from libc.string cimport memset, memcpy, memcmp, memmove
 
@@ -120,13 +120,19 @@ cdef class CounterArrayCore(PositionsCore):
     cdef int _width
     cdef uint64_t _num_keys
     cdef Journal _journal
+    cdef Py_buffer _view    # the storage's buffer when it is not our own (a memory-mapped file's payload)
+    cdef bint _has_view
+    cdef bint _writable
 
     def __dealloc__(self):
         free(self._journal.entries)
+        if self._has_view:
+            PyBuffer_Release(&self._view)
 
     def _init_core(self, num_cells, num_hashes, int layout, int width, seed=0, num_keys=0, key=None,
-                   str cells_name="num_counters", int hash_scheme=SCHEME_XXH3):
-        """Geometry and zeroed storage. `width`: bits per cell (4, 8, 16 or 32)."""
+                   str cells_name="num_counters", int hash_scheme=SCHEME_XXH3, storage=None):
+        """Geometry and zeroed storage, or `storage` (a buffer such as a mapped file's payload, used in place;
+        read-only if it is). `width`: bits per cell (4, 8, 16 or 32)."""
         if self._ready:
             raise RuntimeError("filter already initialised")
         if layout not in (LAYOUT_CLASSIC, LAYOUT_PARTITIONED):
@@ -144,17 +150,56 @@ cdef class CounterArrayCore(PositionsCore):
         self._width = width
         self._nbytes = cells_nbytes(num_cells, width)
         self._num_keys = num_keys
-        self._storage = AlignedBuffer(self._nbytes)
         cdef Py_buffer view
-        PyObject_GetBuffer(self._storage, &view, PyBUF_SIMPLE)
-        self._cells = <uint8_t*>view.buf
-        PyBuffer_Release(&view)  # the AlignedBuffer owns the memory and lives as long as the filter
+        if storage is None:
+            self._storage = AlignedBuffer(self._nbytes)
+            PyObject_GetBuffer(self._storage, &view, PyBUF_SIMPLE)
+            self._cells = <uint8_t*>view.buf
+            PyBuffer_Release(&view)  # the AlignedBuffer owns the memory and lives as long as the filter
+            self._writable = True
+        else:
+            try:
+                PyObject_GetBuffer(storage, &self._view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+                self._writable = True
+            except BufferError:
+                PyObject_GetBuffer(storage, &self._view, PyBUF_SIMPLE)
+                self._writable = False
+            self._has_view = True
+            if <uint64_t>self._view.len != self._nbytes:
+                raise ValueError(f"storage holds {self._view.len} bytes, the cells need {self._nbytes}")
+            if (<uintptr_t>self._view.buf) % 8:
+                raise ValueError("storage must be 8-byte aligned")
+            self._cells = <uint8_t*>self._view.buf
+            self._storage = storage
         self._ready = True
 
     cdef inline int _check_ready(self) except -1:
         if not self._ready:
             raise RuntimeError("filter is not initialised: build it with its constructor, from_size() or load()")
         return 0
+
+    cdef inline int _check_writable(self) except -1:
+        self._check_ready()
+        if not self._writable:
+            raise TypeError("this filter is read-only (opened from a file with mode 'r'); "
+                            "open it with mode='r+' or load() a private copy to change it")
+        return 0
+
+    def _release_storage(self):
+        """Drop the storage (before a mapped file is closed); the filter is unusable afterwards."""
+        self._lock_writer()
+        self._ready = False
+        self._writable = False
+        self._cells = NULL
+        bw_unlock(&self._lock)
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+            self._has_view = False
+        self._storage = None
+
+    @property
+    def _is_writable(self):
+        return self._writable
 
     cdef int _count_keys(self, int64_t change) except -1:
         """Keys stored change by `change` (never below 0); warn once past the capacity."""
@@ -193,7 +238,7 @@ cdef class CounterArrayCore(PositionsCore):
         cdef uint64_t h
         cdef bint new_key
         hash_object(key, self._hasher, self._key_func, &h)
-        self._check_ready()
+        self._check_writable()
         self._lock_writer()
         new_key = self._add_hash(h)
         bw_unlock(&self._lock)
@@ -211,7 +256,7 @@ cdef class CounterArrayCore(PositionsCore):
         cdef uint64_t h
         cdef bint removed
         hash_object(key, self._hasher, self._key_func, &h)
-        self._check_ready()
+        self._check_writable()
         self._lock_writer()
         removed = self._remove_hash(h, NULL)
         bw_unlock(&self._lock)
@@ -231,7 +276,7 @@ cdef class CounterArrayCore(PositionsCore):
     # -- batches -------------------------------------------------------------------------------------------------------
     def update(self, keys):
         """Add every key of an iterable or numpy array (integer, 'S' or 'U' dtype), without the GIL."""
-        self._check_ready()
+        self._check_writable()
         hashes, _ = flat_hashes(keys, self._hasher, self._key_func)
         cdef const uint64_t[::1] hs = hashes
         cdef Py_ssize_t i, n = hs.shape[0]
@@ -268,7 +313,7 @@ cdef class CounterArrayCore(PositionsCore):
         """
         if missing not in ("raise", "ignore"):
             raise ValueError(f"missing must be 'raise' or 'ignore', got {missing!r}")
-        self._check_ready()
+        self._check_writable()
         np = numpy()
         if not (isinstance(keys, (list, tuple)) or hasattr(keys, "__array_interface__")
                 or isinstance(keys, (str, bytes, bytearray, memoryview))):
@@ -316,7 +361,7 @@ cdef class CounterArrayCore(PositionsCore):
     def clear(self):
         """Remove every key (all cells to 0); the journal records the bits that drop to 0."""
         cdef uint64_t i
-        self._check_ready()
+        self._check_writable()
         self._lock_writer()
         if self._journal.active:
             for i in range(self._g.num_bits):
@@ -346,7 +391,7 @@ cdef class CounterArrayCore(PositionsCore):
         cdef Py_buffer view
         cdef uint64_t used_bits = self._g.num_bits * <uint64_t>self._width, byte
         cdef const uint8_t* src
-        self._check_ready()
+        self._check_writable()
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
             if <uint64_t>view.len != self._nbytes:
@@ -393,10 +438,11 @@ cdef class CountingCore(CounterArrayCore):
     cdef uint32_t _maximum
 
     def _init_counting(self, num_counters, num_hashes, int layout, int counter_bits, seed=0, num_keys=0, key=None,
-                       int hash_scheme=SCHEME_XXH3):
+                       int hash_scheme=SCHEME_XXH3, storage=None):
         if counter_bits not in (4, 8, 16):
             raise ValueError(f"counter_bits must be 4, 8 or 16, got {counter_bits!r}")
-        self._init_core(num_counters, num_hashes, layout, counter_bits, seed, num_keys, key, hash_scheme=hash_scheme)
+        self._init_core(num_counters, num_hashes, layout, counter_bits, seed, num_keys, key, hash_scheme=hash_scheme,
+                        storage=storage)
         self._maximum = (1 << counter_bits) - 1
 
     cdef bint _add_hash(self, uint64_t h) noexcept nogil:
@@ -517,7 +563,7 @@ cdef class CountingCore(CounterArrayCore):
         """In place: counter-wise saturating sum with a filter of the same geometry (checked by the caller)."""
         cdef uint64_t i
         cdef uint32_t a, b, total
-        self._check_ready()
+        self._check_writable()
         other._check_ready()
         if other._g.num_bits != self._g.num_bits or other._width != self._width:
             raise ValueError("filters differ in size")
@@ -625,7 +671,7 @@ cdef class VariableIncrementCore(CounterArrayCore):
 
     def _init_variable(self, num_positions, num_hashes, int layout, int fixed_bits, int variable_bits,
                        increments, bytes feasible_table, int table_rows, seed=0, num_keys=0, key=None,
-                       int hash_scheme=SCHEME_XXH3):
+                       int hash_scheme=SCHEME_XXH3, storage=None):
         """`feasible_table`: rows j = 0..table_rows-1 of M = 2**variable_bits bytes, 1 where r is the residue of a
         sum of exactly j increments (built by vicbf.py); beyond it, an interval test on the sums."""
         cdef int width = fixed_bits + variable_bits
@@ -641,7 +687,8 @@ cdef class VariableIncrementCore(CounterArrayCore):
                              f"got {increments}")
         if table_rows < 0 or len(feasible_table) != table_rows * modulus:
             raise ValueError("feasibility table has the wrong size")
-        self._init_core(num_positions, num_hashes, layout, width, seed, num_keys, key, "num_positions", hash_scheme)
+        self._init_core(num_positions, num_hashes, layout, width, seed, num_keys, key, "num_positions", hash_scheme,
+                        storage)
         self._fixed_bits = fixed_bits
         self._fixed_max = (1 << fixed_bits) - 1
         self._variable_mask = modulus - 1

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
-import time
+import tempfile
+from contextlib import contextmanager
 from typing import BinaryIO, Iterator, List
 
 from bloomwise.cli import EXIT_FAILURE, CommandError
@@ -29,9 +31,29 @@ def strip_newline(line: bytes) -> bytes:
     return line
 
 
-def read_keys(path: str) -> List[bytes]:
+def count_lines(path: str) -> int:
+    """Lines of a key file (a last line without a newline counts too), read in 1 MiB blocks."""
+    lines, last = 0, b"\n"
     with open_keys(path) as stream:
-        return [strip_newline(line) for line in stream]
+        while True:
+            block = stream.read(1 << 20)
+            if not block:
+                break
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
+
+
+@contextmanager
+def spool_stdin() -> Iterator[str]:
+    """Copy standard input to a temporary file (removed afterwards) and yield its path."""
+    handle, path = tempfile.mkstemp(prefix="bloomwise-keys-", suffix=".txt")
+    try:
+        with os.fdopen(handle, "wb") as spool:
+            shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
+        yield path
+    finally:
+        os.unlink(path)
 
 
 def iter_key_chunks(path: str, size: int = 65536) -> Iterator[List[bytes]]:
@@ -65,26 +87,21 @@ def load_filter(path: str):
         raise CommandError(f"cannot use {path} from the command line: {exc}") from None
 
 
-class Progress:
-    """A one-line progress report on stderr, shown only when stderr is a terminal."""
+class _NoProgress:
+    """What ``progress()`` returns without tqdm: the same calls, no output."""
 
-    def __init__(self, total: int, label: str):
-        self.total, self.label = total, label
-        self.enabled = sys.stderr.isatty() and total > 0
-        self.started = time.monotonic()
-
-    def update(self, done: int) -> None:
-        if self.enabled:
-            rate = done / max(time.monotonic() - self.started, 1e-9)
-            sys.stderr.write(f"\r{self.label}: {done:,}/{self.total:,} keys ({done / self.total:.0%}, "
-                             f"{rate:,.0f} keys/s)")
-            sys.stderr.flush()
+    def update(self, count: int) -> None:
+        pass
 
     def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
+        pass
 
 
-def fspath_exists_dir(path: str) -> bool:
-    directory = os.path.dirname(os.path.abspath(path))
-    return os.path.isdir(directory)
+def progress(total: int, label: str):
+    """A progress bar on stderr (tqdm, from the ``progress`` extra), shown only when stderr is a terminal; without
+    tqdm, nothing is shown. ``update(n)`` adds n keys, ``close()`` ends the line."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoProgress()
+    return tqdm(total=total, desc=label, unit=" keys", unit_scale=True, file=sys.stderr, disable=None, leave=False)

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from contextlib import ExitStack
 
 from bloomwise.cli import EXIT_OK, EXIT_USAGE, CommandError
 from bloomwise.cli import _parse
-from bloomwise.cli._io import Progress, iter_key_chunks, read_keys
+from bloomwise.cli._io import count_lines, iter_key_chunks, progress, spool_stdin
 
 
 def register(subparsers) -> None:
@@ -17,7 +18,9 @@ def register(subparsers) -> None:
     parser.add_argument("keys", metavar="KEYS", help="file of keys, one per line, or - for stdin")
     parser.add_argument("-o", "--output", metavar="FILTER", required=True, help="where to save the filter")
     parser.add_argument("--capacity", metavar="N", type=_parse.parse_count,
-                        help="keys the filter is sized for (default: the number of lines)")
+                        help="keys the filter is sized for (default: the number of lines, counted in a first pass "
+                             "over KEYS; standard input is first copied to a temporary file to count it, so memory "
+                             "stays bounded either way)")
     parser.add_argument("--fpr", metavar="P", type=_parse.parse_probability, default=0.01,
                         help='target false-positive rate at capacity: 0.01, 1%%, "1 in 100" (default 1%%)')
     parser.add_argument("--layout", choices=("blocked", "classic", "partitioned"), default="blocked",
@@ -29,32 +32,41 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bloomwise.bloom import BloomFilter
-
     directory = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(directory):
         raise CommandError(f"cannot write {args.output}: no such directory {directory}")
-    if args.capacity is None:
-        keys = read_keys(args.keys)
-        chunks = [keys[i:i + 65536] for i in range(0, len(keys), 65536)]
-        capacity = max(len(keys), 1)
-    else:
-        chunks, capacity = iter_key_chunks(args.keys), args.capacity
+    with ExitStack() as cleanup:
+        keys_path = args.keys
+        if args.capacity is None:
+            if keys_path == "-":  # one pass only: spool to disk to count the lines, then stream the copy
+                keys_path = cleanup.enter_context(spool_stdin())
+            capacity = max(count_lines(keys_path), 1)
+        else:
+            capacity = args.capacity
+        return _build(args, keys_path, capacity)
+
+
+def _build(args: argparse.Namespace, keys_path: str, capacity: int) -> int:
+    from bloomwise.bloom import BloomFilter
+
+    chunks = iter_key_chunks(keys_path)
     try:
         bloom = BloomFilter(capacity, args.fpr, layout=args.layout, seed=args.seed, hash_scheme=args.hash_scheme)
     except (ValueError, TypeError) as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
-    progress = Progress(capacity, "building")
+    bar = progress(capacity, "building")
     added = 0
-    for chunk in chunks:
-        bloom.update(chunk)
-        added += len(chunk)
-        progress.update(added)
-    progress.close()
+    try:
+        for chunk in chunks:
+            bloom.update(chunk)
+            added += len(chunk)
+            bar.update(len(chunk))
+    finally:
+        bar.close()
     try:
         bloom.save(args.output)
     except OSError as exc:
         raise CommandError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    print(f"{args.output}: {added:,} keys, {bloom.num_bits:,} bits ({bloom.nbytes:,} bytes), "
+    print(f"{args.output}: {added:,} keys, {bloom.num_cells:,} bits ({bloom.nbytes:,} bytes), "
           f"k={bloom.num_hashes}, {bloom.layout}, estimated FPR {bloom.estimated_fpr():.3g}")
     return EXIT_OK

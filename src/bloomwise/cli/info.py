@@ -20,21 +20,23 @@ def describe(bloom) -> dict:
     from bloomwise import theory
 
     set_bits = bloom._count_set_bits()
-    count = theory.approx_count(bloom.num_bits, bloom.num_hashes, set_bits, layout=bloom.layout)
+    count = theory.approx_count(bloom.num_cells, bloom.num_hashes, set_bits, layout=bloom.layout)
     return {
         "file": bloom.path,
         "layout": bloom.layout,
-        "num_bits": bloom.num_bits,
+        "num_cells": bloom.num_cells,
+        "num_bits": bloom.num_cells,  # the name of earlier releases
         "bytes": bloom.nbytes,
         "num_hashes": bloom.num_hashes,
         "seed": bloom.seed,
         "hash_scheme": bloom.hash_scheme,
         "capacity": bloom.capacity,
-        "keys_added": bloom._keys_added_count,
-        "fill_ratio": set_bits / bloom.num_bits,
+        "num_keys": bloom.num_keys,
+        "keys_added": bloom.num_keys,  # the name of earlier releases, kept for scripts that read it
+        "fill_ratio": set_bits / bloom.num_cells,
         "estimated_keys": count.estimate,
         "estimated_keys_interval": [count.low, count.high],
-        "estimated_fpr": theory.fpr_from_fill(bloom.num_bits, bloom.num_hashes, set_bits, layout=bloom.layout),
+        "estimated_fpr": theory.fpr_from_fill(bloom.num_cells, bloom.num_hashes, set_bits, layout=bloom.layout),
     }
 
 
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
           f"seed            {info['seed']}\n"
           f"hash scheme     {info['hash_scheme']}\n"
           f"capacity        {capacity}\n"
-          f"keys added      {info['keys_added']:,} (insertions that set at least one new bit)\n"
+          f"keys added      {info['num_keys']:,} (every key added, repeats included)\n"
           f"fill            {info['fill_ratio']:.2%}\n"
           f"estimated keys  {info['estimated_keys']:,.0f} (95% interval {low:,.0f} to {high:,.0f})\n"
           f"estimated FPR   {info['estimated_fpr']:.4g}")

@@ -25,9 +25,9 @@ from bloomwise.cli._parse import parse_count, parse_positive_int, parse_probabil
 __all__ = ["register", "run", "format_plan"]
 
 _DESCRIPTION = """\
-Solve for the missing ones of n (keys), p (false-positive rate), m (bits) and k (hashes), the way the
-well-known online calculator (hur.st) does for the classic layout; give two of n, p, m (k is optional),
-or n, m and k. The plan prints m, k, bytes, bits per key, the distance to the information-theoretic
+Solve for the missing ones of n (keys), p (false-positive rate), m (bits) and k (hashes) with each
+layout's exact false-positive rate: n and p give exactly the filter `bloomwise build` makes for that
+capacity and rate. Give two of n, p, m (k is optional), or n, m and k. The plan prints m, k, bytes, bits per key, the distance to the information-theoretic
 limit log2(1/p), and the exact false-positive rate each layout would give.
 
 numbers:       1000000, 1e6, 1_000_000, 40M, 2.5k
@@ -41,7 +41,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``plan`` subcommand to an ``argparse`` subparsers object and return its parser."""
     parser = subparsers.add_parser(
         "plan",
-        help="size a filter from n, p, m, k (like the hur.st calculator); print the Summary Cache tables",
+        help="size a filter from n, p, m, k; print the Summary Cache tables",
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

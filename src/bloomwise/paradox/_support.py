@@ -30,22 +30,33 @@ def as_cost(cost) -> CostModel:
     raise TypeError(f"cost must be a CostModel or a number alpha = W_FN / W_FP, got {cost!r}")
 
 
-def make_filter(filter_or_params, class_name: str, size_keys: tuple[str, ...], required: tuple[str, ...]):
-    """An existing filter (duck-typed by ``required`` attributes), or a new ``bloomwise.<class_name>`` built from a
-    mapping of keyword arguments: ``from_size(**params)`` if it names a size (``size_keys``), else ``cls(**params)``."""
+def make_filter(filter_or_params, class_name: str, old_size: str, required: tuple[str, ...]):
+    """An existing filter (duck-typed by ``required`` attributes, and a size: ``num_cells`` or its old name
+    ``old_size``), or a new ``bloomwise.<class_name>`` built from a mapping of keyword arguments:
+    ``from_size(**params)`` if it names a size (``num_cells``, or ``old_size`` with a DeprecationWarning), else
+    ``cls(**params)``."""
     if isinstance(filter_or_params, Mapping):
         import bloomwise
 
         cls = getattr(bloomwise, class_name)
         params = dict(filter_or_params)
-        if any(key in params for key in size_keys):
+        if "num_cells" in params or old_size in params:
             return cls.from_size(**params)
         return cls(**params)
     missing = [name for name in required if not hasattr(filter_or_params, name)]
+    if not hasattr(filter_or_params, "num_cells") and not hasattr(filter_or_params, old_size):
+        missing.append("num_cells")
     if missing:
         raise TypeError(f"filter_or_params must be a {class_name} or a mapping of its parameters, got "
                         f"{filter_or_params!r} (it has no {', '.join(missing)})")
     return filter_or_params
+
+
+def num_cells(f, old_size: str) -> int:
+    """A filter's size m: ``num_cells``, or the old name of a duck-typed filter of an earlier release."""
+    if hasattr(type(f), "num_cells") or "num_cells" in getattr(f, "__dict__", {}):
+        return int(f.num_cells)
+    return int(getattr(f, old_size))
 
 
 def keys_list(keys):

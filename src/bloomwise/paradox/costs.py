@@ -58,7 +58,11 @@ class CostModel:
         "Present" costs ``(1 - posterior) W_FP`` on average and "absent" costs ``posterior W_FN``; at a tie the two are
         equally good and the answer is "present" (no false negative for free).
         """
-        posterior = _validate.probability("posterior", posterior)
+        return bool(self._present(_validate.probability("posterior", posterior)))
+
+    def _present(self, posterior):
+        """Theorem 4, the one place it is computed (numbers or numpy arrays): "present" iff its expected cost
+        ``(1 - posterior) W_FP`` is at most that of "absent", ``posterior W_FN``."""
         return posterior * self.false_negative >= (1.0 - posterior) * self.false_positive
 
     def decide_many(self, posteriors, trust_evidence=None):
@@ -68,8 +72,7 @@ class CostModel:
         that does not decide at query time answers with the filter); the costs are those of the answers given.
         """
         import numpy as np
-        member = (posteriors * self.false_negative >= (1.0 - posteriors) * self.false_positive
-                  if trust_evidence is None else trust_evidence.copy())
+        member = self._present(posteriors) if trust_evidence is None else trust_evidence.copy()
         expected = np.where(member, (1.0 - posteriors) * self.false_positive, posteriors * self.false_negative)
         return member, expected
 

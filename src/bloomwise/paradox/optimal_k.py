@@ -24,7 +24,7 @@ import numpy as np
 
 from bloomwise.paradox import _validate
 from bloomwise.paradox._support import as_cost
-from bloomwise.paradox.posterior import _log_binom_pmf, _log_binom_tail
+from bloomwise.paradox.posterior import log_binom_pmf, log_binom_tail
 
 __all__ = ["cbf_error_rates", "cbf_expected_cost", "cbf_optimal_num_hashes"]
 
@@ -34,8 +34,8 @@ _PRUNE = 1e-17  # product states lighter than this are dropped (their total mass
 def _counter_pmf(trials: int, p: float, offset: int, saturation: int) -> np.ndarray:
     """pmf of ``offset + Bin(trials, p)`` over 0..saturation, the last value holding the whole upper tail."""
     c = np.arange(saturation + 1)
-    pmf = np.exp(_log_binom_pmf(c - offset, trials, p))
-    pmf[saturation] = math.exp(_log_binom_tail(saturation - offset, trials, p)) if saturation - offset > 0 else 1.0
+    pmf = np.exp(log_binom_pmf(c - offset, trials, p))
+    pmf[saturation] = math.exp(log_binom_tail(saturation - offset, trials, p)) if saturation - offset > 0 else 1.0
     if saturation - offset <= 0:
         pmf[:saturation] = 0.0
     return pmf

@@ -22,6 +22,8 @@ import math
 
 import numpy as np
 
+from bloomwise.theory.rates import log_binomial_pmf
+
 from bloomwise.paradox import _validate
 
 __all__ = [
@@ -170,22 +172,19 @@ def decision_threshold(alpha: float) -> float:
 # --- counting filters -------------------------------------------------------------------------------------------
 
 
-def _log_binom_pmf(c, trials, p):
-    """log Pr(Bin(trials, p) = c), -inf outside the support (vectorised over c)."""
+def log_binom_pmf(c, trials, p):
+    """log Pr(Bin(trials, p) = c), -inf outside the support (vectorised over c): the library's one binomial
+    routine, :func:`bloomwise.theory.rates.log_binomial_pmf`, element by element."""
     c = np.asarray(c, dtype=np.float64)
     out = np.full(c.shape, -np.inf)
     ok = (c >= 0) & (c <= trials)
-    cc = c[ok]
-    lg = np.vectorize(math.lgamma, otypes=[np.float64])
-    if cc.size:
-        out[ok] = (
-            math.lgamma(trials + 1.0) - lg(cc + 1.0) - lg(trials - cc + 1.0)
-            + cc * math.log(p) + (trials - cc) * math.log1p(-p)
-        )
+    if ok.any():
+        n = int(trials)
+        out[ok] = [log_binomial_pmf(n, int(j), p) for j in c[ok].tolist()]
     return out
 
 
-def _log_binom_tail(s: int, trials: int, p: float) -> float:
+def log_binom_tail(s: int, trials: int, p: float) -> float:
     """log Pr(Bin(trials, p) >= s)."""
     if s <= 0:
         return 0.0
@@ -196,14 +195,14 @@ def _log_binom_tail(s: int, trials: int, p: float) -> float:
         terms = []
         j = s
         while j <= trials:
-            t = float(_log_binom_pmf(j, trials, p))
+            t = float(log_binom_pmf(j, trials, p))
             terms.append(t)
             if j > mean and t < terms[0] - 50.0:
                 break
             j += 1
         top = max(terms)
         return top + math.log(math.fsum(math.exp(t - top) for t in terms))
-    below = math.fsum(np.exp(_log_binom_pmf(np.arange(s), trials, p)))
+    below = math.fsum(np.exp(log_binom_pmf(np.arange(s), trials, p)))
     return math.log1p(-min(below, 1.0)) if below < 1.0 else -math.inf
 
 
@@ -230,10 +229,10 @@ def _counter_log_ratios(cmax: int, num_counters: int, num_items: int, num_hashes
                 out = np.where(c == n, 0.0, -np.inf)
                 out[0] = -np.inf
                 return out
-            out = _log_binom_pmf(c - 1, t1, p) - _log_binom_pmf(c, t0, p)
+            out = log_binom_pmf(c - 1, t1, p) - log_binom_pmf(c, t0, p)
             if saturation is not None and saturation <= cmax:
                 s = int(saturation)
-                out[s] = _log_binom_tail(s - 1, t1, p) - _log_binom_tail(s, t0, p)
+                out[s] = log_binom_tail(s - 1, t1, p) - log_binom_tail(s, t0, p)
     out[0] = -np.inf
     return np.nan_to_num(out, nan=-np.inf, posinf=np.inf, neginf=-np.inf)
 

@@ -139,7 +139,7 @@ def peer_probabilities(key, summaries, priors) -> list[float]:
         if n == 0 or min(counters) == 0:
             out.append(0.0)
             continue
-        out.append(cbf_posterior(counters, int(summary.num_counters), n, p))
+        out.append(cbf_posterior(counters, int(summary.num_cells), n, p))
     return out
 
 

@@ -19,8 +19,11 @@ it is at that moment.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
+from bloomwise._base import DeprecatedAlias, check_threads
 from bloomwise.paradox import _support, _validate
 from bloomwise.paradox.decisions import Decision, Decisions
 from bloomwise.paradox.posterior import paradox_threshold, posterior, theorem1_fpr
@@ -34,7 +37,7 @@ class SelectiveBloomFilter:
     """A Bloom filter with cost-optimal insertion and query decisions (the paper's Selective Bloom Filter).
 
     :param filter_or_params: a ``bloomwise.BloomFilter`` (used as is; it may already hold keys, see ``num_items``), or a
-        mapping of its parameters: ``{"num_bits": ..., "num_hashes": ..., "layout": ..., "seed": ...}`` for
+        mapping of its parameters: ``{"num_cells": ..., "num_hashes": ..., "layout": ..., "seed": ...}`` for
         ``BloomFilter.from_size``, or ``{"capacity": ..., "fpr": ...}`` for ``BloomFilter(...)``.
     :param prior: a :class:`~bloomwise.paradox.Prior`, or a number (a :class:`~bloomwise.paradox.ConstantPrior`).
     :param cost: a :class:`~bloomwise.paradox.CostModel`, or a number ``alpha = W_FN / W_FP``.
@@ -56,8 +59,9 @@ class SelectiveBloomFilter:
     ``n*`` counts the keys passed to :meth:`add`/:meth:`update` that were inserted, duplicates included: pass
     distinct keys.
 
-    >>> f = SelectiveBloomFilter({"num_bits": 4000, "num_hashes": 3, "layout": "partitioned"}, prior=0.5, cost=5)
+    >>> f = SelectiveBloomFilter({"num_cells": 4000, "num_hashes": 3, "layout": "partitioned"}, prior=0.5, cost=5)
     >>> f.update(range(1000))
+    >>> f.num_keys
     1000
     >>> d = f.query(7)
     >>> d.member, d.filter_answer
@@ -67,9 +71,10 @@ class SelectiveBloomFilter:
 
     >>> from bloomwise.paradox import ClassPrior
     >>> prior = ClassPrior(lambda key: key.split(":")[0], {"hot": 0.5, "cold": 1e-6})
-    >>> g = SelectiveBloomFilter({"num_bits": 4000, "num_hashes": 3}, prior, cost=5)
+    >>> g = SelectiveBloomFilter({"num_cells": 4000, "num_hashes": 3, "layout": "classic"}, prior, cost=5)
     >>> g.update([f"hot:{i}" for i in range(500)] + [f"cold:{i}" for i in range(500)])
-    500
+    >>> g.num_keys, g.num_skipped
+    (500, 500)
     >>> d = g.query("cold:7")  # not even asked: "absent" costs 5e-6 on average, trusting a positive far more
     >>> d.member, d.posterior, d.filter_answer
     (False, 1e-06, None)
@@ -79,9 +84,8 @@ class SelectiveBloomFilter:
 
     def __init__(self, filter_or_params, prior, cost, *, selective_insert: bool = True,
                  selective_query: bool = True, rule: str = "exact", num_items: int = 0):
-        self._filter = _support.make_filter(filter_or_params, "BloomFilter", ("num_bits",),
-                                            ("add", "update", "contains_many", "__contains__", "num_bits",
-                                             "num_hashes"))
+        self._filter = _support.make_filter(filter_or_params, "BloomFilter", "num_bits",
+                                            ("add", "update", "contains_many", "__contains__", "num_hashes"))
         self.prior = _support.as_prior(prior)
         self.cost = _support.as_cost(cost)
         self.selective_insert = _support.flag("selective_insert", selective_insert)
@@ -90,7 +94,7 @@ class SelectiveBloomFilter:
         self._num_inserted = _support.num_items(num_items)
         self._num_skipped = 0
         self._max_skipped_prior = -1.0  # the largest prior of a skipped key (-1: none skipped)
-        self._num_bits = int(self._filter.num_bits)
+        self._num_bits = _support.num_cells(self._filter, "num_bits")
         self._num_hashes = int(self._filter.num_hashes)
         self._layout = getattr(self._filter, "layout", "classic")
         self._fpr_cache: dict[int, float] = {}
@@ -103,9 +107,20 @@ class SelectiveBloomFilter:
         return self._filter
 
     @property
-    def num_inserted(self) -> int:
+    def num_keys(self) -> int:
         """``n*``: the keys in the filter."""
         return self._num_inserted
+
+    num_inserted = DeprecatedAlias("num_keys")
+
+    @property
+    def num_cells(self) -> int:
+        """m: the filter's bits."""
+        return self._num_bits
+
+    @property
+    def num_hashes(self) -> int:
+        return self._num_hashes
 
     @property
     def num_skipped(self) -> int:
@@ -131,10 +146,16 @@ class SelectiveBloomFilter:
     def _threshold(self, n: int) -> float:
         return paradox_threshold(self._fpr(n), self.cost.alpha)
 
-    @property
-    def fpr(self) -> float:
+    def estimated_fpr(self) -> float:
         """The false-positive rate of the filter as built (``n*`` keys), by ``rule``."""
         return self._fpr(self._num_inserted)
+
+    @property
+    def fpr(self) -> float:
+        """Deprecated: the current rate, now ``estimated_fpr()`` (``fpr`` is the target rate on every structure)."""
+        warnings.warn("SelectiveBloomFilter.fpr (the current rate) is deprecated: use estimated_fpr(); fpr is the "
+                      "target rate on every structure", DeprecationWarning, stacklevel=2)
+        return self.estimated_fpr()
 
     @property
     def threshold(self) -> float:
@@ -163,8 +184,9 @@ class SelectiveBloomFilter:
         self._num_inserted += 1
         return True
 
-    def update(self, keys) -> int:
-        """Insert a batch of keys (a list, or a numpy array), skipping paradox keys; returns how many were inserted.
+    def update(self, keys, *, threads=None) -> None:
+        """Insert a batch of keys (a list, or a numpy array), skipping paradox keys (``num_keys`` and
+        ``num_skipped`` count them). ``threads=``: for the filter's batch insert.
 
         The batch is settled as a fixed point: keys are grouped by prior, and groups are admitted from the highest
         prior down for as long as a group's prior is at least the paradox threshold of the filter holding it and
@@ -173,14 +195,16 @@ class SelectiveBloomFilter:
         point exists, the first group that would push the threshold above its own prior is the first one left out.
         """
         keys = _support.keys_list(keys)
+        check_threads(threads)
+        options = {} if threads is None else {"threads": threads}
         if not self.selective_insert:
             if len(keys):
-                self._filter.update(keys)
+                self._filter.update(keys, **options)
             self._num_inserted += len(keys)
-            return len(keys)
+            return None
         priors = self.prior.probabilities(keys)
         if len(keys) == 0:
-            return 0
+            return None
         values, counts = np.unique(priors, return_counts=True)
         values, counts = values[::-1], counts[::-1]  # highest prior first
         loads = self._num_inserted + np.cumsum(counts)
@@ -198,9 +222,9 @@ class SelectiveBloomFilter:
             self._skip(int(len(keys) - mask.sum()), float(values[lo]))
         inserted = int(mask.sum())
         if inserted:
-            self._filter.update(_support.take(keys, mask) if inserted < len(keys) else keys)
+            self._filter.update(_support.take(keys, mask) if inserted < len(keys) else keys, **options)
         self._num_inserted += inserted
-        return inserted
+        return None
 
     # --- plain membership --------------------------------------------------------------------------------------
 
@@ -208,9 +232,10 @@ class SelectiveBloomFilter:
         """The plain filter's answer, "might be present" (no prior, no costs): use :meth:`query` to decide."""
         return key in self._filter
 
-    def contains_many(self, keys) -> np.ndarray:
+    def contains_many(self, keys, *, threads=None) -> np.ndarray:
         """The plain filter's answers for a batch."""
-        return self._filter.contains_many(keys)
+        check_threads(threads)
+        return self._filter.contains_many(keys) if threads is None else self._filter.contains_many(keys, threads=threads)
 
     # --- decisions -------------------------------------------------------------------------------------------------
 
@@ -230,7 +255,7 @@ class SelectiveBloomFilter:
         """
         p = self.prior.probability(key)
         self.prior.observe(key)
-        fpr = self.fpr
+        fpr = self.estimated_fpr()
         informative = self._informative(p)
         if self.selective_query:
             consult = bool(informative) and p >= paradox_threshold(fpr, self.cost.alpha)
@@ -252,7 +277,7 @@ class SelectiveBloomFilter:
         keys = _support.keys_list(keys)
         p = self.prior.probabilities(keys)
         self.prior.observe_many(keys)
-        fpr = self.fpr
+        fpr = self.estimated_fpr()
         informative = self._informative(p)
         if self.selective_query:
             consulted = informative & (p >= paradox_threshold(fpr, self.cost.alpha))

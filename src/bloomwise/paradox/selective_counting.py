@@ -15,9 +15,10 @@ import math
 
 import numpy as np
 
+from bloomwise._base import DeprecatedAlias, check_threads
 from bloomwise.paradox import _support
 from bloomwise.paradox.decisions import Decision, Decisions
-from bloomwise.paradox.posterior import _log_binom_pmf, _log_binom_tail, cbf_posterior, vicbf_posterior
+from bloomwise.paradox.posterior import log_binom_pmf, log_binom_tail, cbf_posterior, vicbf_posterior
 
 __all__ = ["SelectiveCountingBloomFilter", "SelectiveVariableIncrementCountingBloomFilter"]
 
@@ -26,16 +27,16 @@ class _SelectiveCounting:
     """Common machinery: item count, priors, costs, the skip bound and the decision."""
 
     _class_name = ""
-    _size_keys: tuple[str, ...] = ()
+    _old_size = ""  # the size's name in earlier releases
     _required: tuple[str, ...] = ()
 
     def __init__(self, filter_or_params, prior, cost, *, selective_query: bool = True, num_items: int = 0):
-        self._filter = _support.make_filter(filter_or_params, self._class_name, self._size_keys, self._required)
+        self._filter = _support.make_filter(filter_or_params, self._class_name, self._old_size, self._required)
         self.prior = _support.as_prior(prior)
         self.cost = _support.as_cost(cost)
         self.selective_query = _support.flag("selective_query", selective_query)
         self._num_items = _support.num_items(num_items)
-        self._num_counters = int(getattr(self._filter, self._size_keys[0]))
+        self._num_counters = _support.num_cells(self._filter, self._old_size)
         self._num_hashes = int(self._filter.num_hashes)
         self._layout = getattr(self._filter, "layout", "classic")
         bits = getattr(self._filter, "counter_bits", None)
@@ -49,12 +50,23 @@ class _SelectiveCounting:
         return self._filter
 
     @property
-    def num_items(self) -> int:
+    def num_cells(self) -> int:
+        """m: the filter's counters or positions."""
+        return self._num_counters
+
+    @property
+    def num_hashes(self) -> int:
+        return self._num_hashes
+
+    @property
+    def num_keys(self) -> int:
         """``n``: the keys in the filter. The filter's own ``num_keys`` (added minus removed) when it keeps one, as
         bloomwise's counting filters do; otherwise the keys added minus removed through this object, plus the
         initial ``num_items``."""
         tracked = getattr(self._filter, "num_keys", None)
         return int(tracked) if tracked is not None else self._num_items
+
+    num_items = DeprecatedAlias("num_keys")
 
     def add(self, key):
         """Add ``key`` to the filter (every key is inserted: see the module docstring)."""
@@ -62,9 +74,10 @@ class _SelectiveCounting:
         self._num_items += 1
         return result
 
-    def update(self, keys) -> None:
+    def update(self, keys, *, threads=None) -> None:
         """Add a batch of keys."""
         keys = _support.keys_list(keys)
+        check_threads(threads)
         if len(keys):
             self._filter.update(keys)
         self._num_items += len(keys)
@@ -93,8 +106,9 @@ class _SelectiveCounting:
         """The plain filter's answer, "might be present": use :meth:`query` to decide."""
         return key in self._filter
 
-    def contains_many(self, keys) -> np.ndarray:
+    def contains_many(self, keys, *, threads=None) -> np.ndarray:
         """The plain filter's answers for a batch."""
+        check_threads(threads)
         return self._filter.contains_many(keys)
 
     # --- decisions ----------------------------------------------------------------------------------------------
@@ -106,7 +120,7 @@ class _SelectiveCounting:
     def skip_threshold(self) -> float:
         """The prior below which no counter values could make "present" the better answer, so the filter is not
         consulted: ``1 / (1 + alpha L_max^k)``, with ``L_max`` the largest likelihood ratio of one position."""
-        n = self.num_items
+        n = self.num_keys
         if self._skip_cache is None or self._skip_cache[0] != n:
             if n <= 0:
                 value = 1.0 / (1.0 + self.cost.alpha)  # an empty filter says nothing: decide by the prior
@@ -157,7 +171,7 @@ class SelectiveCountingBloomFilter(_SelectiveCounting):
     "present" iff that is at least ``1 / (alpha + 1)``.
 
     :param filter_or_params: a ``bloomwise.CountingBloomFilter`` (it may already hold keys: see ``num_items``), or a
-        mapping of its parameters: ``{"num_counters": ..., "num_hashes": ..., "counter_bits": 4, "layout": ...,
+        mapping of its parameters: ``{"num_cells": ..., "num_hashes": ..., "counter_bits": 4, "layout": ...,
         "seed": ...}`` for ``CountingBloomFilter.from_size``, or ``{"capacity": ..., "fpr": ...}``.
     :param prior: a Prior, or a number (ConstantPrior).
     :param cost: a CostModel, or ``alpha``.
@@ -171,9 +185,9 @@ class SelectiveCountingBloomFilter(_SelectiveCounting):
     """
 
     _class_name = "CountingBloomFilter"
-    _size_keys = ("num_counters",)
+    _old_size = "num_counters"
     _required = ("add", "update", "remove", "counters", "counters_many", "contains_many", "__contains__",
-                 "num_counters", "num_hashes")
+                 "num_hashes")
 
     def __init__(self, filter_or_params, prior, cost, *, selective_query: bool = True, exact: bool = False,
                  num_items: int = 0):
@@ -186,7 +200,7 @@ class SelectiveCountingBloomFilter(_SelectiveCounting):
     def _max_log_ratio(self) -> float:
         # The likelihood ratio of a counter grows with its value (c m / (n k) in closed form; the binomial ratios are
         # monotone too), so the largest is that of the largest possible value: the saturation value, or n (k n).
-        n, m, k = self.num_items, self._num_counters, self._num_hashes
+        n, m, k = self.num_keys, self._num_counters, self._num_hashes
         layout = self._layout if self._layout in ("partitioned", "classic") else "classic"
         most = n if layout == "partitioned" else n * k
         saturation = self._saturation()
@@ -202,20 +216,20 @@ class SelectiveCountingBloomFilter(_SelectiveCounting):
         if p >= 1.0:
             return 0.0
         if saturation is not None and top == saturation:
-            return _log_binom_tail(top - 1, t1, p) - _log_binom_tail(top, t0, p)
-        return float(_log_binom_pmf(top - 1, t1, p) - _log_binom_pmf(top, t0, p))
+            return log_binom_tail(top - 1, t1, p) - log_binom_tail(top, t0, p)
+        return float(log_binom_pmf(top - 1, t1, p) - log_binom_pmf(top, t0, p))
 
     def _posteriors(self, keys, priors):
         counters = np.asarray(self._filter.counters_many(keys), dtype=np.int64)
         if counters.ndim != 2:
             counters = counters.reshape(len(priors), self._num_hashes)
         layout = self._layout if self._layout in ("partitioned", "classic") else "classic"
-        post = cbf_posterior(counters, self._num_counters, self.num_items, priors, exact=self.exact,
+        post = cbf_posterior(counters, self._num_counters, self.num_keys, priors, exact=self.exact,
                              layout=layout, counter_bits=self._counter_bits)
         return post, (counters > 0).all(axis=1)
 
     def __repr__(self) -> str:
-        return (f"<SelectiveCountingBloomFilter m={self._num_counters} k={self._num_hashes} n={self.num_items} "
+        return (f"<SelectiveCountingBloomFilter m={self._num_counters} k={self._num_hashes} n={self.num_keys} "
                 f"alpha={self.cost.alpha:g} selective_query={self.selective_query}>")
 
 
@@ -228,7 +242,7 @@ class SelectiveVariableIncrementCountingBloomFilter(_SelectiveCounting):
     ``delta = prod_{c_j > h} c_j * prod_{c_j <= h} l y_j``; "present" iff at least ``1 / (alpha + 1)`` (Theorem 4).
 
     :param filter_or_params: a ``bloomwise.VariableIncrementCountingBloomFilter``, or a mapping of its parameters
-        (``from_size`` when it names ``num_positions``, e.g. ``{"num_positions": ..., "num_hashes": ...,
+        (``from_size`` when it names ``num_cells``, e.g. ``{"num_cells": ..., "num_hashes": ...,
         "increments": (1, 2, 4), "layout": "partitioned"}``).
     :param prior: a Prior, or a number.
     :param cost: a CostModel, or ``alpha``.
@@ -236,14 +250,14 @@ class SelectiveVariableIncrementCountingBloomFilter(_SelectiveCounting):
     :param num_items: keys already in an existing filter that does not count its keys (``num_keys``) itself.
 
     It reads, per key, the fields ``c`` (c_j) and ``y`` (y_j, -1 where ``c_j > h``) of the filter's
-    ``counters_many(keys)``, and ``num_positions`` (m), ``num_hashes`` (k), ``num_keys`` (n),
+    ``counters_many(keys)``, and ``num_cells`` (m), ``num_hashes`` (k), ``num_keys`` (n),
     ``num_increments`` (l) and ``bh_order`` (h).
     """
 
     _class_name = "VariableIncrementCountingBloomFilter"
-    _size_keys = ("num_positions",)
-    _required = ("add", "update", "remove", "counters_many", "contains_many", "__contains__", "num_positions",
-                 "num_hashes", "num_increments")
+    _old_size = "num_positions"
+    _required = ("add", "update", "remove", "counters_many", "contains_many", "__contains__", "num_hashes",
+                 "num_increments")
 
     def __init__(self, filter_or_params, prior, cost, *, selective_query: bool = True, num_items: int = 0):
         super().__init__(filter_or_params, prior, cost, selective_query=selective_query, num_items=num_items)
@@ -253,7 +267,7 @@ class SelectiveVariableIncrementCountingBloomFilter(_SelectiveCounting):
     def _max_log_ratio(self) -> float:
         # largest evidence of one position: an undecoded counter (at most its saturation value, or n / n k), or a
         # decoded l y with y <= c <= h
-        n, m, k = self.num_items, self._num_counters, self._num_hashes
+        n, m, k = self.num_keys, self._num_counters, self._num_hashes
         most = n if self._layout == "partitioned" else n * k
         top = most if self._saturation is None else min(self._saturation, most)
         h = int(getattr(self._filter, "bh_order", top))
@@ -264,11 +278,11 @@ class SelectiveVariableIncrementCountingBloomFilter(_SelectiveCounting):
         probes = self._filter.counters_many(keys)
         counters = np.asarray(probes["c"], dtype=np.int64).reshape(len(priors), -1)
         mult = np.asarray(probes["y"], dtype=np.int64).reshape(counters.shape)
-        post = vicbf_posterior(counters, mult, self._num_counters, self.num_items, int(self._filter.num_increments),
+        post = vicbf_posterior(counters, mult, self._num_counters, self.num_keys, int(self._filter.num_increments),
                                priors)
         answer = np.asarray(self._filter.contains_many(keys), dtype=bool)
         return post, answer
 
     def __repr__(self) -> str:
         return (f"<SelectiveVariableIncrementCountingBloomFilter m={self._num_counters} k={self._num_hashes} "
-                f"n={self.num_items} alpha={self.cost.alpha:g} selective_query={self.selective_query}>")
+                f"n={self.num_keys} alpha={self.cost.alpha:g} selective_query={self.selective_query}>")

@@ -302,7 +302,7 @@ class Figure4Data:
 def figure4_data(bits_per_item: Iterable[int] = range(1, 33)) -> Figure4Data:
     """The two curves of Figure 4 (Fan et al. 2000): ``(1 - e^(-k/b))^k`` for k = 4 and for the best integer k.
 
-    The best integer k follows seed 003's rule on the same formula (the better of ``floor(b ln 2)`` and
+    The best integer k follows the floor-or-ceiling rule of the note *Computation of k* on the same formula (the better of ``floor(b ln 2)`` and
     ``ceil(b ln 2)``, never 0). The paper's text says the optimum at m/n = 10 is 5 hashes with 0.9%; its own
     Table 3 (and this curve) has k = 7 with 0.819% (k = 5 gives 0.943%).
 

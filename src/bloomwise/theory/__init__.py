@@ -35,7 +35,7 @@ own filters. The printed tables of *Summary Cache* are reproduced in :mod:`bloom
 """
 from __future__ import annotations
 
-from bloomwise.theory._validate import BLOCK_BITS, LAYOUTS, MAX_BLOCKED_HASHES
+from bloomwise.theory._validate import BLOCK_BITS, LAYOUTS, MAX_BLOCKED_HASHES, MAX_NUM_CELLS
 from bloomwise.theory.counting import (
     DEFAULT_INCREMENTS, bh_order, counter_overflow_bound, dl_false_positive_rate, dl_increments, expected_max_count,
     inverse_gamma, vicbf_false_positive_rate, vicbf_optimal_size,
@@ -55,6 +55,7 @@ __all__ = [
     "LAYOUTS",
     "BLOCK_BITS",
     "MAX_BLOCKED_HASHES",
+    "MAX_NUM_CELLS",
     "false_positive_rate",
     "optimal_num_hashes",
     "optimal_num_hashes_real",

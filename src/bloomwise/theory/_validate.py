@@ -15,6 +15,11 @@ BLOCK_BITS = 512
 #: The blocked layout puts at most two probes in each of its eight lanes.
 MAX_BLOCKED_HASHES = 16
 
+#: The largest structure bloomwise builds: 2^48 bits, counters or positions (32 TiB of bits; the compiled core's
+#: limit). The blocked layout's block index takes 32 bits: at most 2^32 blocks, 2^41 bits.
+MAX_NUM_CELLS = 2 ** 48
+MAX_BLOCKED_NUM_BITS = 2 ** 32 * 512
+
 LANES = 8
 LANE_BITS = 64
 LN2 = math.log(2.0)
@@ -122,3 +127,28 @@ def check_positive_int(name: str, value) -> int:
 
 #: The layouts of the counting structures (a blocked layout would need 512 counters per block).
 COUNTING_LAYOUTS = ("classic", "partitioned")
+
+
+def check_reachable(n: float, p: float, layout: str, name: str = "num_items", bits_per_cell: int = 1) -> None:
+    """ValueError naming ``name`` when n keys at rate p need more than the largest filter bloomwise builds.
+
+    The test is the information limit, ``m >= n log2(1/p)`` bits for any structure with false-positive rate p
+    (Carter, Floyd, Gill, Markowsky, Wegman, *Exact and Approximate Membership Testers*): a lower bound, so it
+    never rejects a size that fits, and it takes microseconds however large n is. A structure whose cells hold
+    ``bits_per_cell`` bits (counters, positions) needs at least ``n log2(1/p) / bits_per_cell`` of them.
+    """
+    limit = MAX_BLOCKED_NUM_BITS if layout == "blocked" else MAX_NUM_CELLS
+    if n < 1e300 and float(n) * math.log2(1.0 / p) / bits_per_cell <= limit:
+        return
+    shown = f"{float(n):.4g}" if n < 1e300 else f"about 10^{len(str(int(n))) - 1}"
+    raise ValueError(f"{name}={shown} at a false-positive rate of {p:g} needs more than 2^{limit.bit_length() - 1} "
+                     f"cells, the largest {layout} filter: lower {name} or raise the rate")
+
+
+def check_num_cells(name: str, m: int, layout: str) -> int:
+    """ValueError naming ``name`` when a size ``m`` exceeds the largest filter of the layout."""
+    limit = MAX_BLOCKED_NUM_BITS if layout == "blocked" else MAX_NUM_CELLS
+    if m > limit:
+        shown = f"{m:,}" if m < 10 ** 30 else f"about 10^{len(str(m)) - 1}"
+        raise ValueError(f"{name} must be at most 2^{limit.bit_length() - 1} for the {layout} layout, got {shown}")
+    return m

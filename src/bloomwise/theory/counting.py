@@ -15,7 +15,10 @@ import math
 from functools import lru_cache
 from typing import Optional, Sequence
 
-from bloomwise.theory._validate import COUNTING_LAYOUTS, check_count, check_integer, check_positive_int, check_real
+from bloomwise.theory._validate import (
+    COUNTING_LAYOUTS, check_count, check_integer, check_positive_int, check_reachable, check_real,
+)
+from bloomwise.theory.rates import log_binomial_pmf
 
 __all__ = [
     "counter_overflow_bound", "expected_max_count", "inverse_gamma", "dl_increments", "DEFAULT_INCREMENTS", "bh_order",
@@ -292,9 +295,7 @@ def _load_pmf(layout: str, m: int, k: int, n: int, loads: int) -> list[float]:
     p = min(p, 1.0)
     if p >= 1.0:
         return [1.0 if j == trials else 0.0 for j in range(loads + 1)]
-    log_p, log_q = math.log(p), math.log1p(-p)
-    return [math.exp(math.lgamma(trials + 1) - math.lgamma(j + 1) - math.lgamma(trials - j + 1)
-                     + j * log_p + (trials - j) * log_q) if j <= trials else 0.0 for j in range(loads + 1)]
+    return [math.exp(log_binomial_pmf(trials, j, p)) if j <= trials else 0.0 for j in range(loads + 1)]
 
 
 def vicbf_false_positive_rate(num_positions, num_hashes, num_items, *, increments=DEFAULT_INCREMENTS,
@@ -363,8 +364,9 @@ def vicbf_optimal_size(num_items, fpr, *, increments=DEFAULT_INCREMENTS, fixed_b
         raise ValueError(f"fpr must be a probability strictly between 0 and 1, got {fpr!r}")
     if layout not in COUNTING_LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(map(repr, COUNTING_LAYOUTS))}, got {layout!r}")
-    return _vicbf_optimal_size(n, float(fpr), check_increments(increments), check_bits("fixed_bits", fixed_bits),
-                         check_bits("variable_bits", variable_bits), layout)
+    fixed_bits, variable_bits = check_bits("fixed_bits", fixed_bits), check_bits("variable_bits", variable_bits)
+    check_reachable(n, float(fpr), layout, "num_items", bits_per_cell=fixed_bits + variable_bits)
+    return _vicbf_optimal_size(n, float(fpr), check_increments(increments), fixed_bits, variable_bits, layout)
 
 
 @lru_cache(maxsize=256)

@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 from bloomwise.theory._validate import (
     BLOCK_BITS, LANES, LN2, MAX_BLOCKED_HASHES, check_count, check_geometry, check_integer, check_layout,
-    check_probability, num_blocks_of, round_up,
+    check_num_cells, check_probability, check_reachable, num_blocks_of, round_up,
 )
 from bloomwise.theory.rates import blocked_fprs, blocked_mixture, fill_probability, layout_fpr, partitioned_fpr
 
@@ -43,7 +43,7 @@ def optimal_num_hashes_real(num_bits, num_items) -> float:
 
 
 def best_of_floor_ceil(real_k: float, rate: Callable[[int], float], k_max: Optional[int] = None) -> int:
-    """Seed 003's rule: evaluate the rate at floor(k*) and ceil(k*), keep the smaller (ties: the smaller k).
+    """The rule of *Computation of k*: evaluate the rate at floor(k*) and ceil(k*), keep the smaller (ties: the smaller k).
 
     k is never 0 (a filter without hashes answers "present" to everything): floor 0 becomes 1.
     """
@@ -99,7 +99,7 @@ def _best_k(layout: str, m: int, n: float) -> int:
 def optimal_num_hashes(num_bits, num_items, *, layout: str = "classic") -> int:
     """The integer number of hashes that minimises the layout's exact false-positive rate.
 
-    Classic and partitioned: the rule of seed 003 (*Computation of k*): with b = m/n, evaluate the FP formula at
+    Classic and partitioned: the rule of the note *Computation of k*: with b = m/n, evaluate the FP formula at
     ``floor(b ln 2)`` and ``ceil(b ln 2)`` and keep the better one (ties: the smaller k). Never 0: if
     ``b ln 2 < 1`` the answer is 1. For all but tiny filters this is the best integer k; a final check steps to
     a neighbour while that is better (e.g. a 3-bit partitioned filter with one key: the rule says 2, k = 1 is
@@ -299,6 +299,10 @@ def _classic_like_size(layout: str, n: float, p: float) -> tuple[int, int]:
     return m, k
 
 
+#: plan() takes at most 2^64 keys: a filter hashes each key to 64 bits, so it cannot tell more keys apart.
+MAX_PLAN_KEYS = 2 ** 64
+
+
 @lru_cache(maxsize=512)
 def _optimal_size(n: float, p: float, layout: str) -> tuple[int, int]:
     if n == 0:
@@ -334,9 +338,22 @@ def optimal_size(num_items, fpr, *, layout: str = "classic") -> tuple[int, int]:
     0
     """
     layout = check_layout(layout)
-    n = check_count("num_items", num_items)
+    return size_for("num_items", num_items, fpr, layout)
+
+
+def size_for(name: str, num_items, fpr, layout: str) -> tuple[int, int]:
+    """:func:`optimal_size`, with errors that call the number of keys ``name`` (``"capacity"`` in the structures):
+    ValueError, fast, when no filter bloomwise can build meets ``fpr`` at that many keys."""
+    n = check_count(name, num_items)
     p = check_probability("fpr", fpr)
-    return _optimal_size(n, p, layout)
+    check_reachable(n, p, layout, name)
+    m, k = _optimal_size(n, p, layout)
+    try:
+        check_num_cells("num_cells", m, layout)
+    except ValueError:
+        raise ValueError(f"{name}={float(n):.4g} at a false-positive rate of {p:g} needs {m:,} cells, more than the "
+                         f"largest {layout} filter: lower {name} or raise the rate") from None
+    return m, k
 
 
 def _bits_per_item_limit(p: float, layout: str) -> float:
@@ -437,8 +454,9 @@ class Plan:
 
     @property
     def overhead(self) -> float:
-        """Bits per key over the information-theoretic limit (about 1.44 for a classic filter)."""
-        return self.bits_per_key / self.information_limit
+        """Bits per key over the information-theoretic limit (about 1.44 for a classic filter; infinite at p = 1)."""
+        limit = self.information_limit
+        return self.bits_per_key / limit if limit > 0 else math.inf
 
     def as_dict(self) -> dict:
         """Plain data (for JSON): the fields plus bytes, bits per key, limit and overhead."""
@@ -460,15 +478,6 @@ def _whole(name: str, value, minimum: int) -> int:
     return check_integer(name, value, minimum=minimum)
 
 
-def _round_half_up(x: float) -> int:
-    return math.floor(x + 0.5)
-
-
-def _calculator_bits_per_key(p: float, k: int) -> float:
-    """hur.st's r = -k / ln(1 - e^(ln p / k)): bits per key for rate p with k hashes (exponential form)."""
-    return -k / math.log1p(-math.exp(math.log(p) / k))
-
-
 def _largest_n(m: int, p: float, rate_at: Callable[[int], float]) -> int:
     """Largest n >= 0 with rate_at(n) <= p (rate_at increasing in n)."""
     if rate_at(1) > p:
@@ -485,6 +494,9 @@ def _largest_n(m: int, p: float, rate_at: Callable[[int], float]) -> int:
     return low
 
 
+_bits_for_k = {"classic": _classic_bits_for_k, "partitioned": _partitioned_bits_for_k, "blocked": _blocked_bits_for_k}
+
+
 def _check_k_for_layout(layout: str, m: int, k: int) -> None:
     check_geometry(layout, m, k)
 
@@ -494,40 +506,38 @@ def plan(n=None, p=None, m=None, k=None, *, layout: str = "classic") -> Plan:
 
     Sufficient inputs: two of n, p, m, with or without k. When both n and m are given, k (if missing) is chosen
     and a given p is checked instead of solved: the inputs are inconsistent (ValueError) if the rate they give
-    exceeds p by more than 1%, unless m and k are exactly what plan() computes from n and p (the calculator's
-    rounding leaves its own plans above p at times: by 1.3% at p = 0.316, by up to 26% for a single key).
+    exceeds p by more than 1%.
 
-    ``layout="classic"`` uses the closed forms of the well-known online calculator (hur.st), so its numbers are
-    the ones people compare with:
+    Every layout is solved with its exact rate (:func:`false_positive_rate`), so a plan is exactly the filter
+    that a structure built with the same inputs gets: n and p give :func:`optimal_size` (``BloomFilter(n, p,
+    layout=...)`` has that m and k); n, p and k give the smallest m whose rate with k hashes is at most p; m and p
+    give the largest n whose rate with the best integer k (or the given k) is at most p; n and m give the best
+    integer k (:func:`optimal_num_hashes`). For the classic layout the numbers are within a few bits of the
+    closed forms of the well-known online calculators (``m = ceil(-n ln p / ln^2 2)``), which round the best real
+    k instead of using the exact rate. m is a multiple of 512 for blocked. Whatever the layout, the plan reports
+    the exact rate every layout gives at (m, k).
 
-    - n, p:      ``m = ceil(n ln p / ln(1 / 2^ln2))``, ``k = round(m / n ln 2)``
-    - n, p, k:   ``m = ceil(n r)``, ``r = -k / ln(1 - e^(ln p / k))``
-    - m, p:      ``n = floor(m ln(1 / 2^ln2) / ln p)``, ``k = round(m / n ln 2)``
-    - m, p, k:   ``n = floor(m / r)`` (the calculator uses ceil; floor keeps the rate at or below p)
-    - n, m:      ``k = round(m / n ln 2)``; p is the exact rate
-
-    ``"partitioned"`` and ``"blocked"`` have no closed forms: they are solved with their exact rates
-    (:func:`optimal_size`, the integer k of :func:`optimal_num_hashes`, bisection over n), and m is a multiple
-    of 512 for blocked. Whatever the layout, the plan reports the exact rate every layout gives at (m, k).
-
-    :param n: number of keys (>= 1).
+    :param n: number of keys (>= 1, at most 2^64).
     :param p: false-positive rate in (0, 1).
-    :param m: number of bits (>= 1).
+    :param m: number of bits (>= 1, at most the largest filter of the layout).
     :param k: number of hashes (>= 1).
     :param layout: the layout to size for.
     :return: a :class:`Plan`.
-    :raises ValueError: when the inputs are insufficient (it says what is missing) or inconsistent.
+    :raises ValueError: when the inputs are insufficient (it says what is missing), inconsistent, or need a
+        filter larger than bloomwise builds (it names the parameter).
 
     >>> result = plan(n=10_000, p=0.001)
     >>> result.m, result.k
-    (143776, 10)
+    (143777, 10)
     >>> plan(n=40_000_000, p=1e-6).m
-    1150207006
+    1150211148
     """
     layout = check_layout(layout)
     n = None if n is None else _whole("n", n, 1)
+    if n is not None and n > MAX_PLAN_KEYS:
+        raise ValueError(f"n must be at most 2^64 (keys are hashed to 64 bits), got about 10^{len(str(n)) - 1}")
     p = None if p is None else check_probability("p", p)
-    m = None if m is None else _whole("m", m, 1)
+    m = None if m is None else check_num_cells("m", _whole("m", m, 1), layout)
     k = None if k is None else _whole("k", k, 1)
     given = tuple(name for name, value in (("n", n), ("p", p), ("m", m), ("k", k)) if value is not None)
     if layout == "blocked" and m is not None:
@@ -537,35 +547,21 @@ def plan(n=None, p=None, m=None, k=None, *, layout: str = "classic") -> Plan:
 
     if n is not None and m is not None:
         if k is None:
-            k = max(1, _round_half_up(m / n * LN2)) if layout == "classic" else _best_k(layout, m, n)
+            k = _best_k(layout, m, n)
         _check_k_for_layout(layout, m, k)
         rate = layout_fpr(layout, m, n, k)
-        if p is not None and rate > p * (1.0 + _CONSISTENCY_SLACK) and not _is_own_plan(n, p, m, k, layout):
+        if p is not None and rate > p * (1.0 + _CONSISTENCY_SLACK):
             raise ValueError(
                 f"inconsistent: n={n}, m={m}, k={k} give a {layout} false-positive rate of {rate:.4g}, "
                 f"above p={p:.4g}; drop one of them, or raise m or p")
     elif n is not None and p is not None:
-        if layout == "classic":
-            if k is None:
-                m = math.ceil(n * math.log(p) / math.log(1.0 / 2.0 ** LN2))
-                k = max(1, _round_half_up(m / n * LN2))
-            else:
-                m = math.ceil(n * _calculator_bits_per_key(p, k))
-        elif k is None:
-            m, k = _optimal_size(float(n), p, layout)
-        elif layout == "partitioned":
-            m = _partitioned_bits_for_k(n, p, k)
+        if k is None:
+            m, k = size_for("n", n, p, layout)  # exactly what a structure of capacity n and this fpr gets
         else:
-            m = _blocked_bits_for_k(n, p, k)
+            check_reachable(n, p, layout, "n")
+            m = _bits_for_k[layout](n, p, k)
     elif m is not None and p is not None:
-        if layout == "classic":
-            if k is None:
-                n = math.floor(m * math.log(1.0 / 2.0 ** LN2) / math.log(p))
-                if n >= 1:
-                    k = max(1, _round_half_up(m / n * LN2))
-            else:
-                n = math.floor(m / _calculator_bits_per_key(p, k))
-        elif k is None:
+        if k is None:
             n = _largest_n(m, p, lambda items: _best_rate(layout, m, items))
             if n >= 1:
                 k = _best_k(layout, m, n)
@@ -590,16 +586,6 @@ def plan(n=None, p=None, m=None, k=None, *, layout: str = "classic") -> Plan:
         fpr_blocked=layout_fpr("blocked", blocked_bits, n, k) if k <= MAX_BLOCKED_HASHES else None,
         blocked_num_bits=blocked_bits, solved=solved,
     )
-
-
-def _is_own_plan(n: int, p: float, m: int, k: int, layout: str) -> bool:
-    """True when (m, k) are exactly what plan() itself computes from n and p, or from n, p and k: the
-    calculator's rounding can leave its plans above p (by up to ~25% for a handful of keys)."""
-    for fixed_k in (None, k):
-        own = plan(n=n, p=p, k=fixed_k, layout=layout)
-        if (own.m, own.k) == (m, k):
-            return True
-    return False
 
 
 def _best_rate(layout: str, m: int, n: float) -> float:

@@ -1,0 +1,116 @@
+"""The contract every structure follows: one vocabulary, one layout table, one set of argument checks.
+
+``BloomFilter``, ``CountingBloomFilter``, ``VariableIncrementCountingBloomFilter`` and ``ScalableBloomFilter``
+(and the selective wrappers of ``bloomwise.paradox`` where an operation makes sense) all have:
+
+- ``Cls(capacity, fpr, *, layout=..., seed=0, key=None, hash_scheme="xxh3")`` by accuracy and
+  ``Cls.from_size(num_cells, num_hashes, *, ...)`` by size (not Scalable), with one default layout per class;
+- ``num_cells`` (m: bits, counters or positions), ``num_hashes``, ``num_keys`` (keys added, repeats included;
+  the counting filters subtract removals), ``capacity`` (None when built by size), ``fpr`` (the target rate given
+  at construction; None when built by size), ``estimated_fpr()`` (the rate now), ``layout``, ``seed``,
+  ``hash_scheme``, ``nbytes``;
+- ``add(key)``, ``key in f``, ``update(keys, *, threads=None) -> None``, ``contains_many(keys, *, threads=None)``;
+- ``copy()``, ``is_compatible(other)``, ``==``, and where meaningful ``|``, ``&``, ``union``, ``intersection``,
+  with the errors of :class:`bloomwise._compatibility.Compatible`;
+- ``to_bytes``/``from_bytes``/``save``/``load``, pickling, and ``open()`` (memory-mapped) except on Scalable.
+
+docs/architecture.md has the table. Names of earlier releases (``num_bits``, ``num_counters``, ``num_positions``,
+``initial_capacity``, ...) keep working for one release with a DeprecationWarning: :class:`DeprecatedAlias` for
+attributes, :func:`renamed_keyword` for keyword arguments.
+"""
+from __future__ import annotations
+
+import warnings
+from bloomwise.errors import CapacityWarning
+from bloomwise.theory._validate import MAX_NUM_CELLS, check_positive_int
+
+__all__ = [
+    "LAYOUTS", "LAYOUT_NAMES", "COUNTING_LAYOUTS", "layout_id", "check_capacity", "check_target_fpr",
+    "check_threads", "DeprecatedAlias", "renamed_keyword", "size_arguments", "warn_over_capacity",
+]
+
+#: layout name -> id (the file format's Layout enum; append-only): the one layout table of the library.
+LAYOUTS = {"classic": 1, "partitioned": 2, "blocked": 3}
+#: layout id -> name
+LAYOUT_NAMES = {number: name for name, number in LAYOUTS.items()}
+#: the layouts of the counting structures: k free positions (a blocked counting filter does not exist).
+COUNTING_LAYOUTS = {"classic": 1, "partitioned": 2}
+
+
+def layout_id(layout, allowed: dict = LAYOUTS) -> int:
+    """The file-format id of a layout name; ValueError listing the allowed names otherwise."""
+    if not isinstance(layout, str) or layout not in allowed:
+        extra = " (the blocked layout has no counting variant)" if layout == "blocked" else ""
+        raise ValueError(f"layout must be one of {', '.join(map(repr, allowed))}, got {layout!r}{extra}")
+    return allowed[layout]
+
+
+def check_capacity(capacity, name: str = "capacity") -> int:
+    """An int >= 1, else TypeError/ValueError naming the parameter and its value."""
+    return check_positive_int(name, capacity)
+
+
+def check_target_fpr(fpr) -> float:
+    """The target false-positive rate: a number strictly between 0 and 1."""
+    if isinstance(fpr, bool) or not isinstance(fpr, (int, float)) and not hasattr(fpr, "__float__"):
+        raise TypeError(f"fpr must be a number, got {type(fpr).__name__} ({fpr!r})")
+    value = float(fpr)
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"fpr must be a probability strictly between 0 and 1, got {fpr!r}")
+    return value
+
+
+def check_threads(threads) -> int:
+    """``threads=None`` (one thread) or an int >= 1, the same check on every structure."""
+    if threads is None:
+        return 1
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+    return min(threads, 64)
+
+
+class DeprecatedAlias:
+    """A read-only attribute under a name of an earlier release: warns, then returns the attribute ``new``."""
+
+    def __init__(self, new: str):
+        self.new = new
+        self.old = ""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.old = name
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        warnings.warn(f"{type(instance).__name__}.{self.old} is deprecated: use .{self.new} (the old name will be "
+                      f"removed in the next release)", DeprecationWarning, stacklevel=2)
+        return getattr(instance, self.new)
+
+
+def renamed_keyword(new_name: str, new_value, old_name: str, old_value, where: str, stacklevel: int = 3):
+    """The value of a renamed keyword argument: the new one, or the old one with a DeprecationWarning."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise TypeError(f"{where} got both {new_name}= and its old name {old_name}=; pass {new_name}= only")
+    warnings.warn(f"{where}: {old_name}= is deprecated, use {new_name}= (the old name will be removed in the next "
+                  f"release)", DeprecationWarning, stacklevel=stacklevel)
+    return old_value
+
+
+def warn_over_capacity(structure, capacity: int, stored: int, fpr_now: float) -> None:
+    """The CapacityWarning of the counting structures, given once when they hold more keys than sized for."""
+    warnings.warn(
+        f"{type(structure).__name__} sized for {capacity:,} keys now holds {stored:,} (each occurrence counts): its "
+        f"false-positive rate is now about {fpr_now:.3g}. Build a larger filter.", CapacityWarning, stacklevel=3)
+
+
+def size_arguments(num_cells, num_hashes, old_name: str, old_value, structure: str):
+    """``from_size``'s size: ``num_cells``, or its deprecated name; TypeError when a size is missing."""
+    num_cells = renamed_keyword("num_cells", num_cells, old_name, old_value, f"{structure}.from_size", 4)
+    if num_cells is None or num_hashes is None:
+        raise TypeError(f"{structure}.from_size() needs num_cells and num_hashes, e.g. from_size(4096, 7)")
+    num_cells = check_positive_int("num_cells", num_cells)
+    if num_cells > MAX_NUM_CELLS:
+        raise ValueError(f"num_cells must be at most 2^48 ({MAX_NUM_CELLS:,}), got {num_cells:,}")
+    return num_cells

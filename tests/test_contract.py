@@ -1,0 +1,238 @@
+"""Every structure walked through the one contract of docs/architecture.md ("The contract"): the same names, the same
+signatures, ``threads=`` accepted, the same errors; old names warn and still work."""
+from __future__ import annotations
+
+import inspect
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+from bloomwise import BloomFilter, CountingBloomFilter, FormatError, ScalableBloomFilter
+from bloomwise import VariableIncrementCountingBloomFilter as VICBF
+from bloomwise.paradox import (SelectiveBloomFilter, SelectiveCountingBloomFilter,
+                               SelectiveVariableIncrementCountingBloomFilter)
+
+STRUCTURES = [BloomFilter, CountingBloomFilter, VICBF, ScalableBloomFilter]
+SIZED = [BloomFilter, CountingBloomFilter, VICBF]
+KEYS = [f"key{i}" for i in range(500)]
+
+
+def built(cls, capacity=1000, fpr=0.01, **options):
+    return cls(capacity, fpr, **options)
+
+
+@pytest.mark.parametrize("cls", STRUCTURES)
+def test_construction_by_accuracy(cls):
+    parameters = list(inspect.signature(cls.__init__).parameters)
+    assert parameters[1:3] == ["capacity", "fpr"]
+    for name in ("layout", "seed", "key", "hash_scheme"):
+        assert inspect.signature(cls.__init__).parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+    f = built(cls)
+    assert f.capacity == 1000 and f.fpr == 0.01
+    assert f.num_keys == 0 and f.seed == 0 and f.hash_scheme == "xxh3"
+    assert isinstance(f.num_cells, int) and f.num_cells > 0 and isinstance(f.num_hashes, int)
+    assert f.nbytes > 0 and f.layout in ("classic", "partitioned", "blocked")
+
+
+@pytest.mark.parametrize("cls", SIZED)
+def test_construction_by_size(cls):
+    parameters = list(inspect.signature(cls.from_size).parameters)
+    assert parameters[:2] == ["num_cells", "num_hashes"]
+    f = cls.from_size(4096, 3)
+    assert f.num_cells == 4096 and f.num_hashes == 3 and f.capacity is None and f.fpr is None
+    assert f.layout == built(cls).layout  # one default layout per class, whichever way it is built
+    with pytest.raises(TypeError, match="needs num_cells and num_hashes"):
+        cls.from_size(4096)
+
+
+@pytest.mark.parametrize("cls, old", [(BloomFilter, "num_bits"), (CountingBloomFilter, "num_counters"),
+                                      (VICBF, "num_positions")])
+def test_old_size_names_warn_and_work(cls, old):
+    with pytest.warns(DeprecationWarning, match=f"{old}= is deprecated, use num_cells="):
+        f = cls.from_size(num_hashes=3, **{old: 4096})
+    assert f.num_cells == 4096
+    with pytest.warns(DeprecationWarning, match=f"{cls.__name__}.{old} is deprecated: use .num_cells"):
+        assert getattr(f, old) == 4096
+    with pytest.raises(TypeError, match="both num_cells= and its old name"):
+        cls.from_size(4096, 3, **{old: 4096})
+
+
+def test_scalable_old_names_warn_and_work():
+    with pytest.warns(DeprecationWarning, match="initial_capacity= is deprecated, use capacity="):
+        f = ScalableBloomFilter(initial_capacity=100, fpr=0.01)
+    assert f.capacity == 100
+    with pytest.warns(DeprecationWarning, match="initial_capacity is deprecated"):
+        assert f.initial_capacity == 100
+    with pytest.warns(DeprecationWarning, match="num_bits is deprecated"):
+        assert f.num_bits == f.num_cells
+
+
+@pytest.mark.parametrize("cls", STRUCTURES)
+@pytest.mark.parametrize("threads", [None, 1, 2])
+def test_batches_take_threads_and_update_returns_none(cls, threads):
+    f = built(cls)
+    assert f.update(KEYS, threads=threads) is None
+    assert f.update(np.arange(100, dtype=np.uint64), threads=threads) is None
+    assert f.contains_many(KEYS, threads=threads).all()
+    assert f.num_keys == len(KEYS) + 100
+    assert f.add("one more") in (True, False) and "one more" in f
+    assert f.num_keys == len(KEYS) + 101
+
+
+@pytest.mark.parametrize("cls", STRUCTURES)
+@pytest.mark.parametrize("threads", [0, -1, 1.5, "2", True])
+def test_bad_threads_are_the_same_error_everywhere(cls, threads):
+    f = built(cls)
+    with pytest.raises(ValueError, match="threads must be a positive int or None"):
+        f.update(KEYS, threads=threads)
+    with pytest.raises(ValueError, match="threads must be a positive int or None"):
+        f.contains_many(KEYS, threads=threads)
+
+
+@pytest.mark.parametrize("cls", STRUCTURES)
+def test_rates_target_and_estimate(cls):
+    f = built(cls, 1000, 0.02)
+    assert f.fpr == 0.02
+    f.update(KEYS)
+    assert 0.0 < f.estimated_fpr() < 0.02
+
+
+@pytest.mark.parametrize("cls", STRUCTURES)
+def test_the_same_errors_for_bad_arguments(cls):
+    for capacity, error, message in ((0, ValueError, "capacity must be at least 1, got 0"),
+                                     (1.5, TypeError, "capacity must be an int"),
+                                     (True, TypeError, "capacity must be an int")):
+        with pytest.raises(error, match=message):
+            cls(capacity, 0.01)
+    for fpr in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="fpr must be a probability strictly between 0 and 1"):
+            cls(100, fpr)
+    with pytest.raises(ValueError, match="layout must be one of"):
+        cls(100, 0.01, layout="diagonal")
+    with pytest.raises(ValueError, match="capacity=1e\\+30 .* largest"):
+        cls(10 ** 30, 0.01)
+
+
+@pytest.mark.parametrize("cls", SIZED + [ScalableBloomFilter])
+def test_copies_compatibility_equality_and_persistence(cls, tmp_path):
+    f = built(cls, seed=7)
+    f.update(KEYS)
+    twin = f.copy()
+    assert twin == f and twin.is_compatible(f) and twin.num_keys == f.num_keys and twin.fpr == f.fpr
+    other_seed = built(cls, seed=8)
+    assert not f.is_compatible(other_seed) and f != other_seed
+    for again in (cls.from_bytes(f.to_bytes()), pickle.loads(pickle.dumps(f))):
+        assert again == f and again.num_keys == f.num_keys and again.capacity == f.capacity and again.fpr == f.fpr
+    f.save(tmp_path / "f.bin")
+    loaded = cls.load(tmp_path / "f.bin")
+    assert loaded == f and loaded.num_keys == f.num_keys
+    with pytest.raises(FormatError, match=str(tmp_path / "g.bin")):
+        (tmp_path / "g.bin").write_bytes(b"not a filter at all")
+        cls.load(tmp_path / "g.bin")
+
+
+@pytest.mark.parametrize("cls", [BloomFilter, CountingBloomFilter])
+def test_set_operations_share_their_errors(cls):
+    a, b = built(cls, seed=1), built(cls, seed=1)
+    a.update(KEYS[:250])
+    b.update(KEYS[250:])
+    union = a | b
+    assert union == a.union(b) and all(key in union for key in KEYS)
+    assert union.num_keys == a.num_keys + b.num_keys
+    with pytest.raises(ValueError, match=r"cannot union incompatible filters \(seed: 1 vs 2\)"):
+        a | built(cls, seed=2)
+    with pytest.raises(TypeError, match=f"cannot union a {cls.__name__} with int"):
+        a.union(5)
+    if cls is BloomFilter:
+        both = a & b
+        assert both == a.intersection(b)
+        with pytest.raises(ValueError, match=r"cannot intersect incompatible filters \(seed: 1 vs 2\)"):
+            a & built(cls, seed=2)
+
+
+@pytest.mark.parametrize("cls", SIZED)
+def test_counters_are_tuples_of_ints(cls):
+    f = built(cls)
+    f.add("apple")
+    counters = f.counters("apple")
+    assert isinstance(counters, tuple) and len(counters) == f.num_hashes
+    assert all(type(c) is int and c >= 1 for c in counters)
+    assert all(type(c) is int for c in f.counters("pear"))
+
+
+def test_bloom_filter_num_keys_and_new_keys():
+    f = BloomFilter(100, 0.01)
+    f.update(["a", "a", "b"])
+    assert (f.num_keys, f.num_new_keys) == (3, 2)
+
+
+SELECTIVE = [
+    (SelectiveBloomFilter, {"num_cells": 4096, "num_hashes": 3, "layout": "partitioned"}),
+    (SelectiveCountingBloomFilter, {"num_cells": 4096, "num_hashes": 3, "layout": "partitioned"}),
+    (SelectiveVariableIncrementCountingBloomFilter, {"num_cells": 4096, "num_hashes": 3, "layout": "partitioned"}),
+]
+
+
+@pytest.mark.parametrize("cls, params", SELECTIVE)
+def test_selective_wrappers_follow_the_contract(cls, params):
+    s = cls(params, prior=0.5, cost=1.0)
+    assert s.num_cells == 4096 and s.num_hashes == 3
+    assert s.update(KEYS, threads=2) is None
+    assert s.contains_many(KEYS, threads=2).all()
+    assert s.num_keys == len(KEYS)
+    with pytest.raises(ValueError, match="threads must be a positive int or None"):
+        s.update(KEYS, threads=0)
+
+
+def test_selective_old_names_warn():
+    s = SelectiveBloomFilter({"num_cells": 4096, "num_hashes": 3, "layout": "partitioned"}, prior=0.5, cost=1.0)
+    s.update(KEYS)
+    with pytest.warns(DeprecationWarning, match="num_inserted is deprecated"):
+        assert s.num_inserted == s.num_keys
+    with pytest.warns(DeprecationWarning, match="use estimated_fpr"):
+        assert s.fpr == s.estimated_fpr()
+    c = SelectiveCountingBloomFilter({"num_cells": 4096, "num_hashes": 3}, prior=0.5, cost=1.0)
+    with pytest.warns(DeprecationWarning, match="num_items is deprecated"):
+        assert c.num_items == c.num_keys
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert c.num_keys == 0 and s.estimated_fpr() > 0
+
+
+@pytest.mark.parametrize("cls", SIZED)
+def test_open_maps_every_sized_structure(cls, tmp_path):
+    f = built(cls, seed=3)
+    f.update(KEYS)
+    path = tmp_path / "f.bin"
+    f.save(path)
+    with cls.open(path) as shared:
+        assert shared == f and shared.num_keys == f.num_keys and shared.path == str(path)
+        assert shared.contains_many(KEYS).all() and shared.counters("key7") == f.counters("key7")
+        with pytest.raises(TypeError, match="read-only"):
+            shared.add("new key")
+    with cls.open(path, "r+") as writer:
+        writer.add("new key")
+        with cls.open(path) as reader:  # another map of the same file sees the write at once
+            assert "new key" in reader
+    again = cls.load(path)
+    assert "new key" in again and again.num_keys == f.num_keys + 1
+    with pytest.raises(ValueError, match="mode must be 'r' or 'r\\+'"):
+        cls.open(path, "w")
+
+
+@pytest.mark.parametrize("cls, counter_bits", [(CountingBloomFilter, {"counter_bits": 4}), (VICBF, {})])
+def test_open_refuses_bad_padding_like_load(cls, counter_bits, tmp_path):
+    from bloomwise import _format
+    f = cls.from_size(101, 3, **counter_bits)  # the last word is not full: padding follows the cells
+    payload = bytearray(f._payload())
+    payload[-1] |= 0x80
+    path = tmp_path / "bad.bin"
+    path.write_bytes(_format.dumps(f._header(), payload))
+    for read in (cls.load, cls.open):
+        with pytest.raises(FormatError, match=f"{path}: .*padding"):
+            read(path)
+    cls.from_size(64, 2).save(path)  # the failed open left the file closable and replaceable
+    with cls.open(path, "r+") as g:
+        g.add("x")
