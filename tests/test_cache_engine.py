@@ -21,7 +21,7 @@ def url(i):
 def rebuilt_filter(cache):
     """A counting filter of the same geometry holding exactly the cache's keys."""
     f = cache.filter
-    fresh = CountingBloomFilter.from_size(f.num_counters, f.num_hashes, counter_bits=4, layout=f.layout, seed=f.seed)
+    fresh = CountingBloomFilter.from_size(f.num_cells, f.num_hashes, counter_bits=4, layout=f.layout, seed=f.seed)
     fresh.update(list(cache.keys()))
     return fresh
 
@@ -333,7 +333,7 @@ def test_posterior_table_equals_cbf_posterior():
         key = url(i)
         counters = peer.counters(key)
         for prior in (1e-4, 0.05, 0.5, 0.99):
-            expected = cbf_posterior(list(counters), cache.filter.num_counters, 300, prior)
+            expected = cbf_posterior(list(counters), cache.filter.num_cells, 300, prior)
             got = peer.posterior(key, prior)
             assert got == pytest.approx(expected, rel=1e-12, abs=1e-300)
             checked += expected > 0
@@ -345,7 +345,7 @@ def test_bits_posterior_is_bayes_with_the_summary_fpr():
     peer = PeerSummary()
     peer.apply(SummaryPublisher(cache, kind="bits", origin=1).publish())
     filled = int(np.unpackbits(cache.filter._bit_view().view(np.uint8)).sum())
-    fpr = (filled / cache.filter.num_counters) ** cache.filter.num_hashes
+    fpr = (filled / cache.filter.num_cells) ** cache.filter.num_hashes
     assert peer.fpr == pytest.approx(fpr, rel=1e-12)
     assert peer.posterior(url(1), 0.2) == pytest.approx(0.2 / (0.2 + 0.8 * fpr), rel=1e-12)
     absent = next(url(i) for i in range(1000, 5000) if not peer.may_contain(url(i)))

@@ -27,7 +27,7 @@ def test_bag_build_is_bit_identical_to_a_local_build(layout, scheduler):
     local = _local(KEYS, 20_000, 0.01, layout=layout, seed=7)
     assert f == local
     assert bytes(f._payload()) == bytes(local._payload())
-    assert f.layout == layout and f.seed == 7 and f.num_bits == local.num_bits
+    assert f.layout == layout and f.seed == 7 and f.num_cells == local.num_cells
     assert f.contains_many(KEYS).all()
 
 

@@ -11,7 +11,7 @@ pa = pytest.importorskip("pyarrow", reason="the parquet tests need pyarrow (pip 
 pq = pytest.importorskip("pyarrow.parquet")
 
 from bloomwise import _thrift, parquet as bp  # noqa: E402
-from bloomwise._native.bloom import xxh64  # noqa: E402
+from bloomwise._native.hashes import xxh64  # noqa: E402
 from bloomwise.errors import FormatError  # noqa: E402
 from stats import assert_rate_matches  # noqa: E402
 

@@ -48,7 +48,7 @@ def keys_of(prefix, n):
        st.sampled_from(LAYOUTS), st.integers(1, 16), st.integers(1, 40), st.integers(0, 2**64 - 1))
 def test_positions_many_are_the_local_positions(keys, layout, k, blocks, seed):
     f = BloomFilter.from_size(blocks * 512, k, layout=layout, seed=seed)
-    got = positions_many(hash_many(keys, seed), f.num_bits, k, f._layout_id)
+    got = positions_many(hash_many(keys, seed), f.num_cells, k, f._layout_id)
     assert got.shape == (len(keys), k)
     assert [list(row) for row in got] == [f._bit_indices(key) for key in keys]
 
@@ -86,7 +86,7 @@ def test_pack_command_is_the_resp_of_redis_py(offsets, name):
 def test_served_bits_are_the_local_bits(client, layout):
     local = BloomFilter(5000, 0.01, layout=layout, seed=11)
     remote = RedisBloomFilter(client, "f", 5000, 0.01, layout=layout, seed=11)
-    assert (remote.num_bits, remote.num_hashes) == (local.num_bits, local.num_hashes)
+    assert (remote.num_bits, remote.num_hashes) == (local.num_cells, local.num_hashes)
     single = ["apple", b"pear", 17, -3, 2**80]
     assert [remote.add(k) for k in single] == [local.add(k) for k in single]
     assert [remote.add(k) for k in single] == [False] * 5
@@ -157,7 +157,7 @@ def test_merge_is_the_union(client):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_parts_split_the_payload(client, layout):
     local = BloomFilter.from_size(64 * 512 + (0 if layout == "blocked" else 77), 6, layout=layout, seed=4)
-    remote = RedisBloomFilter.from_size(client, "p", local.num_bits, 6, layout=layout, seed=4, part_bytes=640)
+    remote = RedisBloomFilter.from_size(client, "p", local.num_cells, 6, layout=layout, seed=4, part_bytes=640)
     assert len(remote.part_keys) == -(-local.nbytes // 640) >= 4
     keys = keys_of("p", 1500)
     assert [remote.add(k) for k in keys[:50]] == [local.add(k) for k in keys[:50]]
@@ -582,7 +582,7 @@ def test_server_killed_during_a_merge(monkeypatch, tmp_path):
     local = BloomFilter.from_size(64 * 512, 8, layout="blocked", seed=1)
     local.update(keys_of("m", 3000))
     with LocalRedisServer(persistent=True, directory=str(tmp_path)) as srv:
-        remote = RedisBloomFilter.from_size(srv.client(), "mk", local.num_bits, 8, layout="blocked", seed=1,
+        remote = RedisBloomFilter.from_size(srv.client(), "mk", local.num_cells, 8, layout="blocked", seed=1,
                                             part_bytes=512)
         real = redis.client.Pipeline.execute
         calls = {"n": 0}

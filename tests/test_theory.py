@@ -319,14 +319,14 @@ def test_plan_round_trips_are_consistent(n, exponent, k, layout):
     p = 10.0 ** -exponent
     try:
         plans = (plan(n=n, p=p, layout=layout), plan(n=n, p=p, k=k, layout=layout))
-    except ValueError as error:  # a blocked filter with few hashes cannot reach a tiny p in 2^32 blocks
-        assert layout == "blocked" and "out of reach" in str(error)
+    except ValueError as error:  # few hashes cannot reach a tiny p in the largest filter of the layout
+        assert "out of reach" in str(error)
         return
     for result in plans:
         again = plan(n=n, p=p, m=result.m, k=result.k, layout=layout)
         assert (again.m, again.k, again.solved) == (result.m, result.k, ())
         assert plan(n=n, m=result.m, k=result.k, layout=layout).p == pytest.approx(result.fpr)
-        assert result.fpr <= p
+        assert result.fpr <= p * (1 + 1e-12)  # float rounding of a rate that meets p exactly
 
 
 @pytest.mark.parametrize("layout", ["partitioned", "blocked"])

@@ -22,6 +22,7 @@ sync_api = pytest.importorskip("playwright.sync_api",
                                reason="the browser tests need Playwright for Python (pip install playwright)")
 
 from bloomwise import paradox, theory  # noqa: E402
+from bloomwise.theory import plan  # noqa: E402
 from bloomwise.web.explorer import DEFAULTS as PARADOX_DEFAULTS  # noqa: E402
 from web_servers import app_in_thread, serve_process, stats_app  # noqa: E402
 
@@ -149,11 +150,12 @@ def test_typed_fields_solve_like_theory_plan_and_reload_from_the_url(server, pag
 def test_the_reference_calculator_values_show_on_the_page(server, page):
     page.goto(server + "/?n=10000&p=0.001")
     _ready(page)
-    assert _plan_shown(page) == {"n": "10000", "p": "0.001", "m": "143776", "k": "10"}
-    assert page.text_content("#out-m") == "143,776"
+    exact = plan(n=10_000, p=0.001)  # hur.st: 143,776 (by exp(-kn/m)); bloomwise sizes by the exact rate
+    assert _plan_shown(page) == {"n": "10000", "p": "0.001", "m": str(exact.m), "k": "10"}
+    assert page.text_content("#out-m") == f"{exact.m:,}"
     page.goto(server + "/?n=40M&p=1e-6")
     _ready(page)
-    assert (page.text_content("#out-m"), page.text_content("#out-k")) == ("1,150,207,006", "20")
+    assert (page.text_content("#out-m"), page.text_content("#out-k")) == (f"{plan(n=40_000_000, p=1e-6).m:,}", "20")
     # every layout's real rate at this m and k, next to the chosen one
     rows = page.locator("#fpr-table tbody tr")
     assert rows.count() == 3

@@ -27,7 +27,8 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from bloomwise import theory
 from bloomwise.bloom import LAYOUTS, BloomFilter
-from bloomwise.counting import COUNTING_LAYOUTS, CountingBloomFilter, _check_capacity
+from bloomwise._base import COUNTING_LAYOUTS, check_capacity
+from bloomwise.counting import CountingBloomFilter
 
 __all__ = ["build", "local_cluster"]
 
@@ -70,7 +71,7 @@ class _Recipe:
             f = BloomFilter.__new__(BloomFilter)
             f._init_core(self.num_positions, self.num_hashes, LAYOUTS[self.layout], self.seed, keys_added=num_keys,
                          key=self.key, hash_scheme=_scheme_id(self.hash_scheme))
-        f._capacity = None
+        f._capacity = f._fpr = None
         return f
 
     def load(self, partial: _Partial):
@@ -136,10 +137,11 @@ def _merge(recipe: _Recipe, *partials: _Partial) -> _Partial:
     return _as_partial(recipe, merged)
 
 
-def _finish(recipe: _Recipe, capacity: int, partial: Optional[_Partial]):
-    """The final filter, sized for ``capacity`` (its CapacityWarning limit), from the root of the merge tree."""
+def _finish(recipe: _Recipe, capacity: int, fpr: float, partial: Optional[_Partial]):
+    """The final filter, sized for ``capacity`` at ``fpr`` (its CapacityWarning limit), from the root of the merge
+    tree."""
     f = recipe.empty() if partial is None else recipe.load(partial)
-    f._capacity = capacity
+    f._capacity, f._fpr = capacity, float(fpr)
     f._set_capacity_limit(capacity)
     if recipe.count(f) > capacity:  # the CapacityWarning a local build would have given
         f._over_capacity()
@@ -183,7 +185,7 @@ def build(collection, capacity, fpr=0.01, *, counting=False, layout=None, seed=0
         effect is used by default.
     """
     dask = _require_dask()
-    capacity = _check_capacity(capacity)
+    capacity = check_capacity(capacity)
     if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
         raise ValueError(f"split_every must be an int >= 2, got {split_every!r}")
     if layout is None:
@@ -209,11 +211,11 @@ def build(collection, capacity, fpr=0.01, *, counting=False, layout=None, seed=0
                  for i in range(0, len(level), split_every)]
     root = level[0] if level else None
     if not compute:
-        return delayed(_finish, pure=True)(recipe, capacity, root)
+        return delayed(_finish, pure=True)(recipe, capacity, fpr, root)
     if root is None:
-        return _finish(recipe, capacity, None)
+        return _finish(recipe, capacity, fpr, None)
     (partial,) = dask.compute(root, **compute_kwargs)
-    return _finish(recipe, capacity, partial)
+    return _finish(recipe, capacity, fpr, partial)
 
 
 def local_cluster(n_workers=2, *, threads_per_worker=1, processes=True, **kwargs):

@@ -67,7 +67,7 @@ _HEADER_PROBE = 256  # bytes read first when a writer did not record bloom_filte
 
 
 def _xxh64(data) -> int:
-    from bloomwise._native.bloom import xxh64
+    from bloomwise._native.hashes import xxh64
     return xxh64(data, 0)
 
 

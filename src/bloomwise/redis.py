@@ -35,6 +35,7 @@ rebuilds every argument of ``redis.call``), a transaction about 3 (docs/redis.md
 from __future__ import annotations
 
 import contextlib
+import math
 import uuid
 from typing import Iterable, Optional
 
@@ -162,7 +163,7 @@ class _Geometry:
               "counter_bits", "capacity", "part_bytes")
 
     def __init__(self, structure, layout, num_bits, num_hashes, seed, hash_scheme, counter_bits, capacity,
-                 part_bytes):
+                 part_bytes, fpr=None):
         self.structure = structure            # "bloom" or "counting"
         self.layout = layout
         self.num_bits = num_bits              # m: bits, or counters
@@ -172,6 +173,7 @@ class _Geometry:
         self.counter_bits = counter_bits      # 1 for the bit filter
         self.capacity = capacity              # None when built by size
         self.part_bytes = part_bytes
+        self.fpr = fpr                        # the target rate; None when built by size
         self.check()
 
     def check(self) -> None:
@@ -216,7 +218,8 @@ class _Geometry:
         return {"format": "bloomwise", "format_version": str(FORMAT_VERSION), "structure": self.structure,
                 "layout": self.layout, "num_bits": str(self.num_bits), "num_hashes": str(self.num_hashes),
                 "seed": str(self.seed), "hash_scheme": self.hash_scheme, "counter_bits": str(self.counter_bits),
-                "capacity": "" if self.capacity is None else str(self.capacity), "part_bytes": str(self.part_bytes)}
+                "capacity": "" if self.capacity is None else str(self.capacity), "part_bytes": str(self.part_bytes),
+                "fpr": "" if self.fpr is None else repr(float(self.fpr))}
 
     @classmethod
     def from_fields(cls, name: str, raw: dict) -> "_Geometry":
@@ -241,10 +244,18 @@ class _Geometry:
 
         if fields["structure"] not in _STRUCTURES:
             raise FormatError(f"{_meta_key(name)} names an unknown structure {fields['structure']!r}")
+        fpr = None
+        if fields.get("fpr"):  # optional: filters built by size have none
+            try:
+                fpr = float(fields["fpr"])
+            except ValueError:
+                fpr = math.nan
+            if not 0.0 < fpr < 1.0:
+                raise FormatError(f"{_meta_key(name)} field fpr must be a rate in (0, 1), got {fields['fpr']!r}")
         try:
             return cls(fields["structure"], fields["layout"], integer("num_bits"), integer("num_hashes"),
                        integer("seed"), fields["hash_scheme"], integer("counter_bits"),
-                       integer("capacity") if fields["capacity"] else None, integer("part_bytes"))
+                       integer("capacity") if fields["capacity"] else None, integer("part_bytes"), fpr)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, FormatError):
                 raise
@@ -253,7 +264,7 @@ class _Geometry:
     def differences(self, other: "_Geometry") -> list:
         ours, theirs = self.to_fields(), other.to_fields()
         return [f"{f}: {theirs[f] or 'none'} on the server, {ours[f] or 'none'} asked for"
-                for f in ours if ours[f] != theirs[f] and not (f == "capacity" and not ours[f])]
+                for f in ours if ours[f] != theirs[f] and not (f in ("capacity", "fpr") and not ours[f])]
 
 
 def _read_meta(client, name: str) -> Optional[dict]:
@@ -519,7 +530,7 @@ class RedisBloomFilter(_Served):
             raise ValueError(f"layout must be one of {', '.join(map(repr, _LAYOUT_IDS))}, got {layout!r}")
         num_bits, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
         self._setup(client, name, _Geometry("bloom", layout, num_bits, num_hashes, seed, hash_scheme, 1, capacity,
-                                            part_bytes), create=True)
+                                            part_bytes, float(fpr)), create=True)
 
     @classmethod
     def from_size(cls, client, name: str, num_bits, num_hashes, *, layout="classic", seed=0, hash_scheme="xxh3",
@@ -848,7 +859,7 @@ class RedisCountingBloomFilter(_Served):
             raise ValueError(f"counting filters support the 'classic' and 'partitioned' layouts only, got {layout!r}")
         num_counters, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
         self._setup(client, name, _Geometry("counting", layout, num_counters, num_hashes, seed, hash_scheme,
-                                            counter_bits, capacity, part_bytes), create=True)
+                                            counter_bits, capacity, part_bytes, float(fpr)), create=True)
 
     @classmethod
     def from_size(cls, client, name: str, num_counters, num_hashes, *, counter_bits=4, layout="classic", seed=0,
@@ -1247,13 +1258,13 @@ def _local_geometry(local, part_bytes: int) -> _Geometry:
     if getattr(local, "_key_function", None) is not None:
         raise ValueError("a filter with a key= function cannot be served: other processes could not hash its keys")
     if isinstance(local, CountingBloomFilter):
-        return _Geometry("counting", local.layout, local.num_counters, local.num_hashes, local.seed,
-                         local.hash_scheme, local.counter_bits, local._capacity, part_bytes)
+        return _Geometry("counting", local.layout, local.num_cells, local.num_hashes, local.seed,
+                         local.hash_scheme, local.counter_bits, local._capacity, part_bytes, local._fpr)
     if isinstance(local, BloomFilter):
         if local.hash_scheme == "custom":
             raise ValueError("a filter built from explicit hash functions cannot be served")
-        return _Geometry("bloom", local.layout, local.num_bits, local.num_hashes, local.seed, local.hash_scheme, 1,
-                         local._capacity, part_bytes)
+        return _Geometry("bloom", local.layout, local.num_cells, local.num_hashes, local.seed, local.hash_scheme, 1,
+                         local._capacity, part_bytes, local._fpr)
     raise TypeError(f"to_redis takes a BloomFilter or a CountingBloomFilter, got {type(local).__name__}")
 
 
@@ -1311,6 +1322,8 @@ def from_redis(client, name: str):
         payload[start:start + len(data)] = data
     count = int(answer[0] or 0)
     meta = {} if g.capacity is None else {"capacity": g.capacity}
+    if g.fpr is not None:
+        meta["fpr"] = g.fpr
     if g.structure == "counting":
         meta["counter_bits"] = g.counter_bits
     header = _format.Header(structure=_STRUCTURES[g.structure], layout=_format.Layout(_LAYOUT_IDS[g.layout]),

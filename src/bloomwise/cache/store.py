@@ -265,4 +265,4 @@ class DocumentCache:
 
     def __repr__(self) -> str:
         return (f"<DocumentCache {self.eviction}: {len(self._docs):,} documents, {self._used:,} of "
-                f"{self._capacity:,} bytes, filter {self.filter.num_counters:,} counters k={self.filter.num_hashes}>")
+                f"{self._capacity:,} bytes, filter {self.filter.num_cells:,} counters k={self.filter.num_hashes}>")

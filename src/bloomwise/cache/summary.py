@@ -369,7 +369,7 @@ class SummaryPublisher:
         self.history = history
         self.origin = secrets.randbits(64) if origin is None else int(origin) & (2**64 - 1)
         filt = cache.filter
-        self._geometry = dict(kind=kind, num_bits=filt.num_counters, num_hashes=filt.num_hashes,
+        self._geometry = dict(kind=kind, num_bits=filt.num_cells, num_hashes=filt.num_hashes,
                               layout=filt.layout, seed=filt.seed, hash_scheme=filt.hash_scheme)
         self._states: OrderedDict = OrderedDict()  # version -> (state array, num_keys)
         self._mark = None  # bits kind: the filter's change-journal mark of the last published version

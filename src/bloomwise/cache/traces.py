@@ -95,7 +95,7 @@ from itertools import repeat, starmap
 from operator import add
 from typing import Iterable, Iterator, NamedTuple
 
-from bloomwise._native.bloom import xxh3 as _xxh3
+from bloomwise._native.hashes import xxh3 as _xxh3
 from bloomwise.errors import FormatError
 
 __all__ = [

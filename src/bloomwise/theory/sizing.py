@@ -13,7 +13,8 @@ from typing import Callable, Optional
 
 from bloomwise.theory._validate import (
     BLOCK_BITS, LANES, LN2, MAX_BLOCKED_HASHES, check_count, check_geometry, check_integer, check_layout,
-    check_num_cells, check_probability, check_reachable, num_blocks_of, round_up,
+    MAX_BLOCKED_NUM_BITS, MAX_NUM_CELLS, check_num_cells, check_probability, check_reachable, num_blocks_of,
+    round_up,
 )
 from bloomwise.theory.rates import blocked_fprs, blocked_mixture, fill_probability, layout_fpr, partitioned_fpr
 
@@ -560,6 +561,9 @@ def plan(n=None, p=None, m=None, k=None, *, layout: str = "classic") -> Plan:
         else:
             check_reachable(n, p, layout, "n")
             m = _bits_for_k[layout](n, p, k)
+            if m > (MAX_BLOCKED_NUM_BITS if layout == "blocked" else MAX_NUM_CELLS):
+                raise ValueError(f"n={n:,} at p={p:.4g} with k={k} needs m={m:,} bits, out of reach of the largest "
+                                 f"{layout} filter: raise k or p, or lower n")
     elif m is not None and p is not None:
         if k is None:
             n = _largest_n(m, p, lambda items: _best_rate(layout, m, items))

@@ -116,7 +116,10 @@ def _build(result: theory.Plan) -> dict:
     m = result.blocked_num_bits if layout == "blocked" else result.m
     counting_layout = layout if layout in _COUNTING_LAYOUTS else "classic"
     p = f"{result.p:.6g}"
-    cli_size = theory.optimal_size(result.n, result.p, layout=layout)
+    if result.p >= 1.0:  # m too small for n: every query answers "maybe", no build sizes for that
+        cli_size = (m, result.k)
+    else:
+        cli_size = theory.optimal_size(result.n, result.p, layout=layout)
     return {
         "cli": f"bloomwise build keys.txt -o keys.bloom --capacity {result.n} --fpr {p} --layout {layout}",
         "cli_note": (f"sizes by the {layout} layout's exact rate: m = {cli_size[0]:,} bits, k = {cli_size[1]}"
@@ -136,7 +139,7 @@ def calculate(query: Mapping[str, str]) -> dict:
 
     >>> answer = calculate({"n": "10000", "p": "0.001"})
     >>> answer["plan"]["m"], answer["plan"]["k"], answer["display"]["m"]
-    (143776, 10, '143,776')
+    (143777, 10, '143,777')
     """
     values = read_plan_inputs(query)
     result = solve(values, values["layout"])
