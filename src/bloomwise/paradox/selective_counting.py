@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from bloomwise._native import decide as _decide
 from bloomwise.paradox import _support
 from bloomwise.paradox.decisions import Decision, Decisions
 from bloomwise.paradox.posterior import _log_binom_pmf, _log_binom_tail, cbf_posterior, vicbf_posterior
@@ -127,11 +128,14 @@ class _SelectiveCounting:
         key whose prior is below :attr:`skip_threshold` is answered "absent" without reading the filter. Without it,
         the answer is the plain filter's, and ``posterior``/``expected_cost`` say how good it is.
         """
-        d = self.query_many([key])
-        return d[0]
+        decision = _decide.counting_query(self, key)  # compiled, where it applies (bloomwise/_native/decide.pyx)
+        return decision if decision is not None else self.query_many([key])[0]
 
     def query_many(self, keys) -> Decisions:
         """:meth:`query` for a batch of keys (a list, or a numpy array)."""
+        decisions = _decide.counting_query_many(self, keys)
+        if decisions is not None:
+            return decisions
         keys = _support.keys_list(keys)
         p = self.prior.probabilities(keys)
         self.prior.observe_many(keys)
