@@ -237,8 +237,8 @@ def test_counting_falls_back_for_other_filters():
 
     f = SelectiveVariableIncrementCountingBloomFilter(vi, 0.1, 5.0)
     f.update(["a", "b"])
-    assert decide.counting_query(f, "a") is None   # not a CountingBloomFilter: the Python path decides
-    assert f.query("a").filter_answer is True
+    assert decide.counting_query_many(f, ["a"]) is None   # not a CountingBloomFilter: the Python path decides
+    assert f.query("a").filter_answer is True and f.query("zz").filter_answer is False
 
 
 def test_row_sum_follows_numpy():

@@ -44,6 +44,35 @@ cdef extern from "Python.h":
     ctypedef struct PyTypeObjectAlloc "PyTypeObject":
         allocfunc tp_alloc
 
+cdef extern from *:
+    """
+    /* PEP 509: a dict's version tag changes with every change to it and is unique across dicts (CPython < 3.12;
+       deprecated from 3.12 on, where the attributes are compared one by one instead). */
+    #if PY_VERSION_HEX < 0x030C0000
+    #define BW_HAVE_DICT_VERSION 1
+    #define BW_DICT_VERSION(d) ((unsigned long long)((PyDictObject*)(d))->ma_version_tag)
+    #else
+    #define BW_HAVE_DICT_VERSION 0
+    #define BW_DICT_VERSION(d) 0ULL
+    #endif
+    """
+    bint BW_HAVE_DICT_VERSION
+    unsigned long long BW_DICT_VERSION(PyObject* d) noexcept
+    PyObject** _PyObject_GetDictPtr(object)
+    PyObject* PyDict_GetItemWithError(object, object) except? NULL
+
+
+cdef inline PyObject* instance_dict(object obj) noexcept:
+    """An instance's __dict__ (borrowed), NULL if it has none."""
+    cdef PyObject** ptr = _PyObject_GetDictPtr(obj)
+    return ptr[0] if ptr != NULL else NULL
+
+
+cdef inline unsigned long long dict_version(object obj) noexcept:
+    cdef PyObject* d = instance_dict(obj)
+    return BW_DICT_VERSION(d) if d != NULL else 0
+
+
 from bloomwise._native.bloom import hash_many
 from bloomwise._native.counting import CountingCore
 
@@ -195,11 +224,14 @@ cdef class BloomState:
     cdef double fpr, threshold, false_positive, false_negative, max_skipped_prior
     cdef bint use_skipped, query_selectively
     cdef object if_skipped, if_absent, if_present   # constant prior: the three possible Decisions
+    cdef unsigned long long version, prior_version  # the dict versions of the filter and its prior (when known)
 
     def __reduce__(self):  # a copy or pickle of the selective filter recomputes its state
         return (type(None), ())
 
     cdef bint valid(self, dict d):
+        if BW_HAVE_DICT_VERSION and self.version:
+            return BW_DICT_VERSION(<PyObject*>d) == self.version and dict_version(self.prior) == self.prior_version
         if not (same(d, "_filter", self.filter) and same(d, "prior", self.prior) and same(d, "cost", self.cost)
                 and same(d, "_num_inserted", self.num_inserted) and same(d, "_max_skipped_prior", self.max_skipped)
                 and same(d, "selective_insert", self.selective_insert)
@@ -214,8 +246,8 @@ cdef class BloomState:
 
 cdef BloomState bloom_state(object sel):
     """The valid state of ``sel`` (recomputed when something it depends on changed)."""
-    cdef dict d = sel.__dict__
-    cdef PyObject* found = PyDict_GetItem(d, "_decide_state")
+    cdef dict d = <dict>instance_dict(sel)
+    cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
     cdef BloomState s
     if found != NULL and type(<object>found) is BloomState and (<BloomState>found).valid(d):
         return <BloomState>found
@@ -245,6 +277,8 @@ cdef BloomState bloom_state(object sel):
         s.if_absent = _bloom_reference_decision(sel, s, s.p, fpr, informative, False) if consult else None
         s.if_present = _bloom_reference_decision(sel, s, s.p, fpr, informative, True) if consult else None
     d["_decide_state"] = s
+    s.version = BW_DICT_VERSION(<PyObject*>d)
+    s.prior_version = dict_version(s.prior)
     return s
 
 
@@ -263,7 +297,14 @@ def _bloom_reference_decision(sel, BloomState s, p, fpr, informative, answer):
 
 
 def bloom_query(sel, key):
-    """SelectiveBloomFilter.query(key)."""
+    """The cost-optimal answer for ``key`` (Theorems 1 and 4), with its posterior and expected cost: a Decision.
+
+    With ``selective_query``, a key whose prior is below ``threshold`` (or that selective insertion skipped) is
+    answered "absent" without asking the filter; otherwise the filter is asked and a positive answer gives the
+    posterior ``P / (P + (1 - P) FPR)``, a negative one 0. Without ``selective_query``, the answer is the filter's.
+
+    (``SelectiveBloomFilter.query``.)
+    """
     cdef BloomState s = bloom_state(sel)
     cdef double p, post, expected
     cdef bint informative, consult, answer, member
@@ -386,6 +427,7 @@ cdef class CountingState:
     cdef double p, log_p, log1m_p  # the constant prior and its log-odds terms (numpy's log and log1p)
     cdef double skip, false_positive, false_negative
     cdef bint query_selectively
+    cdef unsigned long long version, prior_version  # the dict versions of the selective filter and its prior
     # the filter's counters, read in place: geometry, hashing, cells (a held buffer of its storage)
     cdef Geometry g
     cdef Hasher hasher
@@ -407,6 +449,9 @@ cdef class CountingState:
         return (type(None), ())
 
     cdef bint valid(self, dict d, object filter):
+        if BW_HAVE_DICT_VERSION and self.version:
+            return (BW_DICT_VERSION(<PyObject*>d) == self.version and dict_version(self.prior) == self.prior_version
+                    and <uint64_t>filter.num_keys == self.num_items)
         if not (same(d, "_filter", self.filter) and same(d, "prior", self.prior) and same(d, "cost", self.cost)
                 and same(d, "selective_query", self.selective_query) and same(d, "exact", self.exact)):
             return False
@@ -454,8 +499,8 @@ cdef class Unsupported:
 
 cdef CountingState counting_state(object sel):
     """The valid state of ``sel``, or None when the compiled decisions do not apply (see counting_supported)."""
-    cdef dict d = sel.__dict__
-    cdef PyObject* found = PyDict_GetItem(d, "_decide_state")
+    cdef dict d = <dict>instance_dict(sel)
+    cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
     cdef object filter = d["_filter"]
     cdef Unsupported no
     cdef CountingState s
@@ -499,6 +544,8 @@ cdef CountingState counting_state(object sel):
     if s.num_items > 0:
         s.set_table(sel, min(s.table_max, 256))
     d["_decide_state"] = s
+    s.version = BW_DICT_VERSION(<PyObject*>d)
+    s.prior_version = dict_version(s.prior)
     return s
 
 
@@ -543,10 +590,18 @@ cdef inline void log_odds_terms(double p, double* log_p, double* log1m_p) noexce
 
 
 def counting_query(sel, key):
-    """SelectiveCountingBloomFilter.query(key); None when the compiled decisions do not apply."""
+    """The cost-optimal answer for ``key`` from its counters (Theorems 2/5 and 4): a Decision.
+
+    With ``selective_query``, the answer is "present" iff the posterior is at least ``1 / (alpha + 1)``, and a key
+    whose prior is below ``skip_threshold`` is answered "absent" without reading the filter. Without it, the answer
+    is the plain filter's, and ``posterior``/``expected_cost`` say how good it is.
+
+    (``SelectiveCountingBloomFilter.query`` and ``SelectiveVariableIncrementCountingBloomFilter.query``: decided here
+    for a bloomwise CountingBloomFilter, by the filter's ``query_many([key])`` otherwise.)
+    """
     cdef CountingState s = counting_state(sel)
     if s is None:
-        return None
+        return sel.query_many([key])[0]
     cdef double p, log_p, log1m_p, post, expected
     cdef bint consult, answer = False, member
     cdef uint64_t h

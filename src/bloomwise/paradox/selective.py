@@ -222,14 +222,9 @@ class SelectiveBloomFilter:
             return p > self._max_skipped_prior
         return np.ones(np.shape(p), dtype=bool) if np.ndim(p) else True
 
-    def query(self, key) -> Decision:
-        """The cost-optimal answer for ``key`` (Theorems 1 and 4), with its posterior and expected cost.
-
-        With ``selective_query``, a key whose prior is below :attr:`threshold` (or that selective insertion skipped)
-        is answered "absent" without asking the filter; otherwise the filter is asked and a positive answer gives the
-        posterior ``P / (P + (1 - P) FPR)``, a negative one 0. Without ``selective_query``, the answer is the filter's.
-        """
-        return _decide.bloom_query(self, key)  # compiled, with the state cached (bloomwise/_native/decide.pyx)
+    # query(key) -> Decision: the cost-optimal answer for ``key`` (Theorems 1 and 4), with its posterior and
+    # expected cost. A compiled function used as the method (see its docstring), so that a call costs one C call.
+    query = _decide.bloom_query
 
     def query_many(self, keys) -> Decisions:
         """:meth:`query` for a batch of keys (a list, or a numpy array); the filter is asked only where needed."""

@@ -121,15 +121,9 @@ class _SelectiveCounting:
         """(posterior, plain answer) for a batch of keys (subclasses)."""
         raise NotImplementedError
 
-    def query(self, key) -> Decision:
-        """The cost-optimal answer for ``key`` from its counters (Theorems 2/5 and 4).
-
-        With ``selective_query``, the answer is "present" iff the posterior is at least ``1 / (alpha + 1)``, and a
-        key whose prior is below :attr:`skip_threshold` is answered "absent" without reading the filter. Without it,
-        the answer is the plain filter's, and ``posterior``/``expected_cost`` say how good it is.
-        """
-        decision = _decide.counting_query(self, key)  # compiled, where it applies (bloomwise/_native/decide.pyx)
-        return decision if decision is not None else self.query_many([key])[0]
+    # query(key) -> Decision: the cost-optimal answer for ``key`` from its counters (Theorems 2/5 and 4). A compiled
+    # function used as the method (see its docstring), so that a call costs one C call.
+    query = _decide.counting_query
 
     def query_many(self, keys) -> Decisions:
         """:meth:`query` for a batch of keys (a list, or a numpy array)."""
