@@ -290,3 +290,25 @@ def test_single_queries_with_a_constant_prior_allocate_nothing():
     again = [f.query(key) for key in keys]   # each Decision is one of three precomputed tuples: nothing allocated
     assert all(a is b for a, b in zip(first, again))
     assert gc.get_count()[0] - before < 10   # (the list `again` itself)
+
+
+def test_class_prior_defaults_and_missing_classes():
+    def classify(key):
+        return ["unhashable"] if key.startswith("u") else key[:2]
+
+    probe = query_keys(100, 100) + ["u1", "zz"]
+    for make in (lambda: SelectiveBloomFilter({"num_bits": 4096, "num_hashes": 3}, prior, 5.0),
+                 lambda: SelectiveCountingBloomFilter({"num_counters": 4096, "num_hashes": 3}, prior, 5.0)):
+        prior = ClassPrior(classify, {"k1": 0.5, "ab": 1e-6, "k5": 0.01}, default=0.02)
+        f = make()
+        f.update([f"k{i}" for i in range(100)])
+        reference = ref.bloom_query if isinstance(f, SelectiveBloomFilter) else ref.counting_query
+        reference_many = ref.bloom_query_many if isinstance(f, SelectiveBloomFilter) else ref.counting_query_many
+        for key in probe:
+            assert_same_decision(f.query(key), reference(f, key))
+        assert_same_decisions(f.query_many(probe), reference_many(f, probe))
+        f.prior = ClassPrior(classify, {"k1": 0.5})  # no default: a missing class is a KeyError naming it
+        with pytest.raises(KeyError, match="no prior for class 'zz'"):
+            f.query("zz")
+        with pytest.raises(KeyError, match="no prior for class"):
+            f.query_many(["k1", "u1"])

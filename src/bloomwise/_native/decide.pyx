@@ -136,9 +136,16 @@ cdef inline double class_prior(object prior, dict table, object classify, object
     label = classify(key)
     if single and isinstance(label, numpy().generic):
         label = label.item()
-    cdef PyObject* value = PyDict_GetItem(table, label)  # NULL for a missing or unhashable label
+    cdef PyObject* value
+    try:
+        value = PyDict_GetItemWithError(table, label)
+    except TypeError:  # an unhashable label: ClassPrior._lookup says what happens (the default, or KeyError)
+        return PyFloat_AsDouble(prior._lookup(label, key))
     if value != NULL:
         return PyFloat_AsDouble(<object>value)
+    default = prior.default
+    if default is not None:  # a missing label: the default (without _lookup's KeyError, raised and caught)
+        return PyFloat_AsDouble(default)
     return PyFloat_AsDouble(prior._lookup(label, key))
 
 
@@ -377,6 +384,23 @@ def bloom_query_many(sel, keys):
     cdef uint8_t[::1] mem = member_arr.view(np.uint8)
     cdef double[::1] po = post_arr
     cdef double[::1] ex = expected_arr
+    cdef bint member_if[2]
+    cdef double post_if[2], expected_if[2]
+    if constant:  # the answer decides everything: two precomputed outcomes, chosen per key without branches
+        for answer in (False, True):
+            post = pi
+            if consult and informative:
+                post = pi / (pi + (1.0 - pi) * fpr) if answer else 0.0
+            member = (post * fn >= (1.0 - post) * fp) if selective else answer
+            member_if[answer], post_if[answer] = member, post
+            expected_if[answer] = (1.0 - post) * fp if member else post * fn
+        with nogil:
+            for i in range(n):
+                answer = ans[i] != 0
+                mem[i] = member_if[answer]
+                po[i] = post_if[answer]
+                ex[i] = expected_if[answer]
+        return _decisions_type(member_arr, post_arr, answer_arr, consulted_arr, expected_arr)
     with nogil:
         for i in range(n):
             if not constant:
