@@ -307,6 +307,10 @@ def test_class_prior_defaults_and_missing_classes():
         for key in probe:
             assert_same_decision(f.query(key), reference(f, key))
         assert_same_decisions(f.query_many(probe), reference_many(f, probe))
+        prior.default = 0.9  # the prior's default, changed: seen
+        for key in probe:
+            assert_same_decision(f.query(key), reference(f, key))
+        assert_same_decisions(f.query_many(probe), reference_many(f, probe))
         f.prior = ClassPrior(classify, {"k1": 0.5})  # no default: a missing class is a KeyError naming it
         with pytest.raises(KeyError, match="no prior for class 'zz'"):
             f.query("zz")

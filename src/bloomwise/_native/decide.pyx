@@ -110,6 +110,20 @@ cdef object make_decision(bint member, double post, object answer, double expect
     return result
 
 
+cdef object take(object keys, object mask):
+    """_support.take(keys, mask) (the keys where the bool array mask is True, in the container they came in),
+    the list built in C."""
+    if not isinstance(keys, list) and not isinstance(keys, tuple):
+        return _paradox[2].take(keys, mask)
+    cdef const uint8_t[::1] m = mask.view(numpy().uint8)
+    cdef Py_ssize_t i
+    cdef list out = []
+    for i in range(m.shape[0]):
+        if m[i]:
+            out.append(keys[i])
+    return out
+
+
 cdef inline bint same(dict d, str name, object expected):
     """Whether attribute ``name`` in the instance dict ``d`` is the object ``expected`` (no attribute: False)."""
     return PyDict_GetItem(d, name) == <PyObject*>expected
@@ -131,7 +145,8 @@ cdef int prior_kind(object prior):
     return PRIOR_OTHER
 
 
-cdef inline double class_prior(object prior, dict table, object classify, object key, bint single) except -1.0:
+cdef inline double class_prior(object prior, dict table, object classify, object default, object key,
+                               bint single) except -1.0:
     """ClassPrior.probability(key) (single) or its per-key step of probabilities() (batch), the same look-up."""
     label = classify(key)
     if single and isinstance(label, numpy().generic):
@@ -143,7 +158,6 @@ cdef inline double class_prior(object prior, dict table, object classify, object
         return PyFloat_AsDouble(prior._lookup(label, key))
     if value != NULL:
         return PyFloat_AsDouble(<object>value)
-    default = prior.default
     if default is not None:  # a missing label: the default (without _lookup's KeyError, raised and caught)
         return PyFloat_AsDouble(default)
     return PyFloat_AsDouble(prior._lookup(label, key))
@@ -165,10 +179,10 @@ cdef object batch_priors(object prior, int kind, object keys, Py_ssize_t n):
     out = np.empty(n, dtype=np.float64)
     cdef double[::1] o = out
     cdef dict table = prior.table
-    classify = prior.classify
+    classify, default = prior.classify, prior.default
     cdef Py_ssize_t i = 0
     for key in keys:
-        o[i] = class_prior(prior, table, classify, key, False)
+        o[i] = class_prior(prior, table, classify, default, key, False)
         i += 1
     return out
 
@@ -226,7 +240,7 @@ cdef class BloomState:
     cdef object filter, prior, prior_value, cost, num_inserted, max_skipped, selective_insert, selective_query, rule
     cdef int prior_kind
     cdef dict class_table
-    cdef object classify
+    cdef object classify, class_default
     cdef double p                 # the constant prior
     cdef double fpr, threshold, false_positive, false_negative, max_skipped_prior
     cdef bint use_skipped, query_selectively
@@ -247,7 +261,8 @@ cdef class BloomState:
         if self.prior_kind == PRIOR_CONSTANT:
             return same(self.prior.__dict__, "p", self.prior_value)
         if self.prior_kind == PRIOR_CLASS:
-            return same(self.prior.__dict__, "table", self.class_table)
+            return (same(self.prior.__dict__, "table", self.class_table)
+                    and same(self.prior.__dict__, "default", self.class_default))
         return True
 
 
@@ -273,7 +288,7 @@ cdef BloomState bloom_state(object sel):
     s.use_skipped = bool(s.selective_insert) and s.rule == "exact"
     s.query_selectively = bool(s.selective_query)
     if s.prior_kind == PRIOR_CLASS:
-        s.class_table, s.classify = s.prior.table, s.prior.classify
+        s.class_table, s.classify, s.class_default = s.prior.table, s.prior.classify, s.prior.default
     if s.prior_kind == PRIOR_CONSTANT:
         s.prior_value = s.prior.__dict__["p"]
         s.p = s.prior_value
@@ -320,7 +335,7 @@ def bloom_query(sel, key):
             return s.if_skipped
         return s.if_present if PySequence_Contains(s.filter, key) else s.if_absent
     if s.prior_kind == PRIOR_CLASS:
-        p = class_prior(s.prior, s.class_table, s.classify, key, True)
+        p = class_prior(s.prior, s.class_table, s.classify, s.class_default, key, True)
     else:
         p = checked_prior(s.prior.probability(key), s.prior)
         s.prior.observe(key)
@@ -374,7 +389,7 @@ def bloom_query_many(sel, keys):
         elif consulted_arr.all():
             answer_arr = np.asarray(s.filter.contains_many(keys), dtype=bool)
         elif consulted_arr.any():
-            answer_arr[consulted_arr] = np.asarray(s.filter.contains_many(support.take(keys, consulted_arr)),
+            answer_arr[consulted_arr] = np.asarray(s.filter.contains_many(take(keys, consulted_arr)),
                                                    dtype=bool)
     member_arr = np.empty(n, dtype=np.bool_)
     post_arr = np.empty(n, dtype=np.float64)
@@ -447,7 +462,7 @@ cdef class CountingState:
     cdef uint64_t num_items
     cdef int prior_kind
     cdef dict class_table
-    cdef object classify
+    cdef object classify, class_default
     cdef double p, log_p, log1m_p  # the constant prior and its log-odds terms (numpy's log and log1p)
     cdef double skip, false_positive, false_negative
     cdef bint query_selectively
@@ -484,7 +499,8 @@ cdef class CountingState:
         if self.prior_kind == PRIOR_CONSTANT:
             return same(self.prior.__dict__, "p", self.prior_value)
         if self.prior_kind == PRIOR_CLASS:
-            return same(self.prior.__dict__, "table", self.class_table)
+            return (same(self.prior.__dict__, "table", self.class_table)
+                    and same(self.prior.__dict__, "default", self.class_default))
         return True
 
     cdef int set_table(self, object sel, Py_ssize_t length) except -1:
@@ -549,7 +565,7 @@ cdef CountingState counting_state(object sel):
     s.false_positive, s.false_negative = s.cost.false_positive, s.cost.false_negative
     s.skip = sel.skip_threshold
     if s.prior_kind == PRIOR_CLASS:
-        s.class_table, s.classify = s.prior.table, s.prior.classify
+        s.class_table, s.classify, s.class_default = s.prior.table, s.prior.classify, s.prior.default
     if s.prior_kind == PRIOR_CONSTANT:
         s.prior_value = s.prior.__dict__["p"]
         s.p = s.prior_value
@@ -593,6 +609,10 @@ cdef inline int counting_decide(CountingState s, uint64_t h, double p, double lo
             if c != 0:
                 return -1
             continue
+        if c == 0:  # certainly absent: table[0] = -inf makes the posterior 0 whatever the other counters say
+            answer_out[0] = False
+            post_out[0] = 0.0
+            return 0
         if c >= <uint32_t>s.table_len:
             return NEEDS_LARGER_TABLE
         terms[j] = s.table[c]
@@ -633,7 +653,7 @@ def counting_query(sel, key):
     if s.prior_kind == PRIOR_CONSTANT:
         p, log_p, log1m_p = s.p, s.log_p, s.log1m_p
     elif s.prior_kind == PRIOR_CLASS:
-        p = class_prior(s.prior, s.class_table, s.classify, key, True)
+        p = class_prior(s.prior, s.class_table, s.classify, s.class_default, key, True)
         log_odds_terms(p, &log_p, &log1m_p)
     else:
         p = checked_prior(s.prior.probability(key), s.prior)
@@ -682,7 +702,7 @@ def counting_query_many(sel, keys):
     if num_consulted == n:
         hashes = hash_many(keys, s.hasher.seed, s.key_func, s.hasher.scheme).reshape(-1)
     elif num_consulted:
-        hashes = hash_many(support.take(keys, consulted_arr), s.hasher.seed, s.key_func, s.hasher.scheme).reshape(-1)
+        hashes = hash_many(take(keys, consulted_arr), s.hasher.seed, s.key_func, s.hasher.scheme).reshape(-1)
     else:
         hashes = np.zeros(0, dtype=np.uint64)
     hashes = np.ascontiguousarray(hashes)
