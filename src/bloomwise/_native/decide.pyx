@@ -33,7 +33,7 @@ from libc.math cimport exp, log, log1p, fabs, INFINITY
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 
 from bloomwise._native.hashing cimport Hasher, hash_object
-from bloomwise._native.layouts cimport Geometry, geometry_init, positions, MAX_HASHES
+from bloomwise._native.layouts cimport Geometry, geometry_init, positions, bw_prefetch_read, MAX_HASHES
 from bloomwise._native.support cimport numpy
 
 cdef extern from "Python.h":
@@ -624,6 +624,21 @@ cdef inline int counting_decide(CountingState s, uint64_t h, double p, double lo
     return 0
 
 
+cdef enum:
+    PREFETCH_KEYS_AHEAD = 16       # counting batches: the counters of the key this far ahead are requested early
+    PREFETCH_FROM_BYTES = 1 << 20  # only for counter arrays beyond the L2 cache (smaller ones stay in cache)
+
+
+cdef inline void prefetch_counters(CountingState s, uint64_t h) noexcept nogil:
+    """Ask for the cache lines of a key's k counters (a decision reads all of them, so the misses of consecutive
+    keys overlap only if requested early)."""
+    cdef uint64_t pos[MAX_HASHES]
+    cdef uint32_t j
+    positions(&s.g, h, pos)
+    for j in range(s.g.num_hashes):
+        bw_prefetch_read(s.cells + ((pos[j] * <uint64_t>s.width) >> 3))
+
+
 cdef int raise_inconsistent(CountingState s) except -1:
     raise ValueError("num_items is 0 but counters are not all 0: inconsistent")
 
@@ -707,6 +722,8 @@ def counting_query_many(sel, keys):
         hashes = np.zeros(0, dtype=np.uint64)
     hashes = np.ascontiguousarray(hashes)
     cdef const uint64_t[::1] hs = hashes
+    cdef Py_ssize_t num_hashes = hs.shape[0]
+    cdef bint prefetch = s.g.num_bits * <uint64_t>s.width > PREFETCH_FROM_BYTES * 8
     member_arr = np.empty(n, dtype=np.bool_)
     post_arr = np.empty(n, dtype=np.float64)
     answer_arr = np.zeros(n, dtype=np.bool_)
@@ -726,6 +743,8 @@ def counting_query_many(sel, keys):
                 post = p
                 answer = False
                 if cons[i]:
+                    if prefetch and j + PREFETCH_KEYS_AHEAD < num_hashes:
+                        prefetch_counters(s, hs[j + PREFETCH_KEYS_AHEAD])
                     status = counting_decide(s, hs[j], p, log_p, log1m_p, &post, &answer)
                     if status != 0:
                         break
