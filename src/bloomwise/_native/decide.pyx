@@ -113,14 +113,17 @@ cdef object make_decision(bint member, double post, object answer, double expect
 cdef object take(object keys, object mask):
     """_support.take(keys, mask) (the keys where the bool array mask is True, in the container they came in),
     the list built in C."""
-    if not isinstance(keys, list) and not isinstance(keys, tuple):
+    if type(keys) is not list:
         return _paradox[2].take(keys, mask)
     cdef const uint8_t[::1] m = mask.view(numpy().uint8)
     cdef Py_ssize_t i
+    cdef list items = <list>keys
     cdef list out = []
+    if len(items) != m.shape[0]:
+        raise RuntimeError("the list of keys changed size during the operation")
     for i in range(m.shape[0]):
         if m[i]:
-            out.append(keys[i])
+            out.append(items[i])
     return out
 
 
