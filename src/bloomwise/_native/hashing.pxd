@@ -33,6 +33,7 @@ cdef extern from *:
     #endif
     """
     int BW_UNICODE_READY(object) except -1
+    int __builtin_ctzll(unsigned long long) noexcept nogil
 
 cdef extern from "common.h" nogil:
     uint64_t bw_xxh64(const void* data, size_t length, uint64_t seed)
@@ -108,20 +109,24 @@ cdef inline Py_ssize_t encode_utf8(int kind, const void* data, Py_ssize_t n, uin
     """The UTF-8 bytes of n code points stored as UCS1 (kind 1), UCS2 (2) or UCS4 (4), written to out (room for
     n * kind + n bytes); their count, or -1 for a surrogate code point, which UTF-8 cannot encode (str.encode()
     raises UnicodeEncodeError for it)."""
-    cdef Py_ssize_t i = 0, j = 0
+    cdef Py_ssize_t i = 0, j = 0, ascii_run
     cdef uint32_t c
     cdef uint64_t word
     cdef const uint8_t* s1
     if kind == 1:
         s1 = <const uint8_t*>data
         while i < n:
-            if i + 8 <= n:  # eight ASCII characters at a time
+            if i + 8 <= n:  # eight characters at a time: the ASCII ones before the first other one are copied
                 memcpy(&word, s1 + i, 8)
-                if not (word & 0x8080808080808080ULL):
-                    memcpy(out + j, &word, 8)
+                memcpy(out + j, &word, 8)  # (out has room: j + 8 <= 2 i + 8 <= 2 n)
+                word &= 0x8080808080808080ULL
+                if not word:
                     i += 8
                     j += 8
                     continue
+                ascii_run = __builtin_ctzll(word) >> 3  # little-endian: the lowest set bit is the first byte >= 0x80
+                i += ascii_run
+                j += ascii_run
             c = s1[i]
             if c < 0x80:
                 out[j] = <uint8_t>c
