@@ -14,19 +14,21 @@ if os.environ.get("BLOOMWISE_NATIVE_ARCH"):
     COMPILE_ARGS.append("-march=native")
 
 
-def native(name: str) -> Extension:
+def native(name: str, extra_args=()) -> Extension:
     return Extension(
         f"bloomwise._native.{name}",
         [os.path.join(NATIVE, f"{name}.pyx")],
         include_dirs=[NATIVE],
-        extra_compile_args=COMPILE_ARGS,
+        extra_compile_args=COMPILE_ARGS + list(extra_args),
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
 
 
 setup(
     ext_modules=cythonize(
-        [native("core"), native("hashes"), native("bloom"), native("counting"), native("served")],
+        [native("core"), native("hashes"), native("bloom"), native("counting"), native("served"),
+         # the selective filters' decisions: the same double operations as numpy, so no fused multiply-adds
+         native("decide", ["-ffp-contract=off"])],
         compiler_directives={
             "language_level": 3,
             "boundscheck": False,

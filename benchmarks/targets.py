@@ -94,3 +94,21 @@ def check(data: dict) -> list[dict]:
         t = data["import_ms"].get(stmt)
         rows.append(_row(f"`{stmt}`", 100, " ms", [("median", t["median"])] if isinstance(t, dict) else []))
     return rows
+
+
+def check_decisions(data: dict, ratios: list[tuple[str, str, str, float]]) -> list[dict]:
+    """The targets of benchmarks/decisions.py: each ratio is the median over the runs of the ratio within a run."""
+    rows = []
+    measured = data["ratios"]
+    for target, _num, _den, limit in ratios:
+        inst = [("median of runs", measured[target]["median"])] if target in measured else []
+        rows.append(_row(target, limit, "x", inst))
+    name = "class prior query_many beyond the classifier vs contains_many"
+    inst = [("median of runs", measured[name]["median"])] if name in measured else []
+    rows.append(_row("query_many with a ClassPrior: time beyond the classifier vs the plain batch", 2.0, "x", inst))
+    growth = data["figures"].get("non-ASCII bloomwise: update RSS growth MiB")
+    keys = data["meta"]["keys"]
+    inst = [(f"{keys:,} keys", growth["median"])] if growth else []
+    rows.append(_row("non-ASCII update: resident memory left behind (a UTF-8 copy per key would be ~70 MiB per 1M)",
+                     max(1.0, keys / 1e6), " MiB", inst))
+    return rows

@@ -25,3 +25,15 @@ def test_quick_anatomy_prints_its_table():
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| bloomwise blocked |" in run.stdout and "tiny (call only)" in run.stdout
+
+
+def test_small_decisions_benchmark_writes_its_targets(tmp_path):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "decisions.py"), "--keys", "20000",
+                          "--runs", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [raw] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
+    data = json.loads(raw.read_text())
+    assert data["meta"]["kernels"] in ("avx2+avx512", "avx2", "scalar")
+    statuses = {row["target"]: row["status"] for row in data["targets"]}
+    assert statuses["SelectiveBloomFilter.query vs `in`"] in ("PASS", "FAIL")
+    assert "| target | limit |" in run.stdout

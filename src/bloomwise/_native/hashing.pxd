@@ -7,18 +7,33 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.float cimport PyFloat_Check
 from cpython.long cimport PyLong_Check
 from cpython.unicode cimport PyUnicode_Check
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
 
 cdef extern from "Python.h":
     bint PyUnicode_CheckExact(object)
     bint PyUnicode_IS_COMPACT_ASCII(object)
     void* PyUnicode_DATA(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
-    const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
+    int PyUnicode_KIND(object)
+    bytes PyUnicode_AsUTF8String(object)
     long long PyLong_AsLongLongAndOverflow(object, int*) except? -1
     unsigned long long PyLong_AsUnsignedLongLongMask(object) except? -1
     bint PyIndex_Check(object)
     bint PyMemoryView_Check(object)
+
+cdef extern from *:
+    """
+    /* A str is "ready" (its code points stored as UCS1/2/4) from Python 3.12 on; before, legacy strings may not be. */
+    #if PY_VERSION_HEX < 0x030C0000
+    #define BW_UNICODE_READY(o) PyUnicode_READY(o)
+    #else
+    #define BW_UNICODE_READY(o) 0
+    #endif
+    """
+    int BW_UNICODE_READY(object) except -1
+    int __builtin_ctzll(unsigned long long) noexcept nogil
 
 cdef extern from "common.h" nogil:
     uint64_t bw_xxh64(const void* data, size_t length, uint64_t seed)
@@ -86,6 +101,93 @@ cdef inline int hash_pyint(object key, Hasher hasher, uint64_t* out) except -1:
     return 0
 
 
+cdef enum:
+    UTF8_STACK_BYTES = 512   # str keys whose UTF-8 fits are encoded on the stack; longer ones in a malloc'd buffer
+
+
+cdef inline Py_ssize_t encode_utf8(int kind, const void* data, Py_ssize_t n, uint8_t* out) noexcept nogil:
+    """The UTF-8 bytes of n code points stored as UCS1 (kind 1), UCS2 (2) or UCS4 (4), written to out (room for
+    n * kind + n bytes); their count, or -1 for a surrogate code point, which UTF-8 cannot encode (str.encode()
+    raises UnicodeEncodeError for it)."""
+    cdef Py_ssize_t i = 0, j = 0, ascii_run
+    cdef uint32_t c
+    cdef uint64_t word
+    cdef const uint8_t* s1
+    if kind == 1:
+        s1 = <const uint8_t*>data
+        while i < n:
+            if i + 8 <= n:  # eight characters at a time: the ASCII ones before the first other one are copied
+                memcpy(&word, s1 + i, 8)
+                memcpy(out + j, &word, 8)  # (out has room: j + 8 <= 2 i + 8 <= 2 n)
+                word &= 0x8080808080808080ULL
+                if not word:
+                    i += 8
+                    j += 8
+                    continue
+                ascii_run = __builtin_ctzll(word) >> 3  # little-endian: the lowest set bit is the first byte >= 0x80
+                i += ascii_run
+                j += ascii_run
+            c = s1[i]
+            if c < 0x80:
+                out[j] = <uint8_t>c
+                j += 1
+            else:
+                out[j] = <uint8_t>(0xC0 | (c >> 6))
+                out[j + 1] = <uint8_t>(0x80 | (c & 0x3F))
+                j += 2
+            i += 1
+        return j
+    for i in range(n):
+        c = (<const uint16_t*>data)[i] if kind == 2 else (<const uint32_t*>data)[i]
+        if c < 0x80:
+            out[j] = <uint8_t>c
+            j += 1
+        elif c < 0x800:
+            out[j] = <uint8_t>(0xC0 | (c >> 6))
+            out[j + 1] = <uint8_t>(0x80 | (c & 0x3F))
+            j += 2
+        elif c < 0x10000:
+            if 0xD800 <= c <= 0xDFFF:
+                return -1
+            out[j] = <uint8_t>(0xE0 | (c >> 12))
+            out[j + 1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+            out[j + 2] = <uint8_t>(0x80 | (c & 0x3F))
+            j += 3
+        else:
+            out[j] = <uint8_t>(0xF0 | (c >> 18))
+            out[j + 1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
+            out[j + 2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+            out[j + 3] = <uint8_t>(0x80 | (c & 0x3F))
+            j += 4
+    return j
+
+
+cdef inline int hash_str(object key, Hasher hasher, uint64_t* out) except -1:
+    """The hash of a str's UTF-8 bytes, encoded into a buffer of this call (the stack, or the C heap for long
+    strings): nothing is cached in, or left behind by, the caller's str (PyUnicode_AsUTF8 would keep a copy in it)."""
+    cdef uint8_t stack[UTF8_STACK_BYTES]
+    cdef uint8_t* buffer = stack
+    cdef Py_ssize_t n, size, length
+    cdef int kind
+    BW_UNICODE_READY(key)
+    n = PyUnicode_GET_LENGTH(key)
+    kind = PyUnicode_KIND(key)
+    size = n * (kind + 1)  # UTF-8 needs at most 2 bytes per UCS1 code point, 3 per UCS2, 4 per UCS4
+    if size > UTF8_STACK_BYTES:
+        buffer = <uint8_t*>malloc(size)
+        if buffer == NULL:
+            raise MemoryError(f"no memory to encode a str key of {n} characters")
+    length = encode_utf8(kind, PyUnicode_DATA(key), n, buffer)
+    if length >= 0:
+        out[0] = hash_bytes(hasher, buffer, length)
+    if buffer != stack:
+        free(buffer)
+    if length < 0:  # a lone surrogate: str.encode's error (UnicodeEncodeError)
+        PyUnicode_AsUTF8String(key)
+        raise UnicodeEncodeError("utf-8", key, 0, 1, "surrogates not allowed")
+    return 0
+
+
 cdef inline bint hash_ascii_str(object key, Hasher hasher, uint64_t* out) noexcept:
     """The common case, inlined into the hot loops: an exact, compact ASCII str, read in place. False otherwise."""
     if PyUnicode_CheckExact(key) and PyUnicode_IS_COMPACT_ASCII(key):
@@ -96,16 +198,12 @@ cdef inline bint hash_ascii_str(object key, Hasher hasher, uint64_t* out) noexce
 
 cdef inline int hash_key(object key, Hasher hasher, uint64_t* out) except -1:
     """Write the 64-bit hash of one key to out[0]; TypeError for a value that is not a key."""
-    cdef Py_ssize_t size
-    cdef const char* data
     cdef Py_buffer view
     if PyUnicode_CheckExact(key) and PyUnicode_IS_COMPACT_ASCII(key):  # the common case: read it in place
         out[0] = hash_bytes(hasher, PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key))
         return 0
     if PyUnicode_Check(key):
-        data = PyUnicode_AsUTF8AndSize(key, &size)  # ASCII str: its own buffer, no copy
-        out[0] = hash_bytes(hasher, data, size)
-        return 0
+        return hash_str(key, hasher, out)
     if PyBytes_Check(key):
         out[0] = hash_bytes(hasher, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
         return 0

@@ -24,9 +24,10 @@ import warnings
 import numpy as np
 
 from bloomwise._base import DeprecatedAlias, check_threads
+from bloomwise._native import decide as _decide
 from bloomwise.paradox import _support, _validate
 from bloomwise.paradox.decisions import Decision, Decisions
-from bloomwise.paradox.posterior import paradox_threshold, posterior, theorem1_fpr
+from bloomwise.paradox.posterior import paradox_threshold, theorem1_fpr
 
 __all__ = ["SelectiveBloomFilter"]
 
@@ -246,58 +247,13 @@ class SelectiveBloomFilter:
             return p > self._max_skipped_prior
         return np.ones(np.shape(p), dtype=bool) if np.ndim(p) else True
 
-    def query(self, key) -> Decision:
-        """The cost-optimal answer for ``key`` (Theorems 1 and 4), with its posterior and expected cost.
-
-        With ``selective_query``, a key whose prior is below :attr:`threshold` (or that selective insertion skipped)
-        is answered "absent" without asking the filter; otherwise the filter is asked and a positive answer gives the
-        posterior ``P / (P + (1 - P) FPR)``, a negative one 0. Without ``selective_query``, the answer is the filter's.
-        """
-        p = self.prior.probability(key)
-        self.prior.observe(key)
-        fpr = self.estimated_fpr()
-        informative = self._informative(p)
-        if self.selective_query:
-            consult = bool(informative) and p >= paradox_threshold(fpr, self.cost.alpha)
-        else:
-            consult = True
-        answer = (key in self._filter) if consult else None
-        if answer is None or not informative:
-            post = p
-        else:
-            post = posterior(p, fpr) if answer else 0.0
-        if self.selective_query:
-            member = post * self.cost.false_negative >= (1.0 - post) * self.cost.false_positive
-        else:
-            member = bool(answer)
-        return Decision(bool(member), float(post), answer, self.cost.expected_cost(post, member))
+    # query(key) -> Decision: the cost-optimal answer for ``key`` (Theorems 1 and 4), with its posterior and
+    # expected cost. A compiled function used as the method (see its docstring), so that a call costs one C call.
+    query = _decide.bloom_query
 
     def query_many(self, keys) -> Decisions:
         """:meth:`query` for a batch of keys (a list, or a numpy array); the filter is asked only where needed."""
-        keys = _support.keys_list(keys)
-        p = self.prior.probabilities(keys)
-        self.prior.observe_many(keys)
-        fpr = self.estimated_fpr()
-        informative = self._informative(p)
-        if self.selective_query:
-            consulted = informative & (p >= paradox_threshold(fpr, self.cost.alpha))
-        else:
-            consulted = np.ones(len(keys), dtype=bool)
-        answer = np.zeros(len(keys), dtype=bool)
-        if consulted.all():
-            if len(keys):
-                answer = np.asarray(self._filter.contains_many(keys), dtype=bool)
-        elif consulted.any():
-            answer[consulted] = np.asarray(self._filter.contains_many(_support.take(keys, consulted)), dtype=bool)
-        post = p.copy()
-        evidence = consulted & informative
-        positive = evidence & answer
-        if positive.any():
-            pp = p[positive]
-            post[positive] = pp / (pp + (1.0 - pp) * fpr)
-        post[evidence & ~answer] = 0.0
-        member, expected = self.cost.decide_many(post, None if self.selective_query else answer)
-        return Decisions(member, post, answer, consulted, expected)
+        return _decide.bloom_query_many(self, keys)
 
     def __repr__(self) -> str:
         mode = {(True, True): "insert+query", (True, False): "insert", (False, True): "query",

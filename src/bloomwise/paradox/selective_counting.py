@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from bloomwise._base import DeprecatedAlias, check_threads
+from bloomwise._native import decide as _decide
 from bloomwise.paradox import _support
 from bloomwise.paradox.decisions import Decision, Decisions
 from bloomwise.paradox.posterior import log_binom_pmf, log_binom_tail, cbf_posterior, vicbf_posterior
@@ -134,18 +135,15 @@ class _SelectiveCounting:
         """(posterior, plain answer) for a batch of keys (subclasses)."""
         raise NotImplementedError
 
-    def query(self, key) -> Decision:
-        """The cost-optimal answer for ``key`` from its counters (Theorems 2/5 and 4).
-
-        With ``selective_query``, the answer is "present" iff the posterior is at least ``1 / (alpha + 1)``, and a
-        key whose prior is below :attr:`skip_threshold` is answered "absent" without reading the filter. Without it,
-        the answer is the plain filter's, and ``posterior``/``expected_cost`` say how good it is.
-        """
-        d = self.query_many([key])
-        return d[0]
+    # query(key) -> Decision: the cost-optimal answer for ``key`` from its counters (Theorems 2/5 and 4). A compiled
+    # function used as the method (see its docstring), so that a call costs one C call.
+    query = _decide.counting_query
 
     def query_many(self, keys) -> Decisions:
         """:meth:`query` for a batch of keys (a list, or a numpy array)."""
+        decisions = _decide.counting_query_many(self, keys)
+        if decisions is not None:
+            return decisions
         keys = _support.keys_list(keys)
         p = self.prior.probabilities(keys)
         self.prior.observe_many(keys)

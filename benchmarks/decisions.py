@@ -1,0 +1,212 @@
+"""The cost-aware decisions and non-ASCII keys, side by side in one run (the Speed issue's targets for them).
+
+    .venv/bin/python benchmarks/decisions.py              # 1M keys, 3 runs (a few minutes)
+    .venv/bin/python benchmarks/decisions.py --quick      # 100k keys, 1 run: a smoke test
+
+Workloads (medians of the runs; within a run the two sides of a ratio are timed one after the other on the same keys):
+
+* selective single: ``sel.query(key)`` vs ``key in f`` (URLs, half present; a constant prior), for
+  SelectiveBloomFilter and SelectiveCountingBloomFilter;
+* selective batch: ``sel.query_many(keys)`` vs ``f.contains_many(keys)``, a list of str and a numpy uint64 array;
+* class prior: ``query_many`` with a ClassPrior (the class from the URL's subdomain) vs ``contains_many`` plus the
+  classifier alone (``[classify(k) for k in keys]``): the target is on the time beyond the classifier;
+* non-ASCII URLs (one accented letter each) vs rbloom: ``add``, ``in``, ``update``; and how much the process's resident
+  memory grows when the keys are inserted, beyond bloomwise's filter itself (a UTF-8 copy cached in each str would
+  show here).
+
+Every str operation gets new str objects equal to the keys (rbloom hashes with ``hash()``, cached in the object).
+Results: ``results/YYYY-MM-DD-decisions-<cpu>.md`` and ``.json`` (with the kernel set and the load average).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import operator
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import measure  # noqa: E402
+import targets  # noqa: E402
+import workloads  # noqa: E402
+
+import bloomwise  # noqa: E402
+from bloomwise.paradox import ClassPrior, SelectiveBloomFilter, SelectiveCountingBloomFilter  # noqa: E402
+
+
+def fresh(keys: list[str]) -> list[str]:
+    return [(k + ".")[:-1] for k in keys]
+
+
+def accented(keys: list[str]) -> list[str]:
+    """The URL with one accented letter: the first 'a' of the host (or of the path) becomes 'ä'."""
+    return [k.replace("a", "ä", 1) if "a" in k else k + "é" for k in keys]
+
+
+def ns_per_key(fn, *args, n: int) -> float:
+    return measure.timed(fn, *args)[0] / n
+
+
+def loop_in(f, keys):
+    for k in keys:
+        k in f  # noqa: B015
+
+
+def loop_call(fn, keys):
+    for k in keys:
+        fn(k)
+
+
+def rss() -> int:
+    return measure.PeakRSS._status("VmRSS")
+
+
+def one_run(n: int) -> dict:
+    out: dict[str, float] = {}
+    urls = workloads.url_keys(0, n)
+    probe = workloads.url_keys(0, n // 2) + workloads.url_keys(n, n + n // 2)   # half present
+    u64 = workloads.u64_keys(0, n)
+    u64_probe = np.concatenate([workloads.u64_keys(0, n // 2), workloads.u64_keys(n, n + n // 2)])
+
+    for name, make in (("bloom", lambda: SelectiveBloomFilter(bloomwise.BloomFilter(n, 0.01), 0.3, 5.0)),
+                       ("counting", lambda: SelectiveCountingBloomFilter(bloomwise.CountingBloomFilter(n, 0.01),
+                                                                         0.3, 5.0))):
+        sel = make()
+        sel.update(urls)
+        f = sel.filter
+        sel.query(urls[0])
+        keys = fresh(probe)
+        out[f"{name} single: in"] = ns_per_key(loop_in, f, keys, n=n)
+        keys = fresh(probe)
+        out[f"{name} single: query"] = ns_per_key(loop_call, sel.query, keys, n=n)
+        keys = fresh(probe)
+        out[f"{name} batch str: contains_many"] = ns_per_key(f.contains_many, keys, n=n)
+        keys = fresh(probe)
+        out[f"{name} batch str: query_many"] = ns_per_key(sel.query_many, keys, n=n)
+        sel_u = make()
+        sel_u.update(u64)
+        out[f"{name} batch u64: contains_many"] = ns_per_key(sel_u.filter.contains_many, u64_probe, n=n)
+        out[f"{name} batch u64: query_many"] = ns_per_key(sel_u.query_many, u64_probe, n=n)
+        if name == "bloom":
+            # the class: the first letter of the subdomain (www, blog, shop, news, m, api, docs, static), by
+            # operator.itemgetter: a classifier that costs little, so the figure shows the decision's own cost
+            classify = operator.itemgetter(8)
+            table = {"w": 0.5, "b": 0.05, "s": 1e-4, "n": 1e-7, "m": 0.3, "a": 0.01}
+            sel_c = SelectiveBloomFilter(bloomwise.BloomFilter(n, 0.01), ClassPrior(classify, table, default=1e-6),
+                                         5.0)
+            sel_c.update(urls)
+            keys = fresh(probe)
+            out["class prior: contains_many"] = ns_per_key(sel_c.filter.contains_many, keys, n=n)
+            keys = fresh(probe)
+            out["class prior: classifier"] = ns_per_key(lambda ks: [classify(k) for k in ks], keys, n=n)
+            keys = fresh(probe)
+            out["class prior: query_many"] = ns_per_key(sel_c.query_many, keys, n=n)
+
+    try:
+        import rbloom
+    except ImportError:
+        rbloom = None
+    present, absent = accented(urls), accented(workloads.url_keys(n, 2 * n))
+    libs = {"bloomwise": lambda: bloomwise.BloomFilter(n, 0.01)}
+    if rbloom is not None:
+        libs["rbloom"] = lambda: rbloom.Bloom(n, 0.01)
+    for lib, make in libs.items():
+        f = make()
+        out[f"non-ASCII {lib}: add"] = ns_per_key(loop_call, f.add, fresh(present), n=n)
+        g = make()
+        keys = fresh(present)
+        before = rss()
+        out[f"non-ASCII {lib}: update"] = ns_per_key(g.update, keys, n=n)
+        # beyond the filter's own pages (faulted in by the update)
+        own = getattr(g, "nbytes", 0) if lib == "bloomwise" else 0
+        out[f"non-ASCII {lib}: update RSS growth MiB"] = max(0, rss() - before - own) / 2**20
+        del keys
+        out[f"non-ASCII {lib}: in present"] = ns_per_key(loop_in, f, fresh(present), n=n)
+        out[f"non-ASCII {lib}: in absent"] = ns_per_key(loop_in, f, fresh(absent), n=n)
+    return out
+
+
+RATIOS = [  # (target, numerator, denominator, limit)
+    ("SelectiveBloomFilter.query vs `in`", "bloom single: query", "bloom single: in", 2.0),
+    ("SelectiveCountingBloomFilter.query vs `in`", "counting single: query", "counting single: in", 2.0),
+    ("selective Bloom query_many vs contains_many, list of str", "bloom batch str: query_many",
+     "bloom batch str: contains_many", 1.3),
+    ("selective Bloom query_many vs contains_many, numpy uint64", "bloom batch u64: query_many",
+     "bloom batch u64: contains_many", 1.3),
+    ("selective counting query_many vs contains_many, list of str", "counting batch str: query_many",
+     "counting batch str: contains_many", 1.3),
+    ("selective counting query_many vs contains_many, numpy uint64", "counting batch u64: query_many",
+     "counting batch u64: contains_many", 1.3),
+    ("non-ASCII URLs: add vs rbloom", "non-ASCII bloomwise: add", "non-ASCII rbloom: add", 0.6),
+    ("non-ASCII URLs: update vs rbloom", "non-ASCII bloomwise: update", "non-ASCII rbloom: update", 0.6),
+    ("non-ASCII URLs: `in` (present) vs rbloom", "non-ASCII bloomwise: in present", "non-ASCII rbloom: in present",
+     0.6),
+    ("non-ASCII URLs: `in` (absent) vs rbloom", "non-ASCII bloomwise: in absent", "non-ASCII rbloom: in absent",
+     0.6),
+]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--keys", type=int, default=1_000_000)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="100k keys, 1 run")
+    p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.keys, args.runs = 100_000, 1
+    load_before = measure.loadavg()
+    runs = []
+    for r in range(args.runs):
+        runs.append(one_run(args.keys))
+        print(f"run {r + 1}/{args.runs} done", file=sys.stderr)
+    figures = {name: measure.summary([run[name] for run in runs]) for name in runs[0]}
+    # a ratio per run, then its median (both sides of a ratio come from the same run)
+    ratios = {}
+    for target, num, den, limit in RATIOS:
+        if num in figures and den in figures:
+            ratios[target] = measure.summary([run[num] / run[den] for run in runs])
+    if "class prior: query_many" in figures:
+        ratios["class prior query_many beyond the classifier vs contains_many"] = measure.summary(
+            [(run["class prior: query_many"] - run["class prior: classifier"]) / run["class prior: contains_many"]
+             for run in runs])
+    data = {"meta": {"machine": measure.machine(), "kernels": measure.bloomwise_kernels(), "keys": args.keys,
+                     "runs": args.runs, "load_before": load_before, "load_after": measure.loadavg(),
+                     "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                     "command": " ".join(sys.argv)},
+            "figures": figures, "ratios": ratios}
+    data["targets"] = targets.check_decisions(data, RATIOS)
+    text = markdown(data)
+    print(text)
+    if not args.quick:
+        args.out.mkdir(parents=True, exist_ok=True)
+        cpu = re.sub(r"[^a-z0-9]+", "-", data["meta"]["machine"]["cpu"].lower()).strip("-")[:40]
+        stem = args.out / f"{dt.date.today().isoformat()}-decisions-{cpu}"
+        stem.with_suffix(".md").write_text(text)
+        stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    return 0
+
+
+def markdown(data: dict) -> str:
+    m = data["meta"]
+    mach = m["machine"]
+    lines = [f"# Decisions and non-ASCII keys: {m['keys']:,} keys, {m['runs']} run(s), {m['date']}", "",
+             f"CPU {mach['cpu']} ({mach['cpus']} CPUs; AVX-512: {'yes' if mach['avx512'] else 'no'}); "
+             f"bloomwise kernels: {m['kernels']}; Python {mach['python']}, numpy {mach['numpy']}; "
+             f"load average before {m['load_before']}, after {m['load_after']}.", "",
+             "| figure | median | min | max |", "|---|---:|---:|---:|"]
+    for name, s in data["figures"].items():
+        unit = "" if "MiB" in name else " ns/key"
+        lines.append(f"| {name} | {s['median']:.1f}{unit} | {s['min']:.1f} | {s['max']:.1f} |")
+    lines += ["", "| target | limit | measured (median of the runs' ratios) | status |", "|---|---|---|---|"]
+    for row in data["targets"]:
+        lines.append(f"| {row['target']} | {row['limit']} | {row['measured']} | {row['status']} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

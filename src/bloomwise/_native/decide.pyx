@@ -1,0 +1,768 @@
+# cython: freethreading_compatible = False
+"""Compiled decisions of the selective filters (``bloomwise.paradox.selective`` and ``.selective_counting``).
+
+A selective filter's answer for a key depends on the key only through its prior and what the filter says about it:
+one bit for a Bloom filter, k counters for a counting one. Everything else is a function of the filter's state:
+
+* Bloom (Theorem 1 and Bayes): the false-positive rate of the filter as built, the paradox threshold
+  ``FPR / (FPR + alpha)``, the costs; with a constant prior, the three possible decisions themselves (not asked,
+  asked and "no", asked and "yes") are fixed, and a query returns one of three precomputed tuples.
+* Counting (Theorems 2 and 4): the per-counter-value log likelihood ratio table of ``(n, m, k)``
+  (``bloomwise.paradox.posterior._counter_log_ratios``), the skip threshold and the costs; a key's posterior is then
+  ``1 / (1 + exp(-z))`` with ``z = sum_j table[c_j] + log P - log(1 - P)``.
+
+The per-state values live in a cache object in the selective filter's ``__dict__``. Each call first checks that the
+state is still the one they were computed from: the same objects (by identity: the filter, prior, cost, flags, the
+key count and the constant prior's value; the cache holds references to them, so an identity cannot be reused) and,
+for counting filters, the same key count ``n``. Any change recomputes them with the Python functions of
+``bloomwise.paradox``.
+
+Exactness: every per-key formula is the one of the Python code, with the same double-precision operations in the
+same order (C compiled with ``-ffp-contract=off``: no fused multiply-adds). The row sum of k table entries follows
+numpy's ``add.reduce`` order (pairwise, eight accumulators from eight terms on), and ``exp``/``log``/``log1p`` are the C
+library's, which numpy uses for float64 on CPUs without AVX-512 (with AVX-512 numpy has its own, within 1 ulp).
+Decisions therefore equal those of the reference implementation, and posteriors are identical on such CPUs.
+"""
+cimport cython
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
+from cpython.sequence cimport PySequence_Contains
+from libc.math cimport exp, log, log1p, fabs, INFINITY
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+
+from bloomwise._native.hashing cimport Hasher, hash_object
+from bloomwise._native.layouts cimport Geometry, geometry_init, positions, bw_prefetch_read, MAX_HASHES
+from bloomwise._native.support cimport numpy
+
+cdef extern from "Python.h":
+    object PyFloat_FromDouble(double)
+    double PyFloat_AsDouble(object) except? -1.0
+    void PyTuple_SET_ITEM(object, Py_ssize_t, object)
+    ctypedef object (*allocfunc)(PyTypeObject*, Py_ssize_t)
+    ctypedef struct PyTypeObjectAlloc "PyTypeObject":
+        allocfunc tp_alloc
+
+cdef extern from *:
+    """
+    /* PEP 509: a dict's version tag changes with every change to it and is unique across dicts (CPython < 3.12;
+       deprecated from 3.12 on, where the attributes are compared one by one instead). */
+    #if PY_VERSION_HEX < 0x030C0000
+    #define BW_HAVE_DICT_VERSION 1
+    #define BW_DICT_VERSION(d) ((unsigned long long)((PyDictObject*)(d))->ma_version_tag)
+    #else
+    #define BW_HAVE_DICT_VERSION 0
+    #define BW_DICT_VERSION(d) 0ULL
+    #endif
+    """
+    bint BW_HAVE_DICT_VERSION
+    unsigned long long BW_DICT_VERSION(PyObject* d) noexcept
+    PyObject** _PyObject_GetDictPtr(object)
+    PyObject* PyDict_GetItemWithError(object, object) except? NULL
+
+
+cdef inline PyObject* instance_dict(object obj) noexcept:
+    """An instance's __dict__ (borrowed), NULL if it has none."""
+    cdef PyObject** ptr = _PyObject_GetDictPtr(obj)
+    return ptr[0] if ptr != NULL else NULL
+
+
+cdef inline unsigned long long dict_version(object obj) noexcept:
+    cdef PyObject* d = instance_dict(obj)
+    return BW_DICT_VERSION(d) if d != NULL else 0
+
+
+from bloomwise._native.bloom import hash_many
+from bloomwise._native.counting import CountingCore
+
+
+cdef object _decision_type = None   # bloomwise.paradox.decisions.Decision (a NamedTuple), imported on first use
+cdef object _decisions_type = None
+cdef object _paradox = None         # the Python modules the per-state values come from
+
+
+cdef int _imports() except -1:
+    global _decision_type, _decisions_type, _paradox
+    if _decision_type is None:
+        from importlib import import_module  # (bloomwise.paradox.posterior is also a function's name)
+        decisions = import_module("bloomwise.paradox.decisions")
+        _paradox = tuple(import_module(f"bloomwise.paradox.{name}") for name in ("posterior", "priors", "_support"))
+        _decisions_type = decisions.Decisions
+        _decision_type = decisions.Decision
+    return 0
+
+
+cdef object make_decision(bint member, double post, object answer, double expected):
+    """A Decision without the NamedTuple's Python __new__: the tuple subclass allocated and filled directly."""
+    cdef object m = True if member else False
+    cdef object p = PyFloat_FromDouble(post)
+    cdef object e = PyFloat_FromDouble(expected)
+    cdef object result = (<PyTypeObjectAlloc*>_decision_type).tp_alloc(<PyTypeObject*>_decision_type, 4)
+    Py_INCREF(m)
+    PyTuple_SET_ITEM(result, 0, m)
+    Py_INCREF(p)
+    PyTuple_SET_ITEM(result, 1, p)
+    Py_INCREF(answer)
+    PyTuple_SET_ITEM(result, 2, answer)
+    Py_INCREF(e)
+    PyTuple_SET_ITEM(result, 3, e)
+    return result
+
+
+cdef object take(object keys, object mask):
+    """_support.take(keys, mask) (the keys where the bool array mask is True, in the container they came in),
+    the list built in C."""
+    if type(keys) is not list:
+        return _paradox[2].take(keys, mask)
+    cdef const uint8_t[::1] m = mask.view(numpy().uint8)
+    cdef Py_ssize_t i
+    cdef list items = <list>keys
+    cdef list out = []
+    if len(items) != m.shape[0]:
+        raise RuntimeError("the list of keys changed size during the operation")
+    for i in range(m.shape[0]):
+        if m[i]:
+            out.append(items[i])
+    return out
+
+
+cdef inline bint same(dict d, str name, object expected):
+    """Whether attribute ``name`` in the instance dict ``d`` is the object ``expected`` (no attribute: False)."""
+    return PyDict_GetItem(d, name) == <PyObject*>expected
+
+
+# ---- priors -----------------------------------------------------------------------------------------------------------
+cdef enum PriorKind:
+    PRIOR_CONSTANT = 0   # exactly ConstantPrior: one value, observe() does nothing
+    PRIOR_CLASS = 1      # exactly ClassPrior, not vectorised: classify(key) and a dict look-up, done here
+    PRIOR_OTHER = 2      # anything else: prior.probability / probabilities / observe / observe_many
+
+
+cdef int prior_kind(object prior):
+    posterior_mod, priors, _ = _paradox
+    if type(prior) is priors.ConstantPrior:
+        return PRIOR_CONSTANT
+    if type(prior) is priors.ClassPrior and not prior.vectorized:
+        return PRIOR_CLASS
+    return PRIOR_OTHER
+
+
+cdef inline double class_prior(object prior, dict table, object classify, object default, object key,
+                               bint single) except -1.0:
+    """ClassPrior.probability(key) (single) or its per-key step of probabilities() (batch), the same look-up."""
+    label = classify(key)
+    if single and isinstance(label, numpy().generic):
+        label = label.item()
+    cdef PyObject* value
+    try:
+        value = PyDict_GetItemWithError(table, label)
+    except TypeError:  # an unhashable label: ClassPrior._lookup says what happens (the default, or KeyError)
+        return PyFloat_AsDouble(prior._lookup(label, key))
+    if value != NULL:
+        return PyFloat_AsDouble(<object>value)
+    if default is not None:  # a missing label: the default (without _lookup's KeyError, raised and caught)
+        return PyFloat_AsDouble(default)
+    return PyFloat_AsDouble(prior._lookup(label, key))
+
+
+cdef double checked_prior(object value, object prior) except -1.0:
+    """A prior returned by a Prior subclass, as a double in [0, 1]."""
+    cdef double p = PyFloat_AsDouble(value)
+    if not (0.0 <= p <= 1.0):
+        raise ValueError(f"the prior of a key must be a probability in [0, 1], got {value!r} from {prior!r}")
+    return p
+
+
+cdef object batch_priors(object prior, int kind, object keys, Py_ssize_t n):
+    """One prior per key as a float64 array (ClassPrior: the same look-ups as ClassPrior.probabilities)."""
+    if kind != PRIOR_CLASS:
+        return prior.probabilities(keys)
+    np = numpy()
+    out = np.empty(n, dtype=np.float64)
+    cdef double[::1] o = out
+    cdef dict table = prior.table
+    classify, default = prior.classify, prior.default
+    cdef Py_ssize_t i = 0
+    for key in keys:
+        o[i] = class_prior(prior, table, classify, default, key, False)
+        i += 1
+    return out
+
+
+# ---- numpy's float64 sum of one row (add.reduce over k contiguous terms) ----------------------------------------------
+cdef inline double row_sum(const double* a, Py_ssize_t n) noexcept nogil:
+    """numpy's pairwise summation for n <= 128 terms: sequential below 8, else eight interleaved partial sums."""
+    cdef double res, r0, r1, r2, r3, r4, r5, r6, r7
+    cdef Py_ssize_t i
+    if n < 8:
+        res = -0.0
+        for i in range(n):
+            res += a[i]
+        return res
+    r0 = a[0]; r1 = a[1]; r2 = a[2]; r3 = a[3]; r4 = a[4]; r5 = a[5]; r6 = a[6]; r7 = a[7]
+    i = 8
+    while i < n - (n % 8):
+        r0 += a[i]; r1 += a[i + 1]; r2 += a[i + 2]; r3 += a[i + 3]
+        r4 += a[i + 4]; r5 += a[i + 5]; r6 += a[i + 6]; r7 += a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[i]
+        i += 1
+    return res
+
+
+def _row_sum(values):
+    """The sum of a 1-D float64 array in numpy's order (exposed for the tests)."""
+    cdef const double[::1] v = numpy().ascontiguousarray(values, dtype=numpy().float64)
+    return row_sum(&v[0], v.shape[0]) if v.shape[0] else -0.0
+
+
+cdef inline double posterior_from_log_ratio(double lr, double p, double log_p, double log1m_p) noexcept nogil:
+    """posterior._posterior_from_log_ratio for one key: P L / (P L + 1 - P), L = exp(lr), overflow-safe."""
+    cdef double z, e
+    if not (lr > -INFINITY):
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    if not (p > 0.0):
+        return 0.0
+    z = (lr + log_p) - log1m_p
+    e = exp(-fabs(z))
+    if z >= 0:
+        return 1.0 / (1.0 + e)
+    return e / (1.0 + e)
+
+
+# ---- Bloom filter (SelectiveBloomFilter) -----------------------------------------------------------------------------
+@cython.final
+cdef class BloomState:
+    """What a SelectiveBloomFilter's decisions depend on besides the key's prior and the filter's bit answer."""
+    # identities the values below were computed from
+    cdef object filter, prior, prior_value, cost, num_inserted, max_skipped, selective_insert, selective_query, rule
+    cdef int prior_kind
+    cdef dict class_table
+    cdef object classify, class_default
+    cdef double p                 # the constant prior
+    cdef double fpr, threshold, false_positive, false_negative, max_skipped_prior
+    cdef bint use_skipped, query_selectively
+    cdef object if_skipped, if_absent, if_present   # constant prior: the three possible Decisions
+    cdef unsigned long long version, prior_version  # the dict versions of the filter and its prior (when known)
+
+    def __reduce__(self):  # a copy or pickle of the selective filter recomputes its state
+        return (type(None), ())
+
+    cdef bint valid(self, dict d):
+        if BW_HAVE_DICT_VERSION and self.version:
+            return BW_DICT_VERSION(<PyObject*>d) == self.version and dict_version(self.prior) == self.prior_version
+        if not (same(d, "_filter", self.filter) and same(d, "prior", self.prior) and same(d, "cost", self.cost)
+                and same(d, "_num_inserted", self.num_inserted) and same(d, "_max_skipped_prior", self.max_skipped)
+                and same(d, "selective_insert", self.selective_insert)
+                and same(d, "selective_query", self.selective_query) and same(d, "rule", self.rule)):
+            return False
+        if self.prior_kind == PRIOR_CONSTANT:
+            return same(self.prior.__dict__, "p", self.prior_value)
+        if self.prior_kind == PRIOR_CLASS:
+            return (same(self.prior.__dict__, "table", self.class_table)
+                    and same(self.prior.__dict__, "default", self.class_default))
+        return True
+
+
+cdef BloomState bloom_state(object sel):
+    """The valid state of ``sel`` (recomputed when something it depends on changed)."""
+    cdef dict d = <dict>instance_dict(sel)
+    cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
+    cdef BloomState s
+    if found != NULL and type(<object>found) is BloomState and (<BloomState>found).valid(d):
+        return <BloomState>found
+    _imports()
+    posterior_mod = _paradox[0]
+    s = BloomState.__new__(BloomState)
+    s.filter, s.prior, s.cost = d["_filter"], d["prior"], d["cost"]
+    s.num_inserted, s.max_skipped = d["_num_inserted"], d["_max_skipped_prior"]
+    s.selective_insert, s.selective_query, s.rule = d["selective_insert"], d["selective_query"], d["rule"]
+    s.prior_kind = prior_kind(s.prior)
+    fpr = sel.estimated_fpr()
+    s.fpr = fpr
+    s.threshold = posterior_mod.paradox_threshold(fpr, s.cost.alpha)
+    s.false_positive, s.false_negative = s.cost.false_positive, s.cost.false_negative
+    s.max_skipped_prior = s.max_skipped
+    s.use_skipped = bool(s.selective_insert) and s.rule == "exact"
+    s.query_selectively = bool(s.selective_query)
+    if s.prior_kind == PRIOR_CLASS:
+        s.class_table, s.classify, s.class_default = s.prior.table, s.prior.classify, s.prior.default
+    if s.prior_kind == PRIOR_CONSTANT:
+        s.prior_value = s.prior.__dict__["p"]
+        s.p = s.prior_value
+        # the three possible answers, by the reference formulas
+        informative = s.p > s.max_skipped_prior if s.use_skipped else True
+        consult = informative and s.p >= s.threshold if s.query_selectively else True
+        s.if_skipped = None if consult else _bloom_reference_decision(sel, s, s.p, fpr, informative, None)
+        s.if_absent = _bloom_reference_decision(sel, s, s.p, fpr, informative, False) if consult else None
+        s.if_present = _bloom_reference_decision(sel, s, s.p, fpr, informative, True) if consult else None
+    d["_decide_state"] = s
+    s.version = BW_DICT_VERSION(<PyObject*>d)
+    s.prior_version = dict_version(s.prior)
+    return s
+
+
+def _bloom_reference_decision(sel, BloomState s, p, fpr, informative, answer):
+    """SelectiveBloomFilter.query's formulas in Python, given the filter's answer (None: not consulted)."""
+    posterior_mod = _paradox[0]
+    if answer is None or not informative:
+        post = p
+    else:
+        post = posterior_mod.posterior(p, fpr) if answer else 0.0
+    if s.query_selectively:
+        member = post * sel.cost.false_negative >= (1.0 - post) * sel.cost.false_positive
+    else:
+        member = bool(answer)
+    return _decision_type(bool(member), float(post), answer, sel.cost.expected_cost(post, member))
+
+
+def bloom_query(sel, key):
+    """The cost-optimal answer for ``key`` (Theorems 1 and 4), with its posterior and expected cost: a Decision.
+
+    With ``selective_query``, a key whose prior is below ``threshold`` (or that selective insertion skipped) is
+    answered "absent" without asking the filter; otherwise the filter is asked and a positive answer gives the
+    posterior ``P / (P + (1 - P) FPR)``, a negative one 0. Without ``selective_query``, the answer is the filter's.
+
+    (``SelectiveBloomFilter.query``.)
+    """
+    cdef BloomState s = bloom_state(sel)
+    cdef double p, post, expected
+    cdef bint informative, consult, answer, member
+    if s.prior_kind == PRIOR_CONSTANT:
+        if s.if_skipped is not None:
+            return s.if_skipped
+        return s.if_present if PySequence_Contains(s.filter, key) else s.if_absent
+    if s.prior_kind == PRIOR_CLASS:
+        p = class_prior(s.prior, s.class_table, s.classify, s.class_default, key, True)
+    else:
+        p = checked_prior(s.prior.probability(key), s.prior)
+        s.prior.observe(key)
+    informative = p > s.max_skipped_prior if s.use_skipped else True
+    consult = (informative and p >= s.threshold) if s.query_selectively else True
+    answer = PySequence_Contains(s.filter, key) if consult else False
+    post = p
+    if consult and informative:
+        if not answer:
+            post = 0.0
+        elif p != 0.0:
+            post = p / (p + (1.0 - p) * s.fpr)
+    if s.query_selectively:
+        member = post * s.false_negative >= (1.0 - post) * s.false_positive
+    else:
+        member = answer
+    expected = (1.0 - post) * s.false_positive if member else post * s.false_negative
+    return make_decision(member, post, (True if answer else False) if consult else None, expected)
+
+
+def bloom_query_many(sel, keys):
+    """SelectiveBloomFilter.query_many(keys): priors, the filter's batch answer where needed, one C pass."""
+    cdef BloomState s = bloom_state(sel)
+    _, _, support = _paradox
+    np = numpy()
+    keys = support.keys_list(keys)
+    cdef Py_ssize_t i, n = len(keys)
+    cdef double pi, post, fpr = s.fpr, thr = s.threshold, fp = s.false_positive, fn = s.false_negative
+    cdef double skipped = s.max_skipped_prior
+    cdef bint use_skipped = s.use_skipped, selective = s.query_selectively, informative, consult, answer, member
+    cdef bint constant = s.prior_kind == PRIOR_CONSTANT
+    cdef const double[::1] priors
+    if constant:
+        pi = s.p
+        informative = pi > skipped if use_skipped else True
+        consult = (informative and pi >= thr) if selective else True
+        consulted_arr = np.full(n, consult, dtype=np.bool_)
+    else:
+        p_arr = batch_priors(s.prior, s.prior_kind, keys, n)
+        if s.prior_kind == PRIOR_OTHER:
+            s.prior.observe_many(keys)
+        priors = p_arr
+        consulted_arr = np.empty(n, dtype=np.bool_)
+        consult_view = consulted_arr.view(np.uint8)
+        _bloom_consulted(priors, consult_view, skipped, thr, use_skipped, selective)
+    answer_arr = np.zeros(n, dtype=np.bool_)
+    if n:
+        if constant:
+            if consult:
+                answer_arr = np.asarray(s.filter.contains_many(keys), dtype=bool)
+        elif consulted_arr.all():
+            answer_arr = np.asarray(s.filter.contains_many(keys), dtype=bool)
+        elif consulted_arr.any():
+            answer_arr[consulted_arr] = np.asarray(s.filter.contains_many(take(keys, consulted_arr)),
+                                                   dtype=bool)
+    member_arr = np.empty(n, dtype=np.bool_)
+    post_arr = np.empty(n, dtype=np.float64)
+    expected_arr = np.empty(n, dtype=np.float64)
+    cdef const uint8_t[::1] ans = answer_arr.view(np.uint8)
+    cdef const uint8_t[::1] cons = consulted_arr.view(np.uint8)
+    cdef uint8_t[::1] mem = member_arr.view(np.uint8)
+    cdef double[::1] po = post_arr
+    cdef double[::1] ex = expected_arr
+    cdef bint member_if[2]
+    cdef double post_if[2], expected_if[2]
+    if constant:  # the answer decides everything: two precomputed outcomes, chosen per key without branches
+        for answer in (False, True):
+            post = pi
+            if consult and informative:
+                post = pi / (pi + (1.0 - pi) * fpr) if answer else 0.0
+            member = (post * fn >= (1.0 - post) * fp) if selective else answer
+            member_if[answer], post_if[answer] = member, post
+            expected_if[answer] = (1.0 - post) * fp if member else post * fn
+        with nogil:
+            for i in range(n):
+                answer = ans[i] != 0
+                mem[i] = member_if[answer]
+                po[i] = post_if[answer]
+                ex[i] = expected_if[answer]
+        return _decisions_type(member_arr, post_arr, answer_arr, consulted_arr, expected_arr)
+    with nogil:
+        for i in range(n):
+            if not constant:
+                pi = priors[i]
+                informative = pi > skipped or not use_skipped
+            consult = cons[i]
+            answer = ans[i]
+            post = pi
+            if consult and informative:
+                post = pi / (pi + (1.0 - pi) * fpr) if answer else 0.0
+            member = (post * fn >= (1.0 - post) * fp) if selective else answer
+            mem[i] = member
+            po[i] = post
+            ex[i] = (1.0 - post) * fp if member else post * fn
+    return _decisions_type(member_arr, post_arr, answer_arr, consulted_arr, expected_arr)
+
+
+cdef void _bloom_consulted(const double[::1] priors, uint8_t[::1] out, double skipped, double thr, bint use_skipped,
+                           bint selective) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef double p
+    for i in range(priors.shape[0]):
+        p = priors[i]
+        if selective:
+            out[i] = (p > skipped or not use_skipped) and p >= thr
+        else:
+            out[i] = 1
+
+
+# ---- counting filter (SelectiveCountingBloomFilter over a bloomwise CountingBloomFilter) -----------------------------
+cdef inline uint32_t cell_value(const uint8_t* cells, int width, uint64_t i) noexcept nogil:
+    """Counter i of a packed array (docs/counting.md): 4-bit nibbles (low nibble first), 8- or 16-bit integers."""
+    if width == 4:
+        return (cells[i >> 1] >> ((i & 1) << 2)) & 0xF
+    if width == 8:
+        return cells[i]
+    return (<const uint16_t*>cells)[i]
+
+
+@cython.final
+cdef class CountingState:
+    """What a SelectiveCountingBloomFilter's decisions depend on besides the key's prior and counters."""
+    cdef object filter, prior, prior_value, cost, selective_query, exact
+    cdef uint64_t num_items
+    cdef int prior_kind
+    cdef dict class_table
+    cdef object classify, class_default
+    cdef double p, log_p, log1m_p  # the constant prior and its log-odds terms (numpy's log and log1p)
+    cdef double skip, false_positive, false_negative
+    cdef bint query_selectively
+    cdef unsigned long long version, prior_version  # the dict versions of the selective filter and its prior
+    # the filter's counters, read in place: geometry, hashing, cells (a held buffer of its storage)
+    cdef Geometry g
+    cdef Hasher hasher
+    cdef object key_func
+    cdef int width
+    cdef Py_buffer view
+    cdef bint has_view
+    cdef const uint8_t* cells
+    # log likelihood ratio of a counter value c = 0 .. table_len - 1 (posterior._counter_log_ratios)
+    cdef object table_arr
+    cdef const double* table
+    cdef Py_ssize_t table_len, table_max   # table_max: the largest length it may need (the counter maximum + 1)
+
+    def __dealloc__(self):
+        if self.has_view:
+            PyBuffer_Release(&self.view)
+
+    def __reduce__(self):  # a copy or pickle of the selective filter recomputes its state
+        return (type(None), ())
+
+    cdef bint valid(self, dict d, object filter):
+        if BW_HAVE_DICT_VERSION and self.version:
+            return (BW_DICT_VERSION(<PyObject*>d) == self.version and dict_version(self.prior) == self.prior_version
+                    and <uint64_t>filter.num_keys == self.num_items)
+        if not (same(d, "_filter", self.filter) and same(d, "prior", self.prior) and same(d, "cost", self.cost)
+                and same(d, "selective_query", self.selective_query) and same(d, "exact", self.exact)):
+            return False
+        if <uint64_t>filter.num_keys != self.num_items:
+            return False
+        if self.prior_kind == PRIOR_CONSTANT:
+            return same(self.prior.__dict__, "p", self.prior_value)
+        if self.prior_kind == PRIOR_CLASS:
+            return (same(self.prior.__dict__, "table", self.class_table)
+                    and same(self.prior.__dict__, "default", self.class_default))
+        return True
+
+    cdef int set_table(self, object sel, Py_ssize_t length) except -1:
+        posterior_mod = _paradox[0]
+        layout = sel._layout if sel._layout in ("partitioned", "classic") else "classic"
+        saturation = (1 << sel._counter_bits) - 1 if sel._counter_bits is not None else None
+        with numpy().errstate(invalid="ignore"):  # values past n k: -inf - -inf, which the function maps to -inf
+            table = posterior_mod._counter_log_ratios(length - 1, sel._num_counters, int(self.num_items),
+                                                      sel._num_hashes, layout, sel.exact,
+                                                      saturation if sel.exact else None)
+        self.table_arr = numpy().ascontiguousarray(table, dtype=numpy().float64)
+        cdef const double[::1] t = self.table_arr
+        self.table = &t[0]
+        self.table_len = length
+        return 0
+
+
+def counting_supported(sel):
+    """Whether the compiled decisions apply: a SelectiveCountingBloomFilter (not a subclass that changes how
+    posteriors are computed) over a bloomwise counting filter."""
+    from bloomwise.paradox.selective_counting import SelectiveCountingBloomFilter
+    cls = type(sel)
+    return (isinstance(sel._filter, CountingCore) and cls._posteriors is SelectiveCountingBloomFilter._posteriors
+            and cls.skip_threshold is SelectiveCountingBloomFilter.skip_threshold
+            and getattr(cls, "num_items") is SelectiveCountingBloomFilter.num_items)
+
+
+@cython.final
+cdef class Unsupported:
+    """The state of a selective counting filter the compiled decisions do not apply to (its filter is kept)."""
+    cdef object filter
+
+    def __reduce__(self):
+        return (type(None), ())
+
+
+cdef CountingState counting_state(object sel):
+    """The valid state of ``sel``, or None when the compiled decisions do not apply (see counting_supported)."""
+    cdef dict d = <dict>instance_dict(sel)
+    cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
+    cdef object filter = d["_filter"]
+    cdef Unsupported no
+    cdef CountingState s
+    if found != NULL:
+        if type(<object>found) is CountingState and (<CountingState>found).valid(d, filter):
+            return <CountingState>found
+        if type(<object>found) is Unsupported and (<Unsupported>found).filter is filter:
+            return None
+    _imports()
+    if not counting_supported(sel):
+        no = Unsupported.__new__(Unsupported)
+        no.filter = filter
+        d["_decide_state"] = no
+        return None
+    np = numpy()
+    s = CountingState.__new__(CountingState)
+    s.filter, s.prior, s.cost = filter, d["prior"], d["cost"]
+    s.selective_query, s.exact = d["selective_query"], d["exact"]
+    s.num_items = filter.num_keys
+    s.prior_kind = prior_kind(s.prior)
+    s.query_selectively = bool(s.selective_query)
+    s.false_positive, s.false_negative = s.cost.false_positive, s.cost.false_negative
+    s.skip = sel.skip_threshold
+    if s.prior_kind == PRIOR_CLASS:
+        s.class_table, s.classify, s.class_default = s.prior.table, s.prior.classify, s.prior.default
+    if s.prior_kind == PRIOR_CONSTANT:
+        s.prior_value = s.prior.__dict__["p"]
+        s.p = s.prior_value
+        one = np.array([s.p])
+        s.log_p = np.log(one)[0] if s.p > 0.0 else -INFINITY
+        s.log1m_p = np.log1p(-one)[0] if s.p < 1.0 else -INFINITY
+    geometry_init(&s.g, filter._num_cells, filter.num_hashes, filter._layout_id)
+    s.hasher.seed = filter.seed
+    s.hasher.scheme = filter._hash_scheme_id
+    s.key_func = filter._key_function
+    s.width = filter.counter_bits
+    PyObject_GetBuffer(filter._payload(), &s.view, PyBUF_SIMPLE)  # the filter's storage: fixed for its lifetime
+    s.has_view = True
+    s.cells = <const uint8_t*>s.view.buf
+    s.table_max = <Py_ssize_t>filter.counter_max + 1
+    if s.num_items > 0:
+        s.set_table(sel, min(s.table_max, 256))
+    d["_decide_state"] = s
+    s.version = BW_DICT_VERSION(<PyObject*>d)
+    s.prior_version = dict_version(s.prior)
+    return s
+
+
+cdef enum:
+    NEEDS_LARGER_TABLE = -2
+
+
+cdef inline int counting_decide(CountingState s, uint64_t h, double p, double log_p, double log1m_p,
+                                double* post_out, bint* answer_out) noexcept nogil:
+    """The posterior and plain answer of one consulted key; NEEDS_LARGER_TABLE if a counter is past the table,
+    -1 if n = 0 while a counter is not 0 (inconsistent), 0 otherwise."""
+    cdef uint64_t pos[MAX_HASHES]
+    cdef double terms[MAX_HASHES]
+    cdef uint32_t j, c, k = s.g.num_hashes
+    cdef bint answer = True
+    positions(&s.g, h, pos)
+    for j in range(k):
+        c = cell_value(s.cells, s.width, pos[j])
+        answer = answer and c != 0
+        if s.num_items == 0:
+            if c != 0:
+                return -1
+            continue
+        if c == 0:  # certainly absent: table[0] = -inf makes the posterior 0 whatever the other counters say
+            answer_out[0] = False
+            post_out[0] = 0.0
+            return 0
+        if c >= <uint32_t>s.table_len:
+            return NEEDS_LARGER_TABLE
+        terms[j] = s.table[c]
+    answer_out[0] = answer
+    if s.num_items == 0:
+        post_out[0] = 0.0
+    else:
+        post_out[0] = posterior_from_log_ratio(row_sum(terms, k), p, log_p, log1m_p)
+    return 0
+
+
+cdef enum:
+    PREFETCH_KEYS_AHEAD = 16       # counting batches: the counters of the key this far ahead are requested early
+    PREFETCH_FROM_BYTES = 1 << 20  # only for counter arrays beyond the L2 cache (smaller ones stay in cache)
+
+
+cdef inline void prefetch_counters(CountingState s, uint64_t h) noexcept nogil:
+    """Ask for the cache lines of a key's k counters (a decision reads all of them, so the misses of consecutive
+    keys overlap only if requested early)."""
+    cdef uint64_t pos[MAX_HASHES]
+    cdef uint32_t j
+    positions(&s.g, h, pos)
+    for j in range(s.g.num_hashes):
+        bw_prefetch_read(s.cells + ((pos[j] * <uint64_t>s.width) >> 3))
+
+
+cdef int raise_inconsistent(CountingState s) except -1:
+    raise ValueError("num_items is 0 but counters are not all 0: inconsistent")
+
+
+cdef inline void log_odds_terms(double p, double* log_p, double* log1m_p) noexcept nogil:
+    log_p[0] = log(p) if p > 0.0 else -INFINITY
+    log1m_p[0] = log1p(-p) if p < 1.0 else -INFINITY
+
+
+def counting_query(sel, key):
+    """The cost-optimal answer for ``key`` from its counters (Theorems 2/5 and 4): a Decision.
+
+    With ``selective_query``, the answer is "present" iff the posterior is at least ``1 / (alpha + 1)``, and a key
+    whose prior is below ``skip_threshold`` is answered "absent" without reading the filter. Without it, the answer
+    is the plain filter's, and ``posterior``/``expected_cost`` say how good it is.
+
+    (``SelectiveCountingBloomFilter.query`` and ``SelectiveVariableIncrementCountingBloomFilter.query``: decided here
+    for a bloomwise CountingBloomFilter, by the filter's ``query_many([key])`` otherwise.)
+    """
+    cdef CountingState s = counting_state(sel)
+    if s is None:
+        return sel.query_many([key])[0]
+    cdef double p, log_p, log1m_p, post, expected
+    cdef bint consult, answer = False, member
+    cdef uint64_t h
+    cdef int status
+    if s.prior_kind == PRIOR_CONSTANT:
+        p, log_p, log1m_p = s.p, s.log_p, s.log1m_p
+    elif s.prior_kind == PRIOR_CLASS:
+        p = class_prior(s.prior, s.class_table, s.classify, s.class_default, key, True)
+        log_odds_terms(p, &log_p, &log1m_p)
+    else:
+        p = checked_prior(s.prior.probability(key), s.prior)
+        s.prior.observe(key)
+        log_odds_terms(p, &log_p, &log1m_p)
+    consult = p >= s.skip if s.query_selectively else True
+    post = p
+    if consult:
+        hash_object(key, s.hasher, s.key_func, &h)
+        status = counting_decide(s, h, p, log_p, log1m_p, &post, &answer)
+        while status == NEEDS_LARGER_TABLE:
+            s.set_table(sel, s.table_max)
+            status = counting_decide(s, h, p, log_p, log1m_p, &post, &answer)
+        if status == -1:
+            raise_inconsistent(s)
+    member = (post * s.false_negative >= (1.0 - post) * s.false_positive) if s.query_selectively else answer
+    expected = (1.0 - post) * s.false_positive if member else post * s.false_negative
+    return make_decision(member, post, (True if answer else False) if consult else None, expected)
+
+
+def counting_query_many(sel, keys):
+    """SelectiveCountingBloomFilter.query_many(keys): priors, then hashes, counters and decisions in one C pass;
+    None when the compiled decisions do not apply."""
+    cdef CountingState s = counting_state(sel)
+    if s is None:
+        return None
+    _, _, support = _paradox
+    np = numpy()
+    keys = support.keys_list(keys)
+    cdef Py_ssize_t i, j = 0, n = len(keys)
+    cdef bint constant = s.prior_kind == PRIOR_CONSTANT, selective = s.query_selectively, member, answer
+    cdef double p = s.p, log_p = s.log_p, log1m_p = s.log1m_p, post, skip = s.skip
+    cdef double fp = s.false_positive, fn = s.false_negative
+    cdef const double[::1] priors
+    cdef int status = 0
+    if constant:
+        p_arr = None
+        consulted_arr = np.full(n, (p >= skip) if selective else True, dtype=np.bool_)
+    else:
+        p_arr = batch_priors(s.prior, s.prior_kind, keys, n)
+        if s.prior_kind == PRIOR_OTHER:
+            s.prior.observe_many(keys)
+        priors = p_arr
+        consulted_arr = (p_arr >= skip) if selective else np.ones(n, dtype=np.bool_)
+    cdef Py_ssize_t num_consulted = int(np.count_nonzero(consulted_arr)) if n else 0
+    if num_consulted == n:
+        hashes = hash_many(keys, s.hasher.seed, s.key_func, s.hasher.scheme).reshape(-1)
+    elif num_consulted:
+        hashes = hash_many(take(keys, consulted_arr), s.hasher.seed, s.key_func, s.hasher.scheme).reshape(-1)
+    else:
+        hashes = np.zeros(0, dtype=np.uint64)
+    hashes = np.ascontiguousarray(hashes)
+    cdef const uint64_t[::1] hs = hashes
+    cdef Py_ssize_t num_hashes = hs.shape[0]
+    cdef bint prefetch = s.g.num_bits * <uint64_t>s.width > PREFETCH_FROM_BYTES * 8
+    member_arr = np.empty(n, dtype=np.bool_)
+    post_arr = np.empty(n, dtype=np.float64)
+    answer_arr = np.zeros(n, dtype=np.bool_)
+    expected_arr = np.empty(n, dtype=np.float64)
+    cdef const uint8_t[::1] cons = consulted_arr.view(np.uint8)
+    cdef uint8_t[::1] mem = member_arr.view(np.uint8)
+    cdef uint8_t[::1] ans = answer_arr.view(np.uint8)
+    cdef double[::1] po = post_arr
+    cdef double[::1] ex = expected_arr
+    i = 0
+    while True:
+        with nogil:
+            while i < n:
+                if not constant:
+                    p = priors[i]
+                    log_odds_terms(p, &log_p, &log1m_p)
+                post = p
+                answer = False
+                if cons[i]:
+                    if prefetch and j + PREFETCH_KEYS_AHEAD < num_hashes:
+                        prefetch_counters(s, hs[j + PREFETCH_KEYS_AHEAD])
+                    status = counting_decide(s, hs[j], p, log_p, log1m_p, &post, &answer)
+                    if status != 0:
+                        break
+                    j += 1
+                member = (post * fn >= (1.0 - post) * fp) if selective else answer
+                mem[i] = member
+                ans[i] = answer
+                po[i] = post
+                ex[i] = (1.0 - post) * fp if member else post * fn
+                i += 1
+        if status == NEEDS_LARGER_TABLE:
+            s.set_table(sel, s.table_max)
+            status = 0
+            continue
+        if status == -1:
+            raise_inconsistent(s)
+        break
+    return _decisions_type(member_arr, post_arr, answer_arr, consulted_arr, expected_arr)

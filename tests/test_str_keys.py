@@ -1,0 +1,74 @@
+"""str keys beyond ASCII: hashed as their UTF-8 bytes (the same hash as s.encode()), encoded into a buffer of the
+call, so nothing is left behind in the caller's str objects (no cached UTF-8 copy)."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+import xxhash
+from hypothesis import given
+from hypothesis import strategies as st
+
+import bloomwise
+from bloomwise._native.bloom import key_hash
+
+REFERENCE = {1: xxhash.xxh64_intdigest, 2: xxhash.xxh3_64_intdigest}
+
+# one string of each storage kind (UCS1 with Latin-1 letters, UCS2, UCS4), short and past the stack buffer (512 bytes)
+SAMPLES = [
+    "", "é", "https://exämple.org/a", "ÿ" * 300, "a" * 7 + "é" + "b" * 9, "Ω", "日本語のキー", "€" * 200,
+    "😀", "a😀b" * 150, "\x80", "\u07ff\u0800\uffff", "\U0010ffff", "x" * 1000 + "é",
+]
+
+
+class StrSubclass(str):
+    pass
+
+
+@pytest.mark.parametrize("scheme", [1, 2])
+def test_samples_hash_as_their_utf8(scheme):
+    for s in SAMPLES:
+        for seed in (0, 12345):
+            want = REFERENCE[scheme](s.encode(), seed)
+            assert key_hash(s, seed, scheme) == want, s
+            assert key_hash(StrSubclass(s), seed, scheme) == want, s
+
+
+@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=400), st.integers(0, 2**64 - 1))
+def test_any_text_hashes_as_its_utf8(text, seed):
+    assert key_hash(text, seed) == xxhash.xxh3_64_intdigest(text.encode(), seed)
+    assert key_hash(text, seed, 1) == xxhash.xxh64_intdigest(text.encode(), seed)
+
+
+def test_lone_surrogate_is_refused_like_str_encode():
+    for s in ("\ud800", "ab\udfffcd" * 100):
+        with pytest.raises(UnicodeEncodeError):
+            key_hash(s)
+        f = bloomwise.BloomFilter(100, 0.01)
+        with pytest.raises(UnicodeEncodeError):
+            f.add(s)
+        with pytest.raises(UnicodeEncodeError):
+            f.update(["ok", s])
+
+
+def test_filters_leave_nothing_in_the_callers_strings():
+    # CPython caches a str's UTF-8 copy inside it (PyUnicode_AsUTF8), and sys.getsizeof counts that copy
+    keys = [f"https://exämple.org/päge/{i}" for i in range(2000)] + ["日本" * 5, "😀" * 300]
+    sizes = [sys.getsizeof(k) for k in keys]
+    f = bloomwise.BloomFilter(5000, 0.01)
+    c = bloomwise.CountingBloomFilter(5000, 0.01)
+    for k in keys[:500]:
+        f.add(k)
+        c.add(k)
+    f.update(keys)
+    c.update(keys)
+    assert all(k in f for k in keys) and all(k in c for k in keys)
+    assert f.contains_many(keys).all() and c.contains_many(keys).all()
+    assert [sys.getsizeof(k) for k in keys] == sizes
+    # the same keys from a numpy U array and as bytes: the same filter bits
+    g = bloomwise.BloomFilter(5000, 0.01)
+    g.update(np.array(keys))
+    h = bloomwise.BloomFilter(5000, 0.01)
+    h.update([k.encode() for k in keys])
+    assert g.to_bytes() == f.to_bytes() == h.to_bytes()
