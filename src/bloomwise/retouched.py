@@ -29,7 +29,6 @@ import numpy as np
 
 from bloomwise import _format, _positions, theory
 from bloomwise._hashed_bits import HashedBits, _int
-from bloomwise._persistence import meta_capacity
 from bloomwise.errors import FormatError
 from bloomwise.theory.retouched import rbf_random_clearing_rates
 
@@ -113,15 +112,6 @@ class RetouchedBloomFilter(HashedBits):
     def num_hashes(self) -> int:
         return self._k
 
-    @property
-    def num_keys(self) -> int:
-        """Keys inserted (the hashes kept for Ratio Selection)."""
-        return self._keys_added
-
-    @property
-    def capacity(self) -> Optional[int]:
-        return self._capacity
-
     def member_hashes(self) -> np.ndarray:
         """The 64-bit hashes of the keys inserted, in insertion order."""
         if len(self._members) != 1:
@@ -157,18 +147,6 @@ class RetouchedBloomFilter(HashedBits):
         """Insert a batch of keys."""
         for hashes in self._chunks(keys):
             self._insert_hashes(hashes)
-
-    def __contains__(self, key) -> bool:
-        return bool(_positions.get_bits(self._words, self._probes(self._hashes([key]))).all())
-
-    def contains_many(self, keys) -> np.ndarray:
-        """A numpy bool array: ``key in f`` for each key of the batch."""
-        read = self._bit_reader()
-        parts = [read(self._probes(h)).all(axis=1) for h in self._chunks(keys)]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
-
-    def copy(self) -> "RetouchedBloomFilter":
-        return type(self).from_bytes(self.to_bytes(), key=self._key)
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, RetouchedBloomFilter):
@@ -267,9 +245,7 @@ class RetouchedBloomFilter(HashedBits):
 
     # -- persistence ------------------------------------------------------------------------------------------
     def _header(self) -> _format.Header:
-        meta = {"members": int(self.member_hashes().size)}
-        if self._capacity is not None:
-            meta["capacity"] = self._capacity
+        meta = self._with_capacity({"members": int(self.member_hashes().size)})
         return self._base_header(self._k, meta, self.nbytes + 8 * int(self.member_hashes().size))
 
     def _payload(self):
@@ -277,8 +253,7 @@ class RetouchedBloomFilter(HashedBits):
 
     @classmethod
     def _from_parts(cls, header, payload, *, key, **options) -> "RetouchedBloomFilter":
-        if options:
-            raise TypeError(f"unexpected options {sorted(options)}")
+        cls._no_options(options)
         scheme = cls._check_header(header, key, "RetouchedBloomFilter")
         members = header.meta.get("members")
         if isinstance(members, bool) or not isinstance(members, int) or not 0 <= members <= 2**40:
@@ -295,6 +270,5 @@ class RetouchedBloomFilter(HashedBits):
             raise FormatError(f"the file describes an impossible filter: {exc}") from None
         end = self._load_words(payload)
         self._members = [np.frombuffer(bytes(payload[end:end + 8 * members]), dtype="<u8").astype(np.uint64)]
-        self._keys_added = header.keys_added
-        self._capacity = meta_capacity(header)
+        self._restore_counts(header)
         return self
