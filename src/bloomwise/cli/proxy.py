@@ -151,7 +151,7 @@ def run(args) -> int:
     try:
         config = config_from_args(args)
     except ValueError as exc:
-        print(f"bloomwise proxy: error: {exc}", file=sys.stderr)
+        print(f"bloomwise proxy: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:

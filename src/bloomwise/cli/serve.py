@@ -78,26 +78,26 @@ def run(args: argparse.Namespace) -> int:
     try:
         host, port = parse_listen(args.listen)
     except ValueError as error:
-        print(f"bloomwise serve: error: {error}", file=sys.stderr)
+        print(f"bloomwise serve: {error}", file=sys.stderr)
         return EXIT_USAGE
     if not is_loopback(host) and not args.allow_remote:
-        print(f"bloomwise serve: error: --listen {args.listen!r} is not a loopback address; the page would be "
+        print(f"bloomwise serve: --listen {args.listen!r} is not a loopback address; the page would be "
               f"reachable from other machines: add --allow-remote if that is what you want", file=sys.stderr)
         return EXIT_USAGE
     if not (0.2 <= args.refresh <= 3600):
-        print(f"bloomwise serve: error: --refresh {args.refresh:g} must be between 0.2 and 3600 seconds",
+        print(f"bloomwise serve: --refresh {args.refresh:g} must be between 0.2 and 3600 seconds",
               file=sys.stderr)
         return EXIT_USAGE
     try:
         from bloomwise.web import cluster, server
     except ImportError as error:
-        print(f"bloomwise serve: error: the page needs the web extra: pip install 'bloomwise[web]' ({error})",
+        print(f"bloomwise serve: the page needs the web extra: pip install 'bloomwise[web]' ({error})",
               file=sys.stderr)
         return EXIT_FAILURE
     try:
         cluster.parse_addresses(args.proxy)
     except ValueError as error:
-        print(f"bloomwise serve: error: --proxy: {error}", file=sys.stderr)
+        print(f"bloomwise serve: --proxy: {error}", file=sys.stderr)
         return EXIT_USAGE
 
     def announce(url: str) -> None:
@@ -106,6 +106,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.serve(host, port, proxies=args.proxy, refresh_seconds=args.refresh, announce=announce)
     except OSError as error:
-        print(f"bloomwise serve: error: cannot listen on {args.listen}: {error.strerror or error}", file=sys.stderr)
+        print(f"bloomwise serve: cannot listen on {args.listen}: {error.strerror or error}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
