@@ -1,0 +1,57 @@
+"""The commands of the cache system, the page and the reproduction speak alike: usage errors exit 2 as
+``bloomwise CMD: message`` naming the option; the synthetic-trace options and --json mean the same everywhere."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bloomwise.cli import main
+
+USAGE_ERRORS = [
+    (["trace", "--synthetic", "-5", "-o", "-"], "--synthetic"),
+    (["trace", "--synthetic", "10", "--shared", "1.5", "-o", "-"], "--shared"),
+    (["simulate", "--synthetic", "1000", "--update-threshold", "0"], "--update-threshold"),
+    (["simulate", "--synthetic", "1000", "--policy", "bogus"], "--policy"),
+    (["simulate", "--synthetic", "1000", "--cache-size", "-5"], "--cache-size '-5'"),
+    (["simulate", "--synthetic", "1000", "--zipf", "x"], "--zipf"),
+    (["proxy", "--listen", "nowhere"], "--listen"),
+    (["proxy", "--update-threshold", "0"], "--update-threshold"),
+    (["proxy", "--cache-size", "-1"], "--cache-size '-1'"),
+    (["cluster", "--proxies", "0"], "--proxies"),
+    (["cluster", "--mean-size=-4KiB"], "--mean-size"),
+    (["cluster", "--mean-size", "4KiB", "--update-threshold", "0"], "--update-threshold"),  # 4KiB is a size
+    (["serve", "--listen", "nowhere"], "--listen"),
+    (["serve", "--refresh", "0"], "--refresh"),
+    (["reproduce", "--out", "unused", "--seeds", "0"], "--seeds"),
+]
+
+
+@pytest.mark.parametrize("argv, option", USAGE_ERRORS, ids=[" ".join(a) for a, _ in USAGE_ERRORS])
+def test_usage_errors_exit_2_in_one_style(argv, option, capsys):
+    pytest.importorskip("aiohttp", reason="proxy, cluster and serve need the proxy/web extra (aiohttp)")
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"bloomwise {argv[0]}: {option}"), err
+    assert "error:" not in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_simulate_takes_the_synthetic_options_of_trace(capsys):
+    base = ["simulate", "--synthetic", "1500", "--proxies", "2", "--documents", "800", "--policy", "summary"]
+    assert main(base + ["--zipf", "0.7", "--shared", "0.3", "--one-timers", "0.1", "--json"]) == 0
+    short = json.loads(capsys.readouterr().out)  # --json alone: the JSON on stdout, nothing else
+    assert main(base + ["--zipf-alpha", "0.7", "--shared-fraction", "30%", "--one-timers", "10%", "--json", "-"]) == 0
+    long = json.loads(capsys.readouterr().out)
+    for a, b in zip(short, long):
+        a.pop("seconds"), b.pop("seconds")
+    assert short == long and short[0]["requests"] == 1500
+    assert main(base + ["--zipf", "1.2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["local_hit_ratio"] != short[0]["local_hit_ratio"]  # --zipf is read
+
+
+def test_simulate_refuses_an_unwritable_json_before_replaying(tmp_path, capsys):
+    code = main(["simulate", "--synthetic", "2000", "--json", str(tmp_path / "missing" / "out.json")])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == "", out  # no table: nothing was replayed
+    assert err.startswith("bloomwise simulate: --json") and "no directory" in err
