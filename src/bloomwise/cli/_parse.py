@@ -56,7 +56,7 @@ def _exact(number_text: str, factor: int, text: str, what: str):
     """``number * factor`` as an exact Fraction; ValueError naming the text when it is negative or too large.
 
     Exact (no decimal rounding): ``2.5k`` is 2500, ``1.0000000000000000000000000000001`` is not whole. A number
-    below 10^-40 (not 0) becomes 1/2, which no caller takes for a whole number.
+    below 10^-40 (not 0) is taken as 10^-41: no caller takes it for a whole number, and no huge power is built.
     """
     from fractions import Fraction
 
@@ -66,7 +66,7 @@ def _exact(number_text: str, factor: int, text: str, what: str):
     if number and number.adjusted() > _MAX_EXPONENT:
         raise ValueError(f"{what} {text!r} is too large (at most 1e{_MAX_EXPONENT})")
     if number and number.adjusted() < -_MAX_EXPONENT:
-        return Fraction(1, 2)
+        return Fraction(1, 10 ** (_MAX_EXPONENT + 1))
     value = Fraction(number) * factor
     if value > 10 ** _MAX_EXPONENT:
         raise ValueError(f"{what} {text!r} is too large (at most 1e{_MAX_EXPONENT})")
