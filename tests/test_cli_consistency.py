@@ -55,3 +55,16 @@ def test_simulate_refuses_an_unwritable_json_before_replaying(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 1 and out == "", out  # no table: nothing was replayed
     assert err.startswith("bloomwise simulate: --json") and "no directory" in err
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory"])
+def test_an_unreadable_trace_is_a_runtime_error_without_errno(kind, tmp_path, capsys):
+    path = tmp_path / "t.log"
+    if kind == "directory":
+        path.mkdir()
+    assert main(["trace", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bloomwise trace: {path}: cannot read it (") and "Errno" not in err, err
+    assert main(["simulate", "--trace", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bloomwise simulate: --trace {str(path)!r}") and "Errno" not in err, err
