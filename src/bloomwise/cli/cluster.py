@@ -1,4 +1,4 @@
-"""``bloomwise cluster``: a test origin and N bloomwise proxies on loopback, peered with each other; Ctrl-C stops all.
+"""``bloomwise cluster``: A test origin and N bloomwise proxies on loopback, peered with each other; Ctrl-C stops all.
 
 Examples::
 

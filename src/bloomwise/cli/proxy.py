@@ -1,4 +1,4 @@
-"""``bloomwise proxy``: run one caching proxy that shares summaries with its peers (pip install "bloomwise[proxy]").
+"""``bloomwise proxy``: Run one caching proxy that shares summaries with its peers (pip install "bloomwise[proxy]").
 
 Examples::
 
