@@ -72,6 +72,17 @@ def _csr(pos_sorted: np.ndarray, mask: np.ndarray, num_bits: int):
     return starts, rows[order]
 
 
+def _retire(bit, starts, rows_of, live, pos_sorted, first, weight, w) -> int:
+    """Bit ``bit`` was cleared: every live row (key) hashing there stops testing positive. Marks them dead, takes
+    their weight ``w`` off each of their distinct bits, and returns how many there were."""
+    rows = rows_of[starts[bit]:starts[bit + 1]]
+    rows = rows[live[rows]]
+    if rows.size:
+        live[rows] = False
+        np.subtract.at(weight, pos_sorted[rows][first[rows]].astype(np.int64), w)
+    return int(rows.size)
+
+
 class RetouchedBloomFilter(HashedBits):
     """A Bloom filter that can give up chosen false positives for false negatives (Donnet et al.).
 
@@ -228,18 +239,8 @@ class RetouchedBloomFilter(HashedBits):
             # clear bit j: its live members become false negatives, its live false positives are removed
             bits[j] = 0
             cleared += 1
-            rows = mem_rows[mem_starts[j]:mem_starts[j + 1]]
-            rows = rows[mem_live[rows]]
-            if rows.size:
-                mem_live[rows] = False
-                fn += int(rows.size)
-                np.subtract.at(weight_a, mem_sorted[rows][mem_first[rows]].astype(np.int64), wa)
-            rows = fp_rows[fp_starts[j]:fp_starts[j + 1]]
-            rows = rows[fp_live[rows]]
-            if rows.size:
-                fp_live[rows] = False
-                fp_removed += int(rows.size)
-                np.subtract.at(weight_b, fp_sorted[rows][fp_first[rows]].astype(np.int64), wb)
+            fn += _retire(j, mem_starts, mem_rows, mem_live, mem_sorted, mem_first, weight_a, wa)
+            fp_removed += _retire(j, fp_starts, fp_rows, fp_live, fp_sorted, fp_first, weight_b, wb)
         self._words[:] = _positions.bits_to_words(bits)
         return RetouchResult(cleared, fn, fp_removed, int(fp_live.sum()))
 
