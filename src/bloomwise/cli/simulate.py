@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import sys
@@ -239,6 +240,19 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
             reader = open_trace(args.trace, format=args.format, strict=args.strict)
             readers.append(reader)
             return reader
+        if mean_size is None and args.trace == "-":
+            # standard input is read once: the requests the estimate reads (at most 10,000) are kept and replayed
+            # first, then the rest of the stream
+            reader = opener()
+            head = list(itertools.islice(reader, 10_000))
+
+            def replay_stdin():
+                try:
+                    yield from head
+                    yield from reader
+                finally:
+                    reader.close()
+            return replay_stdin, estimate_mean_size(head)
         if mean_size is None:
             first = open_trace(args.trace, format=args.format)
             try:
