@@ -68,3 +68,17 @@ def test_an_unreadable_trace_is_a_runtime_error_without_errno(kind, tmp_path, ca
     assert main(["simulate", "--trace", str(path)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"bloomwise simulate: --trace {str(path)!r}") and "Errno" not in err, err
+
+
+@pytest.mark.parametrize("command", ["proxy", "serve"])
+def test_an_address_in_use_is_a_runtime_error_without_errno(command, capsys):
+    pytest.importorskip("aiohttp", reason="proxy and serve need the proxy/web extra (aiohttp)")
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = "127.0.0.1:%d" % taken.getsockname()[1]
+        assert main([command, "--listen", address]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bloomwise {command}: cannot listen on {address}: ") and "Errno" not in err, err

@@ -157,6 +157,6 @@ def run(args) -> int:
     try:
         asyncio.run(_serve_until_signal(config))
     except OSError as exc:
-        print(f"bloomwise proxy: cannot listen on {args.listen}: {exc}", file=sys.stderr)
+        print(f"bloomwise proxy: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     return 0
