@@ -66,8 +66,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                         help="allow a HOST other than loopback (the page then answers anyone who can reach it, "
                              "and fetches proxy stats on their behalf)")
     parser.add_argument("--proxy", metavar="HOST:PORT", action="append", default=[],
-                        help="a bloomwise proxy to show in the cluster view: HOST:PORT or its URL as `bloomwise cluster` "
-                             "prints it, http://HOST:PORT (repeatable)")
+                        help="a bloomwise proxy to show in the cluster view: HOST:PORT, or its URL as "
+                             "`bloomwise cluster` prints it, http://HOST:PORT (repeatable)")
     parser.add_argument("--refresh", metavar="SECONDS", type=float, default=2.0,
                         help="how often the page refreshes the cluster's stats (default 2)")
     parser.set_defaults(func=run)
