@@ -82,3 +82,24 @@ def test_an_address_in_use_is_a_runtime_error_without_errno(command, capsys):
         assert main([command, "--listen", address]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"bloomwise {command}: cannot listen on {address}: ") and "Errno" not in err, err
+
+
+@pytest.mark.parametrize("text, address", [("127.0.0.1:0", ("127.0.0.1", 0)), ("[::1]:8080", ("::1", 8080)),
+                                           ("9000", ("127.0.0.1", 9000)), ("cache1:3128", ("cache1", 3128))])
+def test_proxy_and_serve_read_listen_alike(text, address):
+    import argparse
+
+    from bloomwise.cli import proxy, serve
+
+    assert proxy.parse_listen is serve.parse_listen and proxy.parse_listen(text) == address
+    args = proxy.register(argparse.ArgumentParser().add_subparsers()).parse_args(["--listen", text])
+    config = proxy.config_from_args(args)
+    assert (config.host, config.port) == address
+
+
+@pytest.mark.parametrize("text", ["nonsense", "127.0.0.1:70000", "[::1]", ":80", "host:"])
+def test_a_bad_listen_address_names_the_option(text):
+    from bloomwise.cli._listen import parse_listen
+
+    with pytest.raises(ValueError, match=r"--listen .* is not HOST:PORT with a port in 0\.\.65535"):
+        parse_listen(text)

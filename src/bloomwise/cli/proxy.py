@@ -15,26 +15,12 @@ import logging
 import signal
 import sys
 
+from bloomwise.cli._listen import parse_listen
 from bloomwise.cli._parse import parse_fraction, parse_positive_int, parse_size_bytes
 
 __all__ = ["register", "run", "parse_listen", "parse_peer_url"]
 
 POLICIES = ("none", "icp", "summary", "paradox")
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; port 0: any free port) -> (host, port).
-
-    >>> parse_listen("127.0.0.1:3128"), parse_listen("[::1]:0")
-    (('127.0.0.1', 3128), ('::1', 0))
-    """
-    raw = text.strip()
-    host, sep, port = raw.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"--listen {text!r} must be HOST:PORT with a port in 0..65535 (e.g. 127.0.0.1:3128)")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port)
 
 
 def parse_peer_url(text: str, what: str = "--peer") -> str:

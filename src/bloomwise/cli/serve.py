@@ -18,29 +18,11 @@ import ipaddress
 import sys
 
 from bloomwise.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from bloomwise.cli._listen import parse_listen
 
 __all__ = ["register", "run", "parse_listen"]
 
 DEFAULT_PORT = 8018
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT`` for IPv6; a bare ``PORT`` means 127.0.0.1) -> (host, port).
-
-    >>> parse_listen("127.0.0.1:0"), parse_listen("[::1]:8080"), parse_listen("9000")
-    (('127.0.0.1', 0), ('::1', 8080), ('127.0.0.1', 9000))
-    """
-    raw = str(text).strip()
-    if raw.isdigit():
-        host, port_text = "127.0.0.1", raw
-    elif raw.startswith("["):
-        host, _, port_text = raw[1:].partition("]:")
-    else:
-        host, _, port_text = raw.rpartition(":")
-    if not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise ValueError(f"--listen {text!r} is not HOST:PORT (examples: 127.0.0.1:8018, [::1]:8018, "
-                         f"127.0.0.1:0 for any free port)")
-    return host, int(port_text)
 
 
 def is_loopback(host: str) -> bool:
@@ -77,7 +59,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Run ``bloomwise serve`` with parsed arguments; return the exit code."""
     try:
-        host, port = parse_listen(args.listen)
+        host, port = parse_listen(args.listen, DEFAULT_PORT)
     except ValueError as error:
         print(f"bloomwise serve: {error}", file=sys.stderr)
         return EXIT_USAGE
