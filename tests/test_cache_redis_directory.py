@@ -2,27 +2,10 @@
 import pytest
 
 from bloomwise import FormatError
-from bloomwise._redis_server import MISSING_SERVER_MESSAGE, LocalRedisServer, find_redis_server
 from bloomwise.cache import CacheNode, DocumentCache
 
 pytest.importorskip("redis", reason="the redis extra (redis-py) is not installed")
 from bloomwise.cache.redis_directory import RedisSummaryDirectory  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def server():
-    if find_redis_server() is None:
-        pytest.skip(MISSING_SERVER_MESSAGE)
-    with LocalRedisServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server):
-    c = server.client()
-    c.flushall()
-    yield c
-    c.close()
 
 
 def node(name, kind="bits", origin=None):
@@ -35,8 +18,8 @@ def url(name, i):
 
 
 @pytest.mark.parametrize("kind", ["bits", "counters"])
-def test_peers_find_each_other_and_follow_deltas(client, kind):
-    directory = RedisSummaryDirectory(client, "group", history=3)
+def test_peers_find_each_other_and_follow_deltas(redis_client, kind):
+    directory = RedisSummaryDirectory(redis_client, "group", history=3)
     a, b, c = node("a", kind, 1), node("b", kind, 2), node("c", kind, 3)
     for i in range(50):
         a.admit(url("a", i), 100)
@@ -62,8 +45,8 @@ def test_peers_find_each_other_and_follow_deltas(client, kind):
     assert directory.updates_since("a", c.peer("a").summary.version, c.peer("a").summary.origin) == []
 
 
-def test_a_reader_far_behind_or_a_restarted_publisher_gets_the_whole_summary(client):
-    directory = RedisSummaryDirectory(client, "g2", history=2)
+def test_a_reader_far_behind_or_a_restarted_publisher_gets_the_whole_summary(redis_client):
+    directory = RedisSummaryDirectory(redis_client, "g2", history=2)
     a, b = node("a", origin=1), node("b", origin=2)
     a.admit(url("a", 0), 100)
     directory.sync(a)
@@ -76,7 +59,7 @@ def test_a_reader_far_behind_or_a_restarted_publisher_gets_the_whole_summary(cli
     assert len(updates) == 1 and not updates[0].is_delta
     directory.sync(b)
     assert b.peer("a").summary.version == a.publisher.current_version
-    assert len(client.hkeys("g2:node:a:deltas")) <= 2
+    assert len(redis_client.hkeys("g2:node:a:deltas")) <= 2
     restarted = node("a", origin=99)  # same name, new instance id: its summaries start again at version 1
     restarted.admit(url("a", 500), 100)
     directory.sync(restarted)
@@ -84,13 +67,13 @@ def test_a_reader_far_behind_or_a_restarted_publisher_gets_the_whole_summary(cli
     assert b.peer("a").summary.origin == 99 and b.route(url("a", 500)) == ["a"]
 
 
-def test_damaged_summary_in_the_directory_is_a_format_error(client):
-    directory = RedisSummaryDirectory(client, "g3")
+def test_damaged_summary_in_the_directory_is_a_format_error(redis_client):
+    directory = RedisSummaryDirectory(redis_client, "g3")
     a = node("a", origin=1)
     a.admit(url("a", 0), 100)
     directory.sync(a)
-    client.set("g3:node:a:whole", b"BLOOMWISE but not really")
+    redis_client.set("g3:node:a:whole", b"BLOOMWISE but not really")
     with pytest.raises(FormatError):
         directory.sync(node("b", origin=2))
     with pytest.raises(ValueError, match="history"):
-        RedisSummaryDirectory(client, "g", history=0)
+        RedisSummaryDirectory(redis_client, "g", history=0)

@@ -259,12 +259,17 @@ _plain_requests = st.lists(st.builds(
     st.sampled_from(["GET", "HEAD", "POST"]), _token, st.integers(0, 2 ** 40)), max_size=30)
 
 
+def assert_round_trip(requests, write, read):
+    """Written then read back (strict): the same requests, numbered by line."""
+    out = io.BytesIO()
+    write(requests, out)
+    back = list(read(io.BytesIO(out.getvalue()), strict=True))
+    assert back == [r._replace(line=i + 1) for i, r in enumerate(requests)]
+
+
 @given(_plain_requests)
 def test_plain_round_trip(requests):
-    out = io.BytesIO()
-    write_plain_trace(requests, out)
-    back = list(read_plain_trace(io.BytesIO(out.getvalue()), strict=True))
-    assert back == [r._replace(line=i + 1) for i, r in enumerate(requests)]
+    assert_round_trip(requests, write_plain_trace, read_plain_trace)
 
 
 _squid_requests = st.lists(st.builds(
@@ -277,10 +282,7 @@ _squid_requests = st.lists(st.builds(
 
 @given(_squid_requests)
 def test_squid_round_trip(requests):
-    out = io.BytesIO()
-    write_squid_log(requests, out)
-    back = list(read_squid_log(io.BytesIO(out.getvalue()), strict=True))
-    assert back == [r._replace(line=i + 1) for i, r in enumerate(requests)]
+    assert_round_trip(requests, write_squid_log, read_squid_log)
 
 
 def test_synthetic_trace_round_trips_through_both_formats(tmp_path):

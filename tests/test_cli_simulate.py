@@ -35,8 +35,8 @@ def test_table_and_json(tmp_path, capsys):
 
 def test_same_seed_same_numbers(capsys):
     argv = ["simulate", *SMALL, "--policy", "summary,paradox", "--json", "-", "--seed", "3"]
-    first = json.loads(run_cli(argv, capsys)[1].split("\n", 3)[3])
-    second = json.loads(run_cli(argv, capsys)[1].split("\n", 3)[3])
+    first = json.loads(run_cli(argv, capsys)[1])  # stdout is the JSON alone
+    second = json.loads(run_cli(argv[:-4] + ["--seed", "3", "--json"], capsys)[1])  # --json alone: stdout too
     for a, b in zip(first, second):
         a.pop("seconds"), b.pop("seconds")
     assert first == second
@@ -54,7 +54,7 @@ def test_trace_files(tmp_path, capsys, fmt):
                               "icp,summary", "--cache-size", "2MiB", "--json", "-"], capsys)
     assert code == 0, err
     assert "1 malformed line(s) skipped (line 801" in err
-    data = json.loads(out[out.index("["):])
+    data = json.loads(out)
     assert [obj["requests"] for obj in data] == [800, 800]
     assert data[0]["hit_ratio"] == pytest.approx(data[1]["hit_ratio"], abs=0.01)
 
@@ -117,3 +117,17 @@ def test_plot_without_sweep(tmp_path, capsys):
     code, out, err = run_cli(["simulate", *SMALL, "--policy", "icp,summary", "--plot", str(tmp_path)], capsys)
     assert code == 0, err
     assert (tmp_path / "policies.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_standard_input_replays_the_whole_trace_like_the_file(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "t.log"
+    write_squid_log(SyntheticTrace(3000, num_proxies=3, num_documents=500, seed=4), path)
+    argv = ["simulate", "--proxies", "3", "--policy", "summary", "--json", "--trace"]
+    assert main(argv + [str(path)]) == 0
+    from_file = json.loads(capsys.readouterr().out)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(path.read_bytes())))
+    assert main(argv + ["-"]) == 0  # the mean size is estimated from the stream's start, which is replayed too
+    from_stdin = json.loads(capsys.readouterr().out)
+    for a, b in zip(from_file, from_stdin):
+        a.pop("seconds"), b.pop("seconds")
+    assert from_stdin == from_file and from_stdin[0]["requests"] == 3000

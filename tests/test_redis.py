@@ -23,22 +23,6 @@ needs_server = pytest.mark.skipif(find_redis_server() is None, reason=MISSING_SE
 LAYOUTS = ["blocked", "classic", "partitioned"]
 
 
-@pytest.fixture(scope="module")
-def server():
-    if find_redis_server() is None:
-        pytest.skip(MISSING_SERVER_MESSAGE)
-    with LocalRedisServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server):
-    c = server.client()
-    c.flushall()
-    yield c
-    c.close()
-
-
 def keys_of(prefix, n):
     return [f"{prefix}{i}" for i in range(n)]
 
@@ -83,9 +67,9 @@ def test_pack_command_is_the_resp_of_redis_py(offsets, name):
 # ---- bit filters -------------------------------------------------------------------------------------------------------
 @needs_server
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_served_bits_are_the_local_bits(client, layout):
+def test_served_bits_are_the_local_bits(redis_client, layout):
     local = BloomFilter(5000, 0.01, layout=layout, seed=11)
-    remote = RedisBloomFilter(client, "f", 5000, 0.01, layout=layout, seed=11)
+    remote = RedisBloomFilter(redis_client, "f", 5000, 0.01, layout=layout, seed=11)
     assert (remote.num_bits, remote.num_hashes) == (local.num_cells, local.num_hashes)
     single = ["apple", b"pear", 17, -3, 2**80]
     assert [remote.add(k) for k in single] == [local.add(k) for k in single]
@@ -96,10 +80,10 @@ def test_served_bits_are_the_local_bits(client, layout):
     remote.update(np.arange(500, dtype=np.uint64), method="bitfield")
     local.update(np.arange(500, dtype=np.uint64))
     # the bytes on the server are the local payload, byte for byte (bit p is Redis bit p ^ 7)
-    assert client.get("f:part:0").ljust(local.nbytes, b"\0") == bytes(local._payload())
+    assert redis_client.get("f:part:0").ljust(local.nbytes, b"\0") == bytes(local._payload())
     p = local._bit_indices("apple")[0]
-    assert client.getbit("f:part:0", p ^ 7) == 1
-    pulled = from_redis(client, "f")
+    assert redis_client.getbit("f:part:0", p ^ 7) == 1
+    pulled = from_redis(redis_client, "f")
     assert type(pulled) is BloomFilter and pulled == local
     assert pulled._keys_added_count == local._keys_added_count == remote.keys_added
     probe = keys_of("absent", 20000) + keys
@@ -109,8 +93,8 @@ def test_served_bits_are_the_local_bits(client, layout):
 
 
 @needs_server
-def test_contains_many_keeps_the_numpy_shape(client):
-    remote = RedisBloomFilter(client, "shape", 1000, 0.01)
+def test_contains_many_keeps_the_numpy_shape(redis_client):
+    remote = RedisBloomFilter(redis_client, "shape", 1000, 0.01)
     keys = np.arange(12, dtype=np.int64).reshape(3, 4)
     assert not remote.contains_many(keys).any()  # nothing written yet: the part key does not exist
     remote.update(keys[:2].reshape(-1))
@@ -123,66 +107,66 @@ def test_contains_many_keeps_the_numpy_shape(client):
 
 @needs_server
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_to_redis_from_redis_round_trip(client, layout):
+def test_to_redis_from_redis_round_trip(redis_client, layout):
     local = BloomFilter(20000, 0.001, layout=layout, seed=3, hash_scheme="xxh64")
     local.update(keys_of("x", 5000))
-    remote = to_redis(local, client, "rt")
+    remote = to_redis(local, redis_client, "rt")
     assert isinstance(remote, RedisBloomFilter) and remote.hash_scheme == "xxh64"
     assert remote.contains_many(keys_of("x", 5000)).all()
-    back = from_redis(client, "rt")
+    back = from_redis(redis_client, "rt")
     assert back == local and back.to_bytes() == local.to_bytes()
     with pytest.raises(FilterMismatchError, match="already exists"):
-        to_redis(local, client, "rt")
-    to_redis(BloomFilter(20000, 0.001, layout=layout, seed=3, hash_scheme="xxh64"), client, "rt", replace=True)
-    assert from_redis(client, "rt")._count_set_bits() == 0
+        to_redis(local, redis_client, "rt")
+    to_redis(BloomFilter(20000, 0.001, layout=layout, seed=3, hash_scheme="xxh64"), redis_client, "rt", replace=True)
+    assert from_redis(redis_client, "rt")._count_set_bits() == 0
 
 
 @needs_server
-def test_merge_is_the_union(client):
+def test_merge_is_the_union(redis_client):
     served_part = BloomFilter(10000, 0.01, seed=2)
     bulk = BloomFilter(10000, 0.01, seed=2)
-    remote = RedisBloomFilter(client, "m", 10000, 0.01, seed=2)
+    remote = RedisBloomFilter(redis_client, "m", 10000, 0.01, seed=2)
     remote.update(keys_of("a", 2000))
     served_part.update(keys_of("a", 2000))
     bulk.update(keys_of("b", 3000))
     remote.merge(bulk)
-    assert from_redis(client, "m") == served_part | bulk
+    assert from_redis(redis_client, "m") == served_part | bulk
     with pytest.raises(FilterMismatchError, match="seed"):
         remote.merge(BloomFilter(10000, 0.01, seed=3))
-    assert not client.keys("m:merge:*")
+    assert not redis_client.keys("m:merge:*")
 
 
 # ---- parts (filters larger than one Redis string) ----------------------------------------------------------------------
 @needs_server
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_parts_split_the_payload(client, layout):
+def test_parts_split_the_payload(redis_client, layout):
     local = BloomFilter.from_size(64 * 512 + (0 if layout == "blocked" else 77), 6, layout=layout, seed=4)
-    remote = RedisBloomFilter.from_size(client, "p", local.num_cells, 6, layout=layout, seed=4, part_bytes=640)
+    remote = RedisBloomFilter.from_size(redis_client, "p", local.num_cells, 6, layout=layout, seed=4, part_bytes=640)
     assert len(remote.part_keys) == -(-local.nbytes // 640) >= 4
     keys = keys_of("p", 1500)
     assert [remote.add(k) for k in keys[:50]] == [local.add(k) for k in keys[:50]]
     remote.update(keys)
     local.update(keys)
     for i, part in enumerate(remote.part_keys):  # each part holds its slice of the payload
-        assert client.strlen(part) <= 640
-        assert client.get(part).ljust(min(640, local.nbytes - 640 * i), b"\0") == \
+        assert redis_client.strlen(part) <= 640
+        assert redis_client.get(part).ljust(min(640, local.nbytes - 640 * i), b"\0") == \
             bytes(local._payload())[640 * i:640 * (i + 1)]
-    assert from_redis(client, "p") == local
+    assert from_redis(redis_client, "p") == local
     probe = keys_of("q", 5000) + keys
     assert np.array_equal(remote.contains_many(probe), local.contains_many(probe))
     other = BloomFilter.from_size(local.num_bits, 6, layout=layout, seed=4)
     other.update(keys_of("z", 800))
     remote.merge(other)
-    assert from_redis(client, "p") == local | other
-    copy = to_redis(local | other, client, "p2", part_bytes=128)
+    assert from_redis(redis_client, "p") == local | other
+    copy = to_redis(local | other, redis_client, "p2", part_bytes=128)
     assert len(copy.part_keys) == -(-local.nbytes // 128)
-    assert from_redis(client, "p2") == local | other
+    assert from_redis(redis_client, "p2") == local | other
 
 
 @needs_server
-def test_counting_parts(client):
+def test_counting_parts(redis_client):
     local = CountingBloomFilter.from_size(3000, 5, seed=8)
-    remote = RedisCountingBloomFilter.from_size(client, "cp", 3000, 5, seed=8, part_bytes=256)
+    remote = RedisCountingBloomFilter.from_size(redis_client, "cp", 3000, 5, seed=8, part_bytes=256)
     assert len(remote.part_keys) == 6
     keys = keys_of("c", 700)
     remote.update(keys)
@@ -190,7 +174,7 @@ def test_counting_parts(client):
     remote.update(keys[:100])
     local.update(keys[:100])
     assert remote.remove_many(keys[:300]) == local.remove_many(keys[:300]) == 300
-    assert from_redis(client, "cp") == local
+    assert from_redis(redis_client, "cp") == local
     assert [remote.counters(k) for k in keys[:50]] == [local.counters(k) for k in keys[:50]]
 
 
@@ -205,9 +189,9 @@ def test_part_size_must_be_whole_blocks():
 @needs_server
 @pytest.mark.parametrize("layout", ["classic", "partitioned"])
 @pytest.mark.parametrize("counter_bits", [4, 8])
-def test_served_counters_are_the_local_counters(client, layout, counter_bits):
+def test_served_counters_are_the_local_counters(redis_client, layout, counter_bits):
     local = CountingBloomFilter(4000, 0.01, layout=layout, counter_bits=counter_bits, seed=5)
-    remote = RedisCountingBloomFilter(client, "c", 4000, 0.01, layout=layout, counter_bits=counter_bits, seed=5)
+    remote = RedisCountingBloomFilter(redis_client, "c", 4000, 0.01, layout=layout, counter_bits=counter_bits, seed=5)
     assert [remote.add(k) for k in ["a", "b", "a"]] == [local.add(k) for k in ["a", "b", "a"]]
     keys = keys_of("k", 2500)
     remote.update(keys)
@@ -218,7 +202,7 @@ def test_served_counters_are_the_local_counters(client, layout, counter_bits):
     remote.remove("a")
     local.remove("a")
     assert remote.discard("never-added-1") == local.discard("never-added-1")
-    pulled = from_redis(client, "c")
+    pulled = from_redis(redis_client, "c")
     assert type(pulled) is CountingBloomFilter and pulled == local
     assert remote.num_keys == local.num_keys == pulled.num_keys
     probe = keys + keys_of("no", 3000)
@@ -228,9 +212,9 @@ def test_served_counters_are_the_local_counters(client, layout, counter_bits):
 
 
 @needs_server
-def test_saturation_is_sticky(client):
+def test_saturation_is_sticky(redis_client):
     local = CountingBloomFilter.from_size(64, 3, seed=1)
-    remote = RedisCountingBloomFilter.from_size(client, "s", 64, 3, seed=1)
+    remote = RedisCountingBloomFilter.from_size(redis_client, "s", 64, 3, seed=1)
     for _ in range(20):
         remote.add("hot")
         local.add("hot")
@@ -241,14 +225,14 @@ def test_saturation_is_sticky(client):
         local.remove("hot")
     assert remote.counters("hot") == local.counters("hot")
     assert "hot" in remote and 15 in remote.counters("hot")
-    assert from_redis(client, "s") == local
+    assert from_redis(redis_client, "s") == local
 
 
 @needs_server
-def test_repeated_probes_need_as_many_counts(client):
+def test_repeated_probes_need_as_many_counts(redis_client):
     # A classic filter of 2 counters and k = 6: every key probes the same counters several times.
     local = CountingBloomFilter.from_size(2, 6, seed=0)
-    remote = RedisCountingBloomFilter.from_size(client, "rep", 2, 6, seed=0)
+    remote = RedisCountingBloomFilter.from_size(redis_client, "rep", 2, 6, seed=0)
     remote.add("x")
     local.add("x")
     assert remote.counters("x") == local.counters("x") == (3,) * 6
@@ -256,73 +240,73 @@ def test_repeated_probes_need_as_many_counts(client):
     assert local._positions("y3").count(1) == 5
     for key in ["y3"] + keys_of("y", 10):
         assert remote.discard(key) == local.discard(key)
-        assert from_redis(client, "rep") == local
+        assert from_redis(redis_client, "rep") == local
 
 
 @needs_server
-def test_remove_of_a_certainly_absent_key_is_refused_and_changes_nothing(client):
+def test_remove_of_a_certainly_absent_key_is_refused_and_changes_nothing(redis_client):
     local = CountingBloomFilter(1000, 0.01, seed=6)
-    remote = RedisCountingBloomFilter(client, "r", 1000, 0.01, seed=6)
+    remote = RedisCountingBloomFilter(redis_client, "r", 1000, 0.01, seed=6)
     keys = keys_of("k", 300)
     remote.update(keys)
     local.update(keys)
-    before = client.get("r:part:0")
+    before = redis_client.get("r:part:0")
     with pytest.raises(KeyError, match="plum"):
         remote.remove("plum")
     with pytest.raises(KeyError, match="never"):
         remote.remove_many(keys[:100] + ["never"] + keys[100:200])  # all or nothing
-    assert client.get("r:part:0") == before and remote.num_keys == 300
+    assert redis_client.get("r:part:0") == before and remote.num_keys == 300
     assert remote.remove_many(keys[:100] + ["never"], missing="ignore") == 100
     local.remove_many(keys[:100])
-    assert from_redis(client, "r") == local
+    assert from_redis(redis_client, "r") == local
     with pytest.raises(ValueError, match="missing"):
         remote.remove_many(keys, missing="skip")
 
 
 @needs_server
-def test_a_retried_batch_is_applied_once(client):
+def test_a_retried_batch_is_applied_once(redis_client):
     local = CountingBloomFilter(10000, 0.01, seed=7)
-    remote = RedisCountingBloomFilter(client, "once", 10000, 0.01, seed=7)
+    remote = RedisCountingBloomFilter(redis_client, "once", 10000, 0.01, seed=7)
     keys = keys_of("k", 2500)  # three scripts of at most 1,000 keys
     for _ in range(3):
         remote.update(keys, batch_id="batch-1")
     local.update(keys)
-    assert from_redis(client, "once") == local and remote.num_keys == 2500
+    assert from_redis(redis_client, "once") == local and remote.num_keys == 2500
     for _ in range(2):
         assert remote.remove_many(keys[:1500], missing="ignore", batch_id="rm-1") in (1500, 1500)
     local.remove_many(keys[:1500])
-    assert from_redis(client, "once") == local and remote.num_keys == 1000
+    assert from_redis(redis_client, "once") == local and remote.num_keys == 1000
     remote.update(keys, batch_id="batch-2")  # another id applies again
     local.update(keys)
-    assert from_redis(client, "once") == local
-    assert 0 < client.ttl("once:batch:batch-1:0") <= served.BATCH_RECORD_SECONDS
+    assert from_redis(redis_client, "once") == local
+    assert 0 < redis_client.ttl("once:batch:batch-1:0") <= served.BATCH_RECORD_SECONDS
 
 
 # ---- metadata: open by name, mismatches, damaged metadata -------------------------------------------------------------
 @needs_server
-def test_open_by_name_alone(client):
-    made = RedisBloomFilter(client, "o", 777, 0.02, layout="partitioned", seed=99, hash_scheme="xxh64")
+def test_open_by_name_alone(redis_client):
+    made = RedisBloomFilter(redis_client, "o", 777, 0.02, layout="partitioned", seed=99, hash_scheme="xxh64")
     made.update(keys_of("k", 500))
-    opened = RedisBloomFilter.open(client, "o")
+    opened = RedisBloomFilter.open(redis_client, "o")
     assert (opened.num_bits, opened.num_hashes, opened.layout, opened.seed, opened.hash_scheme, opened.capacity) == \
         (made.num_bits, made.num_hashes, "partitioned", 99, "xxh64", 777)
     assert opened.contains_many(keys_of("k", 500)).all()
-    assert isinstance(served.open(client, "o"), RedisBloomFilter)
-    RedisCountingBloomFilter(client, "oc", 100, 0.01, counter_bits=8)
-    counting = served.open(client, "oc")
+    assert isinstance(served.open(redis_client, "o"), RedisBloomFilter)
+    RedisCountingBloomFilter(redis_client, "oc", 100, 0.01, counter_bits=8)
+    counting = served.open(redis_client, "oc")
     assert isinstance(counting, RedisCountingBloomFilter) and counting.counter_bits == 8
     # attaching with the same parameters is fine; other parameters are named
-    RedisBloomFilter(client, "o", 777, 0.02, layout="partitioned", seed=99, hash_scheme="xxh64")
+    RedisBloomFilter(redis_client, "o", 777, 0.02, layout="partitioned", seed=99, hash_scheme="xxh64")
     with pytest.raises(FilterMismatchError, match="seed: 99 on the server, 98 asked for"):
-        RedisBloomFilter(client, "o", 777, 0.02, layout="partitioned", seed=98, hash_scheme="xxh64")
+        RedisBloomFilter(redis_client, "o", 777, 0.02, layout="partitioned", seed=98, hash_scheme="xxh64")
     with pytest.raises(FilterMismatchError, match="layout"):
-        RedisBloomFilter(client, "o", 777, 0.02, seed=99, hash_scheme="xxh64")
+        RedisBloomFilter(redis_client, "o", 777, 0.02, seed=99, hash_scheme="xxh64")
     with pytest.raises(FilterMismatchError, match="counting filter, not a bloom filter"):
-        RedisBloomFilter.open(client, "oc")
+        RedisBloomFilter.open(redis_client, "oc")
     with pytest.raises(FilterMismatchError, match="bloom filter, not a counting"):
-        RedisCountingBloomFilter(client, "o", 777, 0.02)
+        RedisCountingBloomFilter(redis_client, "o", 777, 0.02)
     with pytest.raises(FilterNotFoundError, match="'nothing:meta' does not exist"):
-        served.open(client, "nothing")
+        served.open(redis_client, "nothing")
 
 
 @needs_server
@@ -333,41 +317,41 @@ def test_open_by_name_alone(client):
     ("format", "other", "not the metadata of a bloomwise filter"),
     ("part_bytes", "100", "multiple of 64"),
 ])
-def test_damaged_metadata_is_a_format_error(client, field, value, message):
-    RedisBloomFilter(client, "d", 100, 0.01)
-    client.hset("d:meta", field, value)
+def test_damaged_metadata_is_a_format_error(redis_client, field, value, message):
+    RedisBloomFilter(redis_client, "d", 100, 0.01)
+    redis_client.hset("d:meta", field, value)
     with pytest.raises(FormatError, match=message):
-        served.open(client, "d")
+        served.open(redis_client, "d")
 
 
 @needs_server
-def test_missing_meta_field_and_oversized_part(client):
-    RedisBloomFilter(client, "d2", 100, 0.01)
-    client.hdel("d2:meta", "seed")
+def test_missing_meta_field_and_oversized_part(redis_client):
+    RedisBloomFilter(redis_client, "d2", 100, 0.01)
+    redis_client.hdel("d2:meta", "seed")
     with pytest.raises(FormatError, match="lacks the field"):
-        served.open(client, "d2")
-    f = RedisBloomFilter(client, "d3", 100, 0.01)
-    client.set("d3:part:0", b"\xff" * (f.nbytes + 1))
+        served.open(redis_client, "d2")
+    f = RedisBloomFilter(redis_client, "d3", 100, 0.01)
+    redis_client.set("d3:part:0", b"\xff" * (f.nbytes + 1))
     with pytest.raises(FormatError, match="holds"):
-        from_redis(client, "d3")
+        from_redis(redis_client, "d3")
 
 
 @needs_server
-def test_bad_arguments(client):
+def test_bad_arguments(redis_client):
     with pytest.raises(ValueError, match="counter_bits"):
-        RedisCountingBloomFilter(client, "b", 100, 0.01, counter_bits=16)
+        RedisCountingBloomFilter(redis_client, "b", 100, 0.01, counter_bits=16)
     with pytest.raises(ValueError, match="classic"):
-        RedisCountingBloomFilter(client, "b", 100, 0.01, layout="blocked")
+        RedisCountingBloomFilter(redis_client, "b", 100, 0.01, layout="blocked")
     with pytest.raises(ValueError, match="layout"):
-        RedisBloomFilter(client, "b", 100, 0.01, layout="round")
+        RedisBloomFilter(redis_client, "b", 100, 0.01, layout="round")
     with pytest.raises(ValueError, match="capacity"):
-        RedisBloomFilter(client, "b", 0, 0.01)
+        RedisBloomFilter(redis_client, "b", 0, 0.01)
     with pytest.raises(TypeError, match="name"):
-        RedisBloomFilter(client, "", 10, 0.01)
+        RedisBloomFilter(redis_client, "", 10, 0.01)
     with pytest.raises(ValueError, match="key= function"):
-        to_redis(BloomFilter(10, 0.01, key=repr), client, "b")
+        to_redis(BloomFilter(10, 0.01, key=repr), redis_client, "b")
     with pytest.raises(ValueError, match="batch_id"):
-        RedisCountingBloomFilter(client, "b", 100, 0.01).update(["a"], batch_id="")
+        RedisCountingBloomFilter(redis_client, "b", 100, 0.01).update(["a"], batch_id="")
 
 
 # ---- faults ------------------------------------------------------------------------------------------------------------
@@ -397,7 +381,7 @@ def test_wrong_password_and_unreachable_server(tmp_path):
         f.update(["a", "b"])  # the secured server is stopped now
 
 
-def kill_during_batch(monkeypatch, server, after_packs):
+def kill_during_batch(monkeypatch, redis_server, after_packs):
     """Make the server die (SIGKILL) while the client packs command number ``after_packs`` of a batch."""
     real = pack_command
     calls = {"n": 0}
@@ -405,7 +389,7 @@ def kill_during_batch(monkeypatch, server, after_packs):
     def packing(*args):
         calls["n"] += 1
         if calls["n"] == after_packs:
-            server.kill()
+            redis_server.kill()
         return real(*args)
 
     monkeypatch.setattr("bloomwise._native.served.pack_command", packing)
@@ -430,13 +414,13 @@ def test_server_killed_during_a_counting_batch_then_retried_exactly_once(monkeyp
         assert f"{error.applied_keys:,} keys are known to be applied" in str(error)
         assert "batch_id='nightly'" in str(error)
         srv.start()  # the append-only file brings back every acknowledged write
-        client = srv.client()
-        remote = RedisCountingBloomFilter.open(client, "crash")
+        redis_client = srv.client()
+        remote = RedisCountingBloomFilter.open(redis_client, "crash")
         applied = remote.num_keys
         assert error.applied_keys <= applied <= 80_000 and applied % 1000 == 0
         remote.update(keys, batch_id="nightly")  # the retry applies only the scripts not yet applied
         assert remote.num_keys == 80_000
-        assert from_redis(client, "crash") == local
+        assert from_redis(redis_client, "crash") == local
 
 
 @needs_server
@@ -460,8 +444,8 @@ def test_server_killed_during_a_bit_batch(monkeypatch, tmp_path):
 
 
 @needs_server
-def test_two_clients_share_one_filter(server):
-    a, b = server.client(), server.client()
+def test_two_clients_share_one_filter(redis_server):
+    a, b = redis_server.client(), redis_server.client()
     a.flushall()
     writer = RedisCountingBloomFilter(a, "shared", 50_000, 0.01)
     reader = RedisCountingBloomFilter.open(b, "shared")
@@ -469,7 +453,7 @@ def test_two_clients_share_one_filter(server):
 
     def work(prefix):
         try:
-            f = RedisCountingBloomFilter.open(server.client(), "shared")
+            f = RedisCountingBloomFilter.open(redis_server.client(), "shared")
             for i in range(5):
                 f.update(keys_of(f"{prefix}{i}-", 1000))
         except Exception as exc:  # pragma: no cover - reported below
@@ -496,12 +480,12 @@ operations = st.lists(st.tuples(st.sampled_from(["update", "remove_many", "ignor
 
 @needs_server
 @given(ops=operations, force_script=st.booleans())
-def test_counting_operations_match_the_local_filter(server, ops, force_script):
-    client = server.client()
-    client.delete("h:meta", "h:part:0")
+def test_counting_operations_match_the_local_filter(redis_server, ops, force_script):
+    redis_client = redis_server.client()
+    redis_client.delete("h:meta", "h:part:0")
     # 12 counters, k = 4: collisions, repeated probes and saturation are all frequent
     local = CountingBloomFilter.from_size(12, 4, seed=21)
-    remote = RedisCountingBloomFilter.from_size(client, "h", 12, 4, seed=21)
+    remote = RedisCountingBloomFilter.from_size(redis_client, "h", 12, 4, seed=21)
     old_attempts = served.REMOVE_ATTEMPTS
     served.REMOVE_ATTEMPTS = 0 if force_script else old_attempts
     try:
@@ -524,17 +508,17 @@ def test_counting_operations_match_the_local_filter(server, ops, force_script):
                 assert remote.remove_many(keys, missing="ignore") == local.remove_many(keys, missing="ignore")
             else:
                 assert [remote.discard(key) for key in keys] == [local.discard(key) for key in keys]
-            assert from_redis(client, "h") == local
+            assert from_redis(redis_client, "h") == local
     finally:
         served.REMOVE_ATTEMPTS = old_attempts
-        client.close()
+        redis_client.close()
 
 
 @needs_server
-def test_removal_reads_again_when_another_client_writes(client, server, monkeypatch):
+def test_removal_reads_again_when_another_client_writes(redis_client, redis_server, monkeypatch):
     local = CountingBloomFilter(2000, 0.01, seed=3)
-    remote = RedisCountingBloomFilter(client, "w", 2000, 0.01, seed=3)
-    other = RedisCountingBloomFilter.open(server.client(), "w")
+    remote = RedisCountingBloomFilter(redis_client, "w", 2000, 0.01, seed=3)
+    other = RedisCountingBloomFilter.open(redis_server.client(), "w")
     keys = keys_of("k", 1500)
     remote.update(keys)
     local.update(keys)
@@ -553,24 +537,24 @@ def test_removal_reads_again_when_another_client_writes(client, server, monkeypa
     assert remote.remove_many(keys[:1000]) == 1000
     local.remove_many(keys[:1000])
     assert calls["n"] == 3  # two transactions refused by EXEC, the third applied
-    assert from_redis(client, "w") == local
+    assert from_redis(redis_client, "w") == local
     calls["n"] = -100  # now every transaction is refused: the script takes over and gives the same result
     assert remote.remove_many(keys[1000:1200]) == 200
     assert calls["n"] == -100 + served.REMOVE_ATTEMPTS
     local.remove_many(keys[1000:1200])
-    assert from_redis(client, "w") == local
+    assert from_redis(redis_client, "w") == local
 
 
 @needs_server
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_update_by_merge_gives_the_same_bits(client, layout):
+def test_update_by_merge_gives_the_same_bits(redis_client, layout):
     local = BloomFilter(3000, 0.01, layout=layout, seed=17)
     keys = keys_of("k", 2000)
     local.update(keys)
     for method in ("bitfield", "merge", "auto"):  # auto: 2,000 keys for a few KiB of filter -> merge
-        remote = RedisBloomFilter(client, f"u-{method}", 3000, 0.01, layout=layout, seed=17, part_bytes=512)
+        remote = RedisBloomFilter(redis_client, f"u-{method}", 3000, 0.01, layout=layout, seed=17, part_bytes=512)
         remote.update(keys, method=method)
-        assert from_redis(client, f"u-{method}") == local
+        assert from_redis(redis_client, f"u-{method}") == local
     remote.update(iter(keys_of("i", 10)))  # an iterator: length unknown, BITFIELD
     assert remote.contains_many(keys_of("i", 10)).all()
     with pytest.raises(ValueError, match="method"):

@@ -8,7 +8,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from bloomwise import _format, _positions
-from bloomwise._persistence import Persistent, check_keyed, header_flags
+from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity
 from bloomwise.errors import FormatError
 
 _CHUNK = 1 << 20  # keys hashed and probed at a time by the batch paths (bounds their memory)
@@ -48,6 +48,16 @@ class HashedBits(Persistent):
     def seed(self) -> int:
         """The hash seed."""
         return self._seed
+
+    @property
+    def num_keys(self) -> int:
+        """Keys inserted (every insertion counts, a repeated key too)."""
+        return self._keys_added
+
+    @property
+    def capacity(self) -> Optional[int]:
+        """The capacity it was sized for (None when built by size)."""
+        return self._capacity
 
     @property
     def _key_function(self):
@@ -97,7 +107,42 @@ class HashedBits(Persistent):
         for lo in range(0, len(items), _CHUNK):
             yield self._hashes(items[lo:lo + _CHUNK])
 
+    # -- queries ----------------------------------------------------------------------------------------------
+    def _test(self, probes: np.ndarray, read) -> np.ndarray:
+        """``key in f`` for each row of probes, bits read by ``read(positions) -> bool array``: all probes set."""
+        return read(probes).all(axis=1)
+
+    def __contains__(self, key) -> bool:
+        probes = self._probes(self._hashes([key]))
+        return bool(self._test(probes, lambda pos: _positions.get_bits(self._words, pos))[0])
+
+    def contains_many(self, keys) -> np.ndarray:
+        """A numpy bool array: ``key in f`` for each key of the batch."""
+        read = self._bit_reader()
+        parts = [self._test(self._probes(h), read) for h in self._chunks(keys)]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+
+    def copy(self):
+        """An independent copy (through the file format: the same bytes)."""
+        return type(self).from_bytes(self.to_bytes(), key=self._key)
+
     # -- persistence ------------------------------------------------------------------------------------------
+    def _with_capacity(self, meta: dict) -> dict:
+        """``meta`` plus the capacity it was sized for, when it was."""
+        if self._capacity is not None:
+            meta["capacity"] = self._capacity
+        return meta
+
+    def _restore_counts(self, header: _format.Header) -> None:
+        """Keys added and capacity from a checked header (the last step of ``_from_parts``)."""
+        self._keys_added = header.keys_added
+        self._capacity = meta_capacity(header)
+
+    @staticmethod
+    def _no_options(options: dict) -> None:
+        if options:
+            raise TypeError(f"unexpected options {sorted(options)}")
+
     def _base_header(self, num_hashes: int, meta: dict, payload_length: int) -> _format.Header:
         return _format.Header(structure=self._STRUCTURE, layout=_format.Layout.CLASSIC,
                               hash_scheme=_format.HashScheme(self._hash_scheme_id), seed=self._seed,

@@ -18,7 +18,6 @@ import numpy as np
 
 from bloomwise import _format, _positions
 from bloomwise._hashed_bits import HashedBits, _int
-from bloomwise._persistence import meta_capacity
 from bloomwise.errors import FormatError
 from bloomwise.theory.generalized import gbf_error_rates, gbf_false_positive_rate
 
@@ -115,16 +114,6 @@ class GeneralizedBloomFilter(HashedBits):
         return self._k0 + self._k1
 
     @property
-    def num_keys(self) -> int:
-        """Keys inserted (every insertion counts: a GBF cannot tell a repeat)."""
-        return self._keys_added
-
-    @property
-    def capacity(self) -> Optional[int]:
-        """The capacity it was sized for (None when built by size)."""
-        return self._capacity
-
-    @property
     def initial(self) -> str:
         """``"zeros"`` or ``"random"``: the bit vector before the first insertion."""
         return self._initial
@@ -168,8 +157,9 @@ class GeneralizedBloomFilter(HashedBits):
         self._words[:] = _positions.bits_to_words(bits)
         self._keys_added += nkeys
 
-    def _test(self, probes: np.ndarray, read=None) -> np.ndarray:
-        got = (read or self._bit_reader())(probes)
+    def _test(self, probes: np.ndarray, read) -> np.ndarray:
+        """A key is in when its k0 reset bits are 0 and its k1 set bits are 1."""
+        got = read(probes)
         k0 = self._k0
         reset_ok = ~got[:, :k0].any(axis=1) if k0 else np.ones(len(probes), dtype=bool)
         answer = reset_ok & got[:, k0:].all(axis=1)
@@ -192,18 +182,6 @@ class GeneralizedBloomFilter(HashedBits):
         for hashes in self._chunks(keys):
             self._apply(self._probes(hashes))
 
-    def __contains__(self, key) -> bool:
-        return bool(self._test(self._probes(self._hashes([key])))[0])
-
-    def contains_many(self, keys) -> np.ndarray:
-        """A numpy bool array: ``key in f`` for each key of the batch."""
-        read = self._bit_reader()
-        parts = [self._test(self._probes(h), read) for h in self._chunks(keys)]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
-
-    def copy(self) -> "GeneralizedBloomFilter":
-        return type(self).from_bytes(self.to_bytes(), key=self._key)
-
     def __eq__(self, other) -> bool:
         if not isinstance(other, GeneralizedBloomFilter):
             return NotImplemented
@@ -213,10 +191,7 @@ class GeneralizedBloomFilter(HashedBits):
 
     # -- persistence ------------------------------------------------------------------------------------------
     def _meta(self) -> dict:
-        meta = {"num_reset_hashes": self._k0, "initial": self._initial}
-        if self._capacity is not None:
-            meta["capacity"] = self._capacity
-        return meta
+        return self._with_capacity({"num_reset_hashes": self._k0, "initial": self._initial})
 
     def _header(self) -> _format.Header:
         return self._base_header(self.num_hashes, self._meta(), self.nbytes)
@@ -226,8 +201,7 @@ class GeneralizedBloomFilter(HashedBits):
 
     @classmethod
     def _from_parts(cls, header, payload, *, key, **options) -> "GeneralizedBloomFilter":
-        if options:
-            raise TypeError(f"unexpected options {sorted(options)}")
+        cls._no_options(options)
         scheme = cls._check_header(header, key, "GeneralizedBloomFilter")
         k0 = header.meta.get("num_reset_hashes")
         if isinstance(k0, bool) or not isinstance(k0, int) or not 0 <= k0 <= header.num_hashes:
@@ -247,8 +221,7 @@ class GeneralizedBloomFilter(HashedBits):
             raise FormatError(f"the file describes an impossible filter: {exc}") from None
         self._initial, self._initial_fraction = initial, _INITIAL[initial]
         self._load_words(payload)
-        self._keys_added = header.keys_added
-        self._capacity = meta_capacity(header)
+        self._restore_counts(header)
         return self
 
 

@@ -29,7 +29,6 @@ import numpy as np
 
 from bloomwise import _format, _positions, theory
 from bloomwise._hashed_bits import HashedBits, _int
-from bloomwise._persistence import meta_capacity
 from bloomwise.errors import FormatError
 from bloomwise.theory.retouched import rbf_random_clearing_rates
 
@@ -73,6 +72,17 @@ def _csr(pos_sorted: np.ndarray, mask: np.ndarray, num_bits: int):
     return starts, rows[order]
 
 
+def _retire(bit, starts, rows_of, live, pos_sorted, first, weight, w) -> int:
+    """Bit ``bit`` was cleared: every live row (key) hashing there stops testing positive. Marks them dead, takes
+    their weight ``w`` off each of their distinct bits, and returns how many there were."""
+    rows = rows_of[starts[bit]:starts[bit + 1]]
+    rows = rows[live[rows]]
+    if rows.size:
+        live[rows] = False
+        np.subtract.at(weight, pos_sorted[rows][first[rows]].astype(np.int64), w)
+    return int(rows.size)
+
+
 class RetouchedBloomFilter(HashedBits):
     """A Bloom filter that can give up chosen false positives for false negatives (Donnet et al.).
 
@@ -113,15 +123,6 @@ class RetouchedBloomFilter(HashedBits):
     def num_hashes(self) -> int:
         return self._k
 
-    @property
-    def num_keys(self) -> int:
-        """Keys inserted (the hashes kept for Ratio Selection)."""
-        return self._keys_added
-
-    @property
-    def capacity(self) -> Optional[int]:
-        return self._capacity
-
     def member_hashes(self) -> np.ndarray:
         """The 64-bit hashes of the keys inserted, in insertion order."""
         if len(self._members) != 1:
@@ -157,18 +158,6 @@ class RetouchedBloomFilter(HashedBits):
         """Insert a batch of keys."""
         for hashes in self._chunks(keys):
             self._insert_hashes(hashes)
-
-    def __contains__(self, key) -> bool:
-        return bool(_positions.get_bits(self._words, self._probes(self._hashes([key]))).all())
-
-    def contains_many(self, keys) -> np.ndarray:
-        """A numpy bool array: ``key in f`` for each key of the batch."""
-        read = self._bit_reader()
-        parts = [read(self._probes(h)).all(axis=1) for h in self._chunks(keys)]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
-
-    def copy(self) -> "RetouchedBloomFilter":
-        return type(self).from_bytes(self.to_bytes(), key=self._key)
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, RetouchedBloomFilter):
@@ -250,26 +239,14 @@ class RetouchedBloomFilter(HashedBits):
             # clear bit j: its live members become false negatives, its live false positives are removed
             bits[j] = 0
             cleared += 1
-            rows = mem_rows[mem_starts[j]:mem_starts[j + 1]]
-            rows = rows[mem_live[rows]]
-            if rows.size:
-                mem_live[rows] = False
-                fn += int(rows.size)
-                np.subtract.at(weight_a, mem_sorted[rows][mem_first[rows]].astype(np.int64), wa)
-            rows = fp_rows[fp_starts[j]:fp_starts[j + 1]]
-            rows = rows[fp_live[rows]]
-            if rows.size:
-                fp_live[rows] = False
-                fp_removed += int(rows.size)
-                np.subtract.at(weight_b, fp_sorted[rows][fp_first[rows]].astype(np.int64), wb)
+            fn += _retire(j, mem_starts, mem_rows, mem_live, mem_sorted, mem_first, weight_a, wa)
+            fp_removed += _retire(j, fp_starts, fp_rows, fp_live, fp_sorted, fp_first, weight_b, wb)
         self._words[:] = _positions.bits_to_words(bits)
         return RetouchResult(cleared, fn, fp_removed, int(fp_live.sum()))
 
     # -- persistence ------------------------------------------------------------------------------------------
     def _header(self) -> _format.Header:
-        meta = {"members": int(self.member_hashes().size)}
-        if self._capacity is not None:
-            meta["capacity"] = self._capacity
+        meta = self._with_capacity({"members": int(self.member_hashes().size)})
         return self._base_header(self._k, meta, self.nbytes + 8 * int(self.member_hashes().size))
 
     def _payload(self):
@@ -277,8 +254,7 @@ class RetouchedBloomFilter(HashedBits):
 
     @classmethod
     def _from_parts(cls, header, payload, *, key, **options) -> "RetouchedBloomFilter":
-        if options:
-            raise TypeError(f"unexpected options {sorted(options)}")
+        cls._no_options(options)
         scheme = cls._check_header(header, key, "RetouchedBloomFilter")
         members = header.meta.get("members")
         if isinstance(members, bool) or not isinstance(members, int) or not 0 <= members <= 2**40:
@@ -295,6 +271,5 @@ class RetouchedBloomFilter(HashedBits):
             raise FormatError(f"the file describes an impossible filter: {exc}") from None
         end = self._load_words(payload)
         self._members = [np.frombuffer(bytes(payload[end:end + 8 * members]), dtype="<u8").astype(np.uint64)]
-        self._keys_added = header.keys_added
-        self._capacity = meta_capacity(header)
+        self._restore_counts(header)
         return self

@@ -49,6 +49,30 @@ def _decimal(text: str):
     return Decimal(text.replace("_", "").replace(",", ""))
 
 
+_MAX_EXPONENT = 40  # counts and sizes are refused beyond 10^40: no arithmetic on (or memory for) absurd numbers
+
+
+def _exact(number_text: str, factor: int, text: str, what: str):
+    """``number * factor`` as an exact Fraction; ValueError naming the text when it is negative or too large.
+
+    Exact (no decimal rounding): ``2.5k`` is 2500, ``1.0000000000000000000000000000001`` is not whole. A number
+    below 10^-40 (not 0) is taken as 10^-41: no caller takes it for a whole number, and no huge power is built.
+    """
+    from fractions import Fraction
+
+    number = _decimal(number_text)
+    if number < 0:
+        raise ValueError(f"{what} {text!r} is negative")
+    if number and number.adjusted() > _MAX_EXPONENT:
+        raise ValueError(f"{what} {text!r} is too large (at most 1e{_MAX_EXPONENT})")
+    if number and number.adjusted() < -_MAX_EXPONENT:
+        return Fraction(1, 10 ** (_MAX_EXPONENT + 1))
+    value = Fraction(number) * factor
+    if value > 10 ** _MAX_EXPONENT:
+        raise ValueError(f"{what} {text!r} is too large (at most 1e{_MAX_EXPONENT})")
+    return value
+
+
 def parse_count(text: str, what: str = "count") -> int:
     """A whole, non-negative number of things: ``1e6``, ``40M``, ``1,000,000``.
 
@@ -64,10 +88,8 @@ def parse_count(text: str, what: str = "count") -> int:
     match = _COUNT_RE.match(str(text))
     if not match:
         raise ValueError(f"{what} {text!r} is not a number (examples: {examples})")
-    value = _decimal(match.group(1)) * _COUNT_SUFFIXES[match.group(2)]  # exact: "2.5k" is 2500
-    if value < 0:
-        raise ValueError(f"{what} {text!r} is negative")
-    if value != value.to_integral_value():
+    value = _exact(match.group(1), _COUNT_SUFFIXES[match.group(2)], text, what)
+    if value.denominator != 1:
         raise ValueError(f"{what} {text!r} is not a whole number (examples: {examples})")
     return int(value)
 
@@ -97,8 +119,13 @@ def parse_size_bits(text: str, what: str = "size") -> int:
     >>> parse_size_bits("1.5 KB"), parse_size_bits("512b"), parse_size_bits("2 bytes")
     (12000, 512, 16)
     """
+    return _size_bits(str(text), what, text)
+
+
+def _size_bits(raw: str, what: str, text) -> int:
+    """``parse_size_bits`` of ``raw``, its errors quoting ``text`` (what the user typed)."""
     examples = "1000000 (bits), 1e6, 512b, 64KiB, 8MB, 1Mib, 2GiB"
-    match = _SIZE_RE.match(str(text))
+    match = _SIZE_RE.match(raw)
     if not match:
         raise ValueError(f"{what} {text!r} is not a size (examples: {examples}; b = bits, B = bytes)")
     number_text, prefix, unit = match.groups()
@@ -112,11 +139,9 @@ def parse_size_bits(text: str, what: str = "size") -> int:
     if prefix and not unit:
         raise ValueError(f"{what} {text!r} needs a unit after {prefix!r}: b for bits or B for bytes "
                          f"(examples: {examples})")
-    bits = _decimal(number_text) * factor * _BIT_UNITS[unit]
-    if bits < 0:
-        raise ValueError(f"{what} {text!r} is negative")
-    if bits != bits.to_integral_value():
-        raise ValueError(f"{what} {text!r} is not a whole number of bits ({bits} bits)")
+    bits = _exact(number_text, factor * _BIT_UNITS[unit], text, what)
+    if bits.denominator != 1:
+        raise ValueError(f"{what} {text!r} is not a whole number of bits ({float(bits):g} bits)")
     return int(bits)
 
 
@@ -167,7 +192,7 @@ def parse_size_bytes(text: str, what: str = "size") -> int:
     match = _SIZE_RE.match(raw)
     if match and not match.group(3):  # no unit: bytes
         raw = raw + "B"
-    bits = parse_size_bits(raw, what)
+    bits = _size_bits(raw, what, text)
     if bits % 8:
         raise ValueError(f"{what} {text!r} is not a whole number of bytes ({bits} bits)")
     return bits // 8

@@ -1,4 +1,4 @@
-"""``bloomwise cluster``: a test origin and N bloomwise proxies on loopback, peered with each other; Ctrl-C stops all.
+"""``bloomwise cluster``: A test origin and N bloomwise proxies on loopback, peered with each other; Ctrl-C stops all.
 
 Examples::
 
@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 
-from bloomwise.cli._parse import parse_positive_int
+from bloomwise.cli._parse import parse_positive_int, parse_size_bytes
 from bloomwise.cli.proxy import add_proxy_options
 
 __all__ = ["register", "run"]
@@ -26,7 +26,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--proxies", default="3", metavar="N", help="number of proxies (default 3)")
     parser.add_argument("--origin-documents", default="1000", metavar="D",
                         help="documents the origin serves at /doc/0 .. /doc/D-1 (default 1000)")
-    parser.add_argument("--mean-size", default="4096", metavar="BYTES", help="mean document size (default 4096)")
+    parser.add_argument("--mean-size", default="4096", metavar="SIZE",
+                        help="mean size of the origin's documents, e.g. 4KiB (default 4096 bytes)")
     add_proxy_options(parser, listen=False)
     parser.set_defaults(func=run)
     return parser
@@ -50,13 +51,15 @@ def run(args) -> int:
     try:
         num_proxies = parse_positive_int(args.proxies, "--proxies")
         documents = parse_positive_int(args.origin_documents, "--origin-documents")
-        mean_size = parse_positive_int(args.mean_size, "--mean-size")
+        mean_size = parse_size_bytes(args.mean_size, "--mean-size")
+        if mean_size < 1:
+            raise ValueError(f"--mean-size {args.mean_size!r} must be at least 1 byte")
         config_from_args(args, listen=("127.0.0.1", 0), peers=[])  # checks every proxy option here, once
     except ValueError as exc:
-        print(f"bloomwise cluster: error: {exc}", file=sys.stderr)
+        print(f"bloomwise cluster: {exc}", file=sys.stderr)
         return 2
     if num_proxies > 64:
-        print(f"bloomwise cluster: error: --proxies {num_proxies}: at most 64 on one machine", file=sys.stderr)
+        print(f"bloomwise cluster: --proxies {num_proxies}: at most 64 on one machine", file=sys.stderr)
         return 2
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}

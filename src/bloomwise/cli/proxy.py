@@ -1,4 +1,4 @@
-"""``bloomwise proxy``: run one caching proxy that shares summaries with its peers (pip install "bloomwise[proxy]").
+"""``bloomwise proxy``: Run one caching proxy that shares summaries with its peers (pip install "bloomwise[proxy]").
 
 Examples::
 
@@ -15,26 +15,12 @@ import logging
 import signal
 import sys
 
+from bloomwise.cli._listen import parse_listen
 from bloomwise.cli._parse import parse_fraction, parse_positive_int, parse_size_bytes
 
 __all__ = ["register", "run", "parse_listen", "parse_peer_url"]
 
 POLICIES = ("none", "icp", "summary", "paradox")
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; port 0: any free port) -> (host, port).
-
-    >>> parse_listen("127.0.0.1:3128"), parse_listen("[::1]:0")
-    (('127.0.0.1', 3128), ('::1', 0))
-    """
-    raw = text.strip()
-    host, sep, port = raw.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"--listen {text!r} must be HOST:PORT with a port in 0..65535 (e.g. 127.0.0.1:3128)")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port)
 
 
 def parse_peer_url(text: str, what: str = "--peer") -> str:
@@ -151,12 +137,12 @@ def run(args) -> int:
     try:
         config = config_from_args(args)
     except ValueError as exc:
-        print(f"bloomwise proxy: error: {exc}", file=sys.stderr)
+        print(f"bloomwise proxy: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         asyncio.run(_serve_until_signal(config))
     except OSError as exc:
-        print(f"bloomwise proxy: cannot listen on {args.listen}: {exc}", file=sys.stderr)
+        print(f"bloomwise proxy: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     return 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 
 from bloomwise.cli import EXIT_FAILURE, EXIT_OK, CommandError
 from bloomwise.cli._parse import parse_positive_int
@@ -26,7 +27,9 @@ __all__ = ["register", "run"]
 def register(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "reproduce", help="reproduce the papers' tables and figures: report.md, results.json, figures/",
-        description=__doc__.split("\n\n")[0] + " Every row says how the number was obtained and how it compares.")
+        description=textwrap.fill("Reproduce " + __doc__.split("\n\n")[0].split(": reproduce ", 1)[1]
+                                  + " Every row says how the number was obtained and how it compares.", 100),
+        epilog=__doc__.split("Examples::")[1].split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
     parser.add_argument("--quick", action="store_true",
                         help="CI-sized run: 8 members per type, one seed, N = 2^16 trace queries")

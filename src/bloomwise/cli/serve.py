@@ -18,29 +18,11 @@ import ipaddress
 import sys
 
 from bloomwise.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from bloomwise.cli._listen import parse_listen
 
 __all__ = ["register", "run", "parse_listen"]
 
 DEFAULT_PORT = 8018
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT`` for IPv6; a bare ``PORT`` means 127.0.0.1) -> (host, port).
-
-    >>> parse_listen("127.0.0.1:0"), parse_listen("[::1]:8080"), parse_listen("9000")
-    (('127.0.0.1', 0), ('::1', 8080), ('127.0.0.1', 9000))
-    """
-    raw = str(text).strip()
-    if raw.isdigit():
-        host, port_text = "127.0.0.1", raw
-    elif raw.startswith("["):
-        host, _, port_text = raw[1:].partition("]:")
-    else:
-        host, _, port_text = raw.rpartition(":")
-    if not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise ValueError(f"--listen {text!r} is not HOST:PORT (examples: 127.0.0.1:8018, [::1]:8018, "
-                         f"127.0.0.1:0 for any free port)")
-    return host, int(port_text)
 
 
 def is_loopback(host: str) -> bool:
@@ -66,7 +48,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                         help="allow a HOST other than loopback (the page then answers anyone who can reach it, "
                              "and fetches proxy stats on their behalf)")
     parser.add_argument("--proxy", metavar="HOST:PORT", action="append", default=[],
-                        help="a bloomwise proxy to show in the cluster view (repeatable)")
+                        help="a bloomwise proxy to show in the cluster view: HOST:PORT, or its URL as "
+                             "`bloomwise cluster` prints it, http://HOST:PORT (repeatable)")
     parser.add_argument("--refresh", metavar="SECONDS", type=float, default=2.0,
                         help="how often the page refreshes the cluster's stats (default 2)")
     parser.set_defaults(func=run)
@@ -76,28 +59,28 @@ def register(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Run ``bloomwise serve`` with parsed arguments; return the exit code."""
     try:
-        host, port = parse_listen(args.listen)
+        host, port = parse_listen(args.listen, DEFAULT_PORT)
     except ValueError as error:
-        print(f"bloomwise serve: error: {error}", file=sys.stderr)
+        print(f"bloomwise serve: {error}", file=sys.stderr)
         return EXIT_USAGE
     if not is_loopback(host) and not args.allow_remote:
-        print(f"bloomwise serve: error: --listen {args.listen!r} is not a loopback address; the page would be "
+        print(f"bloomwise serve: --listen {args.listen!r} is not a loopback address; the page would be "
               f"reachable from other machines: add --allow-remote if that is what you want", file=sys.stderr)
         return EXIT_USAGE
     if not (0.2 <= args.refresh <= 3600):
-        print(f"bloomwise serve: error: --refresh {args.refresh:g} must be between 0.2 and 3600 seconds",
+        print(f"bloomwise serve: --refresh {args.refresh:g} must be between 0.2 and 3600 seconds",
               file=sys.stderr)
         return EXIT_USAGE
     try:
         from bloomwise.web import cluster, server
     except ImportError as error:
-        print(f"bloomwise serve: error: the page needs the web extra: pip install 'bloomwise[web]' ({error})",
+        print(f"bloomwise serve: the page needs the web extra: pip install 'bloomwise[web]' ({error})",
               file=sys.stderr)
         return EXIT_FAILURE
     try:
         cluster.parse_addresses(args.proxy)
     except ValueError as error:
-        print(f"bloomwise serve: error: --proxy: {error}", file=sys.stderr)
+        print(f"bloomwise serve: --proxy: {error}", file=sys.stderr)
         return EXIT_USAGE
 
     def announce(url: str) -> None:
@@ -106,6 +89,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.serve(host, port, proxies=args.proxy, refresh_seconds=args.refresh, announce=announce)
     except OSError as error:
-        print(f"bloomwise serve: error: cannot listen on {args.listen}: {error.strerror or error}", file=sys.stderr)
+        print(f"bloomwise serve: cannot listen on {args.listen}: {error.strerror or error}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK

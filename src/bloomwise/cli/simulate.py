@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import sys
@@ -74,13 +75,15 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--mean-document-size", default="auto", metavar="SIZE",
                         help="sizes the summaries: cache size / this = expected documents (auto: the trace's mean)")
     parser.add_argument("--documents", default="100000", metavar="N", help="synthetic: distinct documents")
-    parser.add_argument("--zipf-alpha", default="0.8", metavar="A", help="synthetic: Zipf exponent (default 0.8)")
+    parser.add_argument("--zipf", "--zipf-alpha", dest="zipf_alpha", default="0.8", metavar="ALPHA",
+                        help="synthetic: Zipf exponent (default 0.8)")
     parser.add_argument("--one-timers", default="25%", metavar="F", help="synthetic: one-timer fraction")
-    parser.add_argument("--shared-fraction", default="50%", metavar="F",
+    parser.add_argument("--shared", "--shared-fraction", dest="shared_fraction", default="50%", metavar="F",
                         help="synthetic: fraction of requests to documents all proxies share")
     parser.add_argument("--sweep", metavar="PARAM=V1,V2,...",
                         help="run once per value: bits-per-entry, update-threshold, proxies or cache-size")
-    parser.add_argument("--json", metavar="OUT", help="write the results as JSON to OUT (- for stdout)")
+    parser.add_argument("--json", metavar="OUT", nargs="?", const="-",
+                        help="write the results as JSON to OUT (no OUT or -: to stdout, instead of the table)")
     parser.add_argument("--plot", metavar="DIR", help="draw the results (PNG) into DIR (needs bloomwise[plot])")
     parser.set_defaults(func=run)
     return parser
@@ -182,7 +185,7 @@ def _show(value) -> str:
 
 
 def _fail(message: str, stderr: TextIO, code: int = 2) -> int:
-    print(f"bloomwise simulate: error: {message}", file=stderr)
+    print(f"bloomwise simulate: {message}", file=stderr)
     return code
 
 
@@ -202,9 +205,9 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
             synthetic = dict(
                 num_requests=parse_positive_int(args.synthetic, "--synthetic"),
                 num_documents=parse_positive_int(args.documents, "--documents"),
-                zipf_alpha=_real(args.zipf_alpha, "--zipf-alpha", positive=False),
+                zipf_alpha=_real(args.zipf_alpha, "--zipf", positive=False),
                 one_timer_fraction=_one_timers(args.one_timers),
-                shared_fraction=_one_timers(args.shared_fraction, "--shared-fraction"),
+                shared_fraction=_one_timers(args.shared_fraction, "--shared"),
                 seed=fields["seed"])
         mean_size = None if args.mean_document_size == "auto" else \
             _positive_size(args.mean_document_size, "--mean-document-size")
@@ -214,6 +217,12 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
     if args.trace is not None and args.trace != "-" and not os.path.isfile(args.trace):
         what = "is a directory, not a trace file" if os.path.isdir(args.trace) else "does not exist"
         return _fail(f"--trace {args.trace!r} {what}", stderr, code=1)
+    if args.json not in (None, "-"):  # checked before a long replay, not after it
+        folder = os.path.dirname(os.path.abspath(args.json))
+        problem = "it is a directory" if os.path.isdir(args.json) else \
+            None if os.path.isdir(folder) else f"no directory {folder}"
+        if problem:
+            return _fail(f"--json {args.json!r}: cannot write it ({problem})", stderr, code=1)
     if args.trace == "-" and sweep is not None or args.trace == "-" and len(policies) > 1:
         return _fail("--trace - (standard input) can be replayed only once: give one policy and no --sweep", stderr)
 
@@ -231,6 +240,19 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
             reader = open_trace(args.trace, format=args.format, strict=args.strict)
             readers.append(reader)
             return reader
+        if mean_size is None and args.trace == "-":
+            # standard input is read once: the requests the estimate reads (at most 10,000) are kept and replayed
+            # first, then the rest of the stream
+            reader = opener()
+            head = list(itertools.islice(reader, 10_000))
+
+            def replay_stdin():
+                try:
+                    yield from head
+                    yield from reader
+                finally:
+                    reader.close()
+            return replay_stdin, estimate_mean_size(head)
         if mean_size is None:
             first = open_trace(args.trace, format=args.format)
             try:
@@ -264,7 +286,9 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
             shown = "; ".join(f"line {n}: {reason}" for n, reason in reader.malformed_lines[:5])
             print(f"bloomwise simulate: {args.trace}: {reader.malformed:,} malformed line(s) skipped ({shown})",
                   file=stderr)
-    if sweep is None:
+    if args.json == "-":
+        pass  # stdout carries the JSON alone (as `trace --json` and `info --json`): no table before it
+    elif sweep is None:
         print(format_table(all_results), file=stdout)
     else:
         print(format_table(all_results, sweep[0], labels), file=stdout)

@@ -149,8 +149,10 @@ def _describe(args) -> int:
                 total_bytes += request.size
                 first = request.timestamp if first is None else min(first, request.timestamp)
                 last = request.timestamp if last is None else max(last, request.timestamp)
-    except (TraceError, OSError) as exc:
+    except TraceError as exc:
         raise CommandError(str(exc)) from None
+    except OSError as exc:  # "FILE: cannot read it (no such trace file)", not "[Errno 2] ..."
+        raise CommandError(f"{args.trace}: cannot read it ({exc.strerror or exc})") from None
     info = {
         "file": reader.path, "format": reader.format, "lines": reader.lines, "requests": reader.requests,
         "skipped_lines": reader.skipped, "malformed_lines": reader.malformed,

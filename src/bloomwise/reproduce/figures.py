@@ -21,6 +21,15 @@ def _figure():
     return fig, fig.add_subplot()
 
 
+def _label(ax, xlabel: str, ylabel: str, title: str, *, log_grid: bool = False, legend_fontsize=None) -> None:
+    """The papers' dressing of every figure: axis labels, title, a light grid (minor lines too on log axes), legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both" if log_grid else "major", linewidth=0.3, alpha=0.6)
+    ax.legend(fontsize=legend_fontsize)
+
+
 def _save(fig, directory, name) -> str:
     path = os.path.join(directory, name)
     fig.savefig(path, format="png", dpi=130)
@@ -34,11 +43,8 @@ def fig2a(directory):
     priors = np.logspace(-8, 0, 400)
     for fpr in (1e-1, 1e-2, 1e-3, 1e-4, 1e-5):
         ax.loglog(priors, posterior(priors, np.full_like(priors, fpr)), label=f"false positive rate {fpr:g}")
-    ax.set_xlabel("a priori set-membership probability Pr(x in S)")
-    ax.set_ylabel("Pr(x in S | BF = 1)")
-    ax.set_title("The Bloom Paradox, Fig. 2(a)")
-    ax.grid(True, which="both", linewidth=0.3, alpha=0.6)
-    ax.legend(fontsize=8)
+    _label(ax, "a priori set-membership probability Pr(x in S)", "Pr(x in S | BF = 1)",
+           "The Bloom Paradox, Fig. 2(a)", log_grid=True, legend_fontsize=8)
     return _save(fig, directory, "bloom_paradox_fig2a.png"), (
         "Bloom paradox Fig. 2(a): the probability that a positive answer is right, P / (P + (1 - P) FPR) "
         "(bloomwise.paradox.posterior), against the prior P for five false-positive rates; computed, not simulated.")
@@ -51,11 +57,8 @@ def fig2b(directory):
     priors = np.logspace(-10, -0.05, 400)
     for alpha in (0.1, 1, 10, 100):
         ax.semilogx(priors, [min_bits_per_item(float(p), alpha) for p in priors], label=f"alpha = {alpha:g}")
-    ax.set_xlabel("a priori set-membership probability Pr(x in S)")
-    ax.set_ylabel("minimal bits per element m/n")
-    ax.set_title("The Bloom Paradox, Fig. 2(b)")
-    ax.grid(True, which="both", linewidth=0.3, alpha=0.6)
-    ax.legend()
+    _label(ax, "a priori set-membership probability Pr(x in S)", "minimal bits per element m/n",
+           "The Bloom Paradox, Fig. 2(b)", log_grid=True)
     return _save(fig, directory, "bloom_paradox_fig2b.png"), (
         "Bloom paradox Fig. 2(b): the bits per element a Bloom filter needs before it is worth asking about a key of "
         "prior P, log2((1 - P)/(alpha P)) / ln 2 (Theorem 1; bloomwise.paradox.min_bits_per_item), for alpha = 0.1, "
@@ -78,13 +81,9 @@ def fig8(directory, counts):
                 xs.append(p)
                 ys.append(obs)
         ax.plot(xs, ys, "o", markersize=3, color=line.get_color(), label=f"simulation, P = 2^-{e}")
-    ax.set_xlabel("product of the k = 6 counters")
-    ax.set_ylabel("Pr(x in S | CBF)")
     ax.set_ylim(0, 1.02)
     ax.set_xlim(0, 100)
-    ax.set_title("The Bloom Paradox, Fig. 8")
-    ax.grid(True, linewidth=0.3, alpha=0.6)
-    ax.legend(fontsize=8)
+    _label(ax, "product of the k = 6 counters", "Pr(x in S | CBF)", "The Bloom Paradox, Fig. 8", legend_fontsize=8)
     return _save(fig, directory, "bloom_paradox_fig8.png"), (
         f"Bloom paradox Fig. 8: the membership probability given the product of a key's k = 6 counters. Points: the "
         f"fraction of members among the keys of prior 2^-3, 2^-5, 2^-7 with that product, pooled over "
@@ -102,13 +101,9 @@ def fig9a(directory, runs):
             fprs.append(f)
             fnrs.append(g)
         ax.plot(fnrs, fprs, "--o", markersize=3, label=f"Selective CBF, k = {k}")
-    ax.set_xlabel("false negative rate")
-    ax.set_ylabel("false positive rate")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, None)
-    ax.set_title("The Bloom Paradox, Fig. 9(a) (synthetic stand-in trace)")
-    ax.grid(True, linewidth=0.3, alpha=0.6)
-    ax.legend()
+    _label(ax, "false negative rate", "false positive rate", "The Bloom Paradox, Fig. 9(a) (synthetic stand-in trace)")
     return _save(fig, directory, "bloom_paradox_fig9a.png"), (
         f"Bloom paradox Fig. 9(a): false-positive against false-negative rate of the Selective CBF (30 bits per "
         f"element, 4-bit counters, n = 2^10 stored, N = {runs[0].setup.queried} queried) for k = 4, 5, 6, one point "
@@ -125,11 +120,8 @@ def fig9b(directory, runs, theorem4_cost):
     sel = [np.mean([theorem4_cost(r, 5, a) for r in runs]) for a in alphas]
     ax.semilogx(alphas, np.full(len(alphas), cbf), "-", label="CBF")
     ax.semilogx(alphas, sel, "--o", markersize=3, label="Selective CBF")
-    ax.set_xlabel("alpha = W_FN / W_FP")
-    ax.set_ylabel("total cost of N = 2^20 queries")
-    ax.set_title("The Bloom Paradox, Fig. 9(b) (synthetic stand-in trace)")
-    ax.grid(True, which="both", linewidth=0.3, alpha=0.6)
-    ax.legend()
+    _label(ax, "alpha = W_FN / W_FP", "total cost of N = 2^20 queries",
+           "The Bloom Paradox, Fig. 9(b) (synthetic stand-in trace)", log_grid=True)
     return _save(fig, directory, "bloom_paradox_fig9b.png"), (
         "Bloom paradox Fig. 9(b): total cost (#FP + alpha #FN over N = 2^20 queries) of the CBF and of the Selective "
         "CBF against alpha, 30 bits per element, k = 5, Theorem 4's product threshold for prior 2^-10; measured on "
@@ -141,11 +133,8 @@ def fig9c(directory, points):
     bpe = [p[0] for p in points]
     ax.semilogy(bpe, [p[1] for p in points], "-o", markersize=3, label="CBF")
     ax.semilogy(bpe, [p[2] for p in points], "--o", markersize=3, label="Selective CBF")
-    ax.set_xlabel("bits per element")
-    ax.set_ylabel("total cost of N = 2^20 queries")
-    ax.set_title("The Bloom Paradox, Fig. 9(c) (synthetic stand-in trace)")
-    ax.grid(True, which="both", linewidth=0.3, alpha=0.6)
-    ax.legend()
+    _label(ax, "bits per element", "total cost of N = 2^20 queries",
+           "The Bloom Paradox, Fig. 9(c) (synthetic stand-in trace)", log_grid=True)
     return _save(fig, directory, "bloom_paradox_fig9c.png"), (
         "Bloom paradox Fig. 9(c): total cost of the CBF and the Selective CBF against bits per element at alpha = 5, "
         "each with the integer-k rule's number of hash functions for its counters per element; measured on the "

@@ -1,9 +1,10 @@
 """Readers for the page's form fields, with the page's bounds, and :class:`InputError`.
 
 A field arrives as text (a query parameter). The readers reuse the command line's (:mod:`bloomwise.cli._parse`:
-``40M``, ``1 in 10000``, ``64KiB``) and add upper bounds, so that no request can ask the server for an absurd amount
-of work. Each error names the field, quotes what was typed and says what is accepted; the server answers them with
-``400`` and ``{"error": ..., "fields": {field: message}}``, and the page shows each message next to its field.
+``40M``, ``1 in 10000``, ``64KiB``; they refuse numbers above 1e40 before any arithmetic) and add the page's upper
+bounds, so that no request can ask the server for an absurd amount of work. Each error names the field, quotes what
+was typed and says what is accepted; the server answers them with ``400`` and ``{"error": ..., "fields": {field:
+message}}``, and the page shows each message next to its field.
 """
 from __future__ import annotations
 
@@ -19,8 +20,6 @@ MAX_KEYS = 10 ** 15          # keys: a petabyte-scale set is the largest a calcu
 MAX_BITS = 2 ** 60           # bits: 128 PiB
 MAX_HASHES = 100             # hash functions: optimal k for p = 1e-30 is ~100
 MAX_TEXT = 200               # characters in one field
-_EXPONENT = re.compile(r"[eE]\s*([+-]?\d+)")
-_MAX_EXPONENT = 40           # 1e40 is beyond every bound above; 1e999999999 would be a 400 MB integer
 MAX_ALPHA = 1e12             # W_FN / W_FP
 MAX_BITS_PER_KEY = 200.0     # the paradox explorer's m/n (2^-(ln2 200) is below 1e-41)
 MAX_COUNTERS = 64            # counters of one key in the Theorem 2 panel (k)
@@ -78,11 +77,6 @@ class Fields:
     def _read(self, name: str, reader, *args):
         text = self.text(name)
         if text is None:
-            return None
-        exact = reader is not parse_probability  # the exact readers build an int: bound its size first
-        if exact and any(abs(int(exponent)) > _MAX_EXPONENT for exponent in _EXPONENT.findall(text)):
-            self.errors[name] = (f"{self.label(name)} {text[:40]!r}: the exponent is out of range "
-                                 f"(at most e{_MAX_EXPONENT})")
             return None
         try:
             return reader(text, self.label(name), *args)
