@@ -154,7 +154,7 @@ def test_parts_split_the_payload(redis_client, layout):
     assert from_redis(redis_client, "p") == local
     probe = keys_of("q", 5000) + keys
     assert np.array_equal(remote.contains_many(probe), local.contains_many(probe))
-    other = BloomFilter.from_size(local.num_bits, 6, layout=layout, seed=4)
+    other = BloomFilter.from_size(local.num_cells, 6, layout=layout, seed=4)
     other.update(keys_of("z", 800))
     remote.merge(other)
     assert from_redis(redis_client, "p") == local | other

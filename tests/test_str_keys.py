@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import bloomwise
-from bloomwise._native.bloom import key_hash
+from bloomwise._native.hashes import key_hash
 
 REFERENCE = {1: xxhash.xxh64_intdigest, 2: xxhash.xxh3_64_intdigest}
 
@@ -71,4 +71,4 @@ def test_filters_leave_nothing_in_the_callers_strings():
     g.update(np.array(keys))
     h = bloomwise.BloomFilter(5000, 0.01)
     h.update([k.encode() for k in keys])
-    assert g.to_bytes() == f.to_bytes() == h.to_bytes()
+    assert g == f and g.to_bytes() == h.to_bytes()  # f also counted the 500 repeated add() calls

@@ -215,3 +215,22 @@ def parse_fraction(text: str, what: str = "fraction") -> float:
     if not 0.0 < value <= 1.0:  # also rejects NaN
         raise ValueError(f"{what} {text!r} must lie in (0, 1] (examples: 1%, 0.01, 10%)")
     return value
+
+
+def option_type(reader, what: str):
+    """``reader`` as an argparse ``type=``: its ValueError becomes the usage error's message (exit 2), instead of
+    argparse's generic "invalid <function> value".
+
+    >>> option_type(parse_count, "--capacity")("40M")
+    40000000
+    """
+    import argparse
+
+    def read(text: str):
+        try:
+            return reader(text, what)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    read.__name__ = reader.__name__
+    return read

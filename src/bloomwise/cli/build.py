@@ -17,11 +17,11 @@ def register(subparsers) -> None:
                     "FILTER. Each line without its newline is one key (its bytes; text is UTF-8).")
     parser.add_argument("keys", metavar="KEYS", help="file of keys, one per line, or - for stdin")
     parser.add_argument("-o", "--output", metavar="FILTER", required=True, help="where to save the filter")
-    parser.add_argument("--capacity", metavar="N", type=_parse.parse_count,
+    parser.add_argument("--capacity", metavar="N", type=_parse.option_type(_parse.parse_count, "--capacity"),
                         help="keys the filter is sized for (default: the number of lines, counted in a first pass "
                              "over KEYS; standard input is first copied to a temporary file to count it, so memory "
                              "stays bounded either way)")
-    parser.add_argument("--fpr", metavar="P", type=_parse.parse_probability, default=0.01,
+    parser.add_argument("--fpr", metavar="P", type=_parse.option_type(_parse.parse_probability, "--fpr"), default=0.01,
                         help='target false-positive rate at capacity: 0.01, 1%%, "1 in 100" (default 1%%)')
     parser.add_argument("--layout", choices=("blocked", "classic", "partitioned"), default="blocked",
                         help="bit layout (default blocked: the fastest)")
