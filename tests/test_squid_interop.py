@@ -50,16 +50,23 @@ def test_read_a_real_squid_digest_and_route_to_squid_sibling():
                 assert origin.served["doc"] == served               # every one came from the Squid
                 stats = b.stats()
                 assert stats["remote_hits"] == len(paths) and stats["peers"][squid.proxy_url]["kind"] == "squid"
-                # Squid answered those only-if-cached queries from its cache
+                # Squid answered those only-if-cached queries from its cache (its log daemon writes a line a
+                # little after the answer, so wait for it)
                 for path in paths:
-                    last = _log_lines_for(squid, origin.url + path)[-1]
-                    assert "HIT/200" in last, last
+                    await eventually(lambda url=origin.url + path: "HIT/200" in _log_lines_for(squid, url)[-1],
+                                     timeout=15, interval=0.2, what=f"Squid's HIT line for {path}")
                 # a URL the Squid does not hold goes to the origin without asking it (digest says no)
                 await get_checked(session, b.url, origin, "/doc/100")
                 assert not _log_lines_for(squid, origin.url + "/doc/100")
         finally:
             await asyncio.to_thread(squid.stop)
     run(scenario(), timeout=120)
+
+
+async def _logged(squid, url):
+    """The last access.log line for ``url``: Squid's log daemon writes it a little after the answer."""
+    lines = await eventually(lambda: _log_lines_for(squid, url), timeout=15, interval=0.1, what=f"a log line for {url}")
+    return lines[-1]
 
 
 def _digest_with(squid, urls):
@@ -91,9 +98,9 @@ def test_squid_routes_to_bloomwise_sibling_by_its_digest():
                     path = remaining.pop(0)
                     served = origin.served["doc"]
                     await get_checked(session, squid.proxy_url, origin, path)
-                    lines = _log_lines_for(squid, origin.url + path)
-                    if lines and "CD_SIBLING_HIT" in lines[-1]:
-                        found = lines[-1]
+                    last = await _logged(squid, origin.url + path)
+                    if "CD_SIBLING_HIT" in last:
+                        found = last
                         assert origin.served["doc"] == served   # the document came from bloomwise, not the origin
                 assert found, "no CD_SIBLING_HIT in Squid's access.log:\n" + "\n".join(squid.access_log_lines())
                 assert "CD_SIBLING_HIT/127.0.0.1" in found
@@ -103,7 +110,7 @@ def test_squid_routes_to_bloomwise_sibling_by_its_digest():
                 for path in remaining[:5]:
                     served = origin.served["doc"]
                     await get_checked(session, squid.proxy_url, origin, path)
-                    line = _log_lines_for(squid, origin.url + path)[-1]
+                    line = await _logged(squid, origin.url + path)
                     assert "CD_SIBLING_HIT/127.0.0.1" in line, line
                     assert origin.served["doc"] == served
                 assert a.stats()["peer_queries_served"] >= 1
