@@ -17,7 +17,7 @@ from bloomwise._native.hashing cimport (
     Hasher, hash_bytes, check_scheme, hash_key, hash_object, hash_ascii_str, hash_int64, hash_uint64,
     key_type_message, SCHEME_XXH64, SCHEME_XXH3, BW_INT_DOMAIN, BW_NEG_INT_DOMAIN,
 )
-from bloomwise._native.support cimport check_int, check_threads, numpy
+from bloomwise._native.support cimport attach_buffer, check_int, check_threads, numpy
 from bloomwise._native.core cimport PositionsCore
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, set_bits, test_bits, prefetch_key, block_index, second_hash, probe, bw_prefetch_write,
@@ -564,17 +564,8 @@ cdef class BloomCore(PositionsCore):
         self._ready = True
 
     cdef int _attach(self, object storage) except -1:
-        try:
-            PyObject_GetBuffer(storage, &self._view, PyBUF_SIMPLE | PyBUF_WRITABLE)
-            self._writable = True
-        except BufferError:
-            PyObject_GetBuffer(storage, &self._view, PyBUF_SIMPLE)
-            self._writable = False
+        self._writable = attach_buffer(storage, &self._view, self._nbytes, "the filter needs") == 1
         self._has_view = True
-        if <uint64_t>self._view.len != self._nbytes:
-            raise ValueError(f"storage holds {self._view.len} bytes, the filter needs {self._nbytes}")
-        if (<uintptr_t>self._view.buf) % 8:
-            raise ValueError("storage must be 8-byte aligned")
         self._words = <uint64_t*>self._view.buf
         self._storage = storage
         return 0

@@ -19,7 +19,7 @@ from libc.stdlib cimport realloc, free
 from libc.string cimport memset, memcpy, memcmp, memmove
 
 from bloomwise._native.hashing cimport Hasher, hash_key, hash_object, SCHEME_XXH3
-from bloomwise._native.support cimport check_int, check_threads, numpy
+from bloomwise._native.support cimport attach_buffer, check_int, check_threads, numpy
 from bloomwise._native.core cimport PositionsCore
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, positions, second_hash, bw_fmix64, bw_mulhi,
@@ -158,17 +158,8 @@ cdef class CounterArrayCore(PositionsCore):
             PyBuffer_Release(&view)  # the AlignedBuffer owns the memory and lives as long as the filter
             self._writable = True
         else:
-            try:
-                PyObject_GetBuffer(storage, &self._view, PyBUF_SIMPLE | PyBUF_WRITABLE)
-                self._writable = True
-            except BufferError:
-                PyObject_GetBuffer(storage, &self._view, PyBUF_SIMPLE)
-                self._writable = False
+            self._writable = attach_buffer(storage, &self._view, self._nbytes, "the cells need") == 1
             self._has_view = True
-            if <uint64_t>self._view.len != self._nbytes:
-                raise ValueError(f"storage holds {self._view.len} bytes, the cells need {self._nbytes}")
-            if (<uintptr_t>self._view.buf) % 8:
-                raise ValueError("storage must be 8-byte aligned")
             self._cells = <uint8_t*>self._view.buf
             self._storage = storage
         self._ready = True

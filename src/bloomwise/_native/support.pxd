@@ -1,4 +1,6 @@
 # Small helpers shared by the compiled modules (inline: each module gets its own copy).
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from libc.stdint cimport uint64_t, uintptr_t
 
 cdef inline object numpy():
     """numpy, imported on first use (import bloomwise itself never loads it)."""
@@ -23,3 +25,23 @@ cdef inline int check_threads(object threads) except -1:
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
     return min(<int>threads, 64)
+
+
+cdef inline int attach_buffer(object storage, Py_buffer* view, uint64_t nbytes, str what) except -1:
+    """Take a buffer view of ``storage`` (writable if it allows, else read-only) that must hold exactly ``nbytes``
+    8-byte-aligned bytes for ``what``; returns 1 when writable, 0 when read-only. On an error the view is released
+    (a memory map behind it can then be closed)."""
+    cdef int writable = 1
+    try:
+        PyObject_GetBuffer(storage, view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+    except BufferError:
+        PyObject_GetBuffer(storage, view, PyBUF_SIMPLE)
+        writable = 0
+    if <uint64_t>view.len != nbytes:
+        held = view.len
+        PyBuffer_Release(view)
+        raise ValueError(f"storage holds {held} bytes, {what} {nbytes}")
+    if (<uintptr_t>view.buf) % 8:
+        PyBuffer_Release(view)
+        raise ValueError("storage must be 8-byte aligned")
+    return writable
