@@ -22,7 +22,7 @@ def bloom_query(f, key) -> Decision:
     """SelectiveBloomFilter.query."""
     p = f.prior.probability(key)
     f.prior.observe(key)
-    fpr = f.fpr
+    fpr = f.estimated_fpr()
     informative = _informative(f, p)
     if f.selective_query:
         consult = bool(informative) and p >= paradox_threshold(fpr, f.cost.alpha)
@@ -45,7 +45,7 @@ def bloom_query_many(f, keys) -> Decisions:
     keys = _support.keys_list(keys)
     p = f.prior.probabilities(keys)
     f.prior.observe_many(keys)
-    fpr = f.fpr
+    fpr = f.estimated_fpr()
     informative = _informative(f, p)
     if f.selective_query:
         consulted = informative & (p >= paradox_threshold(fpr, f.cost.alpha))

@@ -96,7 +96,7 @@ def test_bloom_decisions_equal_the_reference(m, k, layout, n, preload, kind, val
 
 
 def test_bloom_state_follows_every_change():
-    f = SelectiveBloomFilter({"num_bits": 2048, "num_hashes": 3}, 0.01, 5)
+    f = SelectiveBloomFilter({"num_cells": 2048, "num_hashes": 3, "layout": "classic"}, 0.01, 5)
     probe = query_keys(300, 300)
 
     def check():
@@ -132,7 +132,7 @@ def test_sampled_prior_is_observed_once_per_query():
     def build():
         oracle_calls = []
         prior = SampledPrior(lambda key: oracle_calls.append(key) or key.startswith("k"), rate=0.5, seed=3)
-        f = SelectiveBloomFilter({"num_bits": 4096, "num_hashes": 3}, prior, 5)
+        f = SelectiveBloomFilter({"num_cells": 4096, "num_hashes": 3, "layout": "classic"}, prior, 5)
         f.update([f"k{i}" for i in range(200)])
         return f, oracle_calls
 
@@ -148,7 +148,7 @@ def test_sampled_prior_is_observed_once_per_query():
 def test_pickled_selective_filter_recomputes_its_state():
     import pickle
 
-    f = SelectiveBloomFilter({"num_bits": 2048, "num_hashes": 3}, 0.3, 5)
+    f = SelectiveBloomFilter({"num_cells": 2048, "num_hashes": 3, "layout": "classic"}, 0.3, 5)
     f.update([f"k{i}" for i in range(100)])
     f.query("k1")
     g = pickle.loads(pickle.dumps(f))
@@ -156,7 +156,7 @@ def test_pickled_selective_filter_recomputes_its_state():
 
 
 def test_bad_prior_is_rejected():
-    f = SelectiveBloomFilter({"num_bits": 2048, "num_hashes": 3}, CallablePrior(lambda key: 0.5), 5)
+    f = SelectiveBloomFilter({"num_cells": 2048, "num_hashes": 3, "layout": "classic"}, CallablePrior(lambda key: 0.5), 5)
     f.prior.fn = lambda key: 1.5   # CallablePrior checks its function's results
     with pytest.raises(ValueError, match="prior returned by fn must be a probability"):
         f.query("a")
@@ -268,9 +268,9 @@ def test_batch_decisions_allocate_only_their_results(counting):
     n = 200_000
     keys = [f"https://example.org/path/{i}" for i in range(n)]
     if counting:
-        f = SelectiveCountingBloomFilter({"num_counters": 2_000_000, "num_hashes": 5}, 0.3, 5.0)
+        f = SelectiveCountingBloomFilter({"num_cells": 2_000_000, "num_hashes": 5}, 0.3, 5.0)
     else:
-        f = SelectiveBloomFilter({"num_bits": 2_000_000, "num_hashes": 5}, 0.3, 5.0)
+        f = SelectiveBloomFilter({"num_cells": 2_000_000, "num_hashes": 5, "layout": "classic"}, 0.3, 5.0)
     f.update(keys[: n // 2])
     f.query_many(keys[:10])  # the state, computed once
     peak, result = _peak_bytes(lambda: f.query_many(keys))
@@ -281,7 +281,7 @@ def test_batch_decisions_allocate_only_their_results(counting):
 
 
 def test_single_queries_with_a_constant_prior_allocate_nothing():
-    f = SelectiveBloomFilter({"num_bits": 20_000, "num_hashes": 4}, 0.3, 5.0)
+    f = SelectiveBloomFilter({"num_cells": 20_000, "num_hashes": 4, "layout": "classic"}, 0.3, 5.0)
     keys = [f"k{i}" for i in range(2000)]
     f.update(keys[:1000])
     first = [f.query(key) for key in keys]
@@ -297,8 +297,8 @@ def test_class_prior_defaults_and_missing_classes():
         return ["unhashable"] if key.startswith("u") else key[:2]
 
     probe = query_keys(100, 100) + ["u1", "zz"]
-    for make in (lambda: SelectiveBloomFilter({"num_bits": 4096, "num_hashes": 3}, prior, 5.0),
-                 lambda: SelectiveCountingBloomFilter({"num_counters": 4096, "num_hashes": 3}, prior, 5.0)):
+    for make in (lambda: SelectiveBloomFilter({"num_cells": 4096, "num_hashes": 3, "layout": "classic"}, prior, 5.0),
+                 lambda: SelectiveCountingBloomFilter({"num_cells": 4096, "num_hashes": 3}, prior, 5.0)):
         prior = ClassPrior(classify, {"k1": 0.5, "ab": 1e-6, "k5": 0.01}, default=0.02)
         f = make()
         f.update([f"k{i}" for i in range(100)])

@@ -94,7 +94,7 @@ def test_calculator_sizes_the_same_inputs_for_each_layout_and_builds_the_filter(
     namespace = {}
     exec(answer["build"]["python"], namespace)  # noqa: S102 - our own generated line
     built = namespace["f"]
-    assert (built.num_bits, built.num_hashes, built.layout) == (plan["blocked_num_bits"], plan["k"], "blocked")
+    assert (built.num_cells, built.num_hashes, built.layout) == (plan["blocked_num_bits"], plan["k"], "blocked")
     exec(answer["build"]["python_counting"], namespace)  # noqa: S102
     assert namespace["c"].num_hashes == plan["k"]
     assert answer["build"]["cli"] == ("bloomwise build keys.txt -o keys.bloom --capacity 10000 --fpr 0.001 "
