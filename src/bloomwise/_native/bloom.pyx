@@ -27,7 +27,6 @@ from bloomwise._native.layouts cimport (
 )
 
 cdef extern from "common.h" nogil:
-    int bw_try_lock(int* flag)
     size_t bw_select_blocks(const uint64_t* hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
                             uint64_t* out)
     void bw_lock(int* flag)

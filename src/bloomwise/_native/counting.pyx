@@ -27,7 +27,6 @@ from bloomwise._native.layouts cimport (
 )
 
 cdef extern from "common.h" nogil:
-    int bw_try_lock(int* flag)
     void bw_lock(int* flag)
     void bw_unlock(int* flag)
 
