@@ -4,7 +4,7 @@ bit view, and the kernels of the variable-increment (B_h / D_L) filter.
 
 Private: ``bloomwise.CountingBloomFilter`` subclasses `CountingCore`, ``bloomwise.VariableIncrementCountingBloomFilter``
 subclasses `VariableIncrementCore`. Keys are hashed exactly as the bit filters hash them (``hashing.pxd``; batches
-through ``bloom.hash_many``) and a key's positions come from ``layouts.pxd``, so the bit view "counter > 0" answers
+through ``hashes.hash_many``) and a key's positions come from ``layouts.pxd``, so the bit view "counter > 0" answers
 exactly like a BloomFilter of the same layout and seed.
 
 Cells (docs/counting.md): cell i of a ``w``-bit array is, for w = 4, nibble ``i % 2`` of byte ``i // 2`` (low nibble
@@ -21,6 +21,7 @@ from libc.string cimport memset, memcpy, memcmp, memmove
 from bloomwise._native.hashing cimport Hasher, hash_key, hash_object, SCHEME_XXH3
 from bloomwise._native.support cimport attach_buffer, check_int, check_threads, numpy
 from bloomwise._native.core cimport PositionsCore
+from bloomwise._native.storage cimport AlignedBuffer
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, positions, second_hash, bw_fmix64, bw_mulhi,
     LAYOUT_CLASSIC, LAYOUT_PARTITIONED, MAX_HASHES,
@@ -37,7 +38,7 @@ cdef extern from *:
     """
     uint64_t BW_INCREMENT_SALT
 
-from bloomwise._native.bloom import AlignedBuffer, hash_many
+from bloomwise._native.hashes import hash_many
 
 MAX_NUM_CELLS = 2 ** 48
 MAX_INCREMENTS = 256
