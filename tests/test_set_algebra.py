@@ -11,7 +11,8 @@ from hypothesis import given, strategies as st
 from bloomwise import CountingBloomFilter, ScalableBloomFilter, apply_changes
 from bloomwise import VariableIncrementCountingBloomFilter as VICBF
 
-KEYS = st.lists(st.integers(0, 300), max_size=80)
+# Many distinct keys, or few keys repeated (counters reach their maximum and stick there).
+KEYS = st.lists(st.integers(0, 300), max_size=80) | st.lists(st.integers(0, 3), max_size=40)
 
 
 def counting(keys, counter_bits=4):
@@ -85,6 +86,13 @@ def test_saturated_counters_stay_an_upper_bound():
     fa.update(["hot"] * 20)  # its counters stick at 15
     fb.update(["hot"] * 3)
     assert fa.count("hot") == 15 and (fa & fb).count("hot") == 3 and (fa | fb).count("hot") == 15
+
+
+def test_vicbf_union_keeps_c_sticky():
+    a, b = ["hot"] * 10, ["hot"] * 9 + ["cold"]
+    union = vicbf(a) | vicbf(b)
+    assert union == vicbf(a + b) and union.counters("hot") == (15, 15, 15)
+    union._check_cells()
 
 
 def test_scalable_union_of_different_stage_counts():
