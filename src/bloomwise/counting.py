@@ -274,12 +274,35 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
         result |= other
         return result
 
+    def __iand__(self, other):
+        self._check_compatible(other, "intersect")
+        self._intersection_from(other)
+        return self
+
+    def __and__(self, other):
+        if not isinstance(other, CountingBloomFilter):
+            return NotImplemented
+        result = self.copy()
+        result &= other
+        return result
+
     def union(self, *others) -> "CountingBloomFilter":
         """A new filter whose counters are the counter-wise sums (saturating at ``counter_max``): the multiset
         union of the keys. Every filter must have the same parameters (ValueError names the ones that differ)."""
         result = self.copy()
         for other in others:
             result |= other
+        return result
+
+    def intersection(self, *others) -> "CountingBloomFilter":
+        """A new filter whose counters are the counter-wise minimums: an upper bound on the counting filter of the
+        multiset intersection (a key added x and y times adds at least min(x, y) per probe to both counters), so
+        every key common to all filters tests present (with more false positives than a filter of the common keys
+        alone would have). ``num_keys`` stays
+        this filter's. Every filter must have the same parameters (ValueError names the ones that differ)."""
+        result = self.copy()
+        for other in others:
+            result &= other
         return result
 
     def __eq__(self, other):

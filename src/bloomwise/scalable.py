@@ -21,6 +21,7 @@ from bloomwise._base import (
     LAYOUTS, DeprecatedAlias, check_capacity, check_target_fpr, check_threads, renamed_keyword,
 )
 from bloomwise.bloom import BloomFilter
+from bloomwise._compatibility import Compatible
 from bloomwise._persistence import Persistent, check_keyed, header_flags
 from bloomwise.errors import FormatError
 
@@ -47,7 +48,7 @@ def _real(name: str, value, low: float, high: float, *, low_open: bool, high_ope
     return value
 
 
-class ScalableBloomFilter(Persistent):
+class ScalableBloomFilter(Persistent, Compatible):
     """A set of keys of unknown size: "certainly absent" or "might be present", at a false-positive rate that
     stays at or below ``fpr`` however many keys are added.
 
@@ -311,6 +312,45 @@ class ScalableBloomFilter(Persistent):
         clone._insertions = self._insertions
         return clone
 
+    def __ior__(self, other):
+        self._check_compatible(other, "union")
+        for index in range(len(self._stages), len(other._stages)):
+            self._add_stage()
+        for index, stage in enumerate(other._stages):
+            self._stages[index] |= stage
+            self._stage_keys[index] += other._stage_keys[index]
+        self._insertions += other._insertions
+        return self
+
+    def __or__(self, other):
+        if not isinstance(other, ScalableBloomFilter):
+            return NotImplemented
+        result = self.copy()
+        result |= other
+        return result
+
+    def union(self, *others) -> "ScalableBloomFilter":
+        """A new filter holding the keys of this one and of all ``others``: stage i is the bitwise OR of the
+        filters' stages i (the same geometry, since every filter must have the same parameters: ValueError names
+        the ones that differ), and holds the sum of their keys. A stage may so hold more keys than its capacity:
+        then its FPR, and the compound one (``estimated_fpr()``), can exceed ``fpr``; new keys go to a new stage.
+        """
+        result = self.copy()
+        for other in others:
+            result |= other
+        return result
+
+    def _no_intersection(self, other):
+        raise TypeError("a ScalableBloomFilter has no intersection: a key common to two filters may sit in different "
+                        "stages of each, and stages of different sizes cannot be ANDed (intersect their "
+                        "BloomFilter stages, or build a BloomFilter of the keys)")
+
+    __iand__ = __and__ = __rand__ = _no_intersection
+
+    def intersection(self, *others):
+        """Not defined: raises TypeError (see ``__and__``)."""
+        self._no_intersection(others[0] if others else None)
+
     # -- persistence ---------------------------------------------------------------------------------------------------
     _STRUCTURE = _format.Structure.SCALABLE
 
@@ -397,3 +437,5 @@ class ScalableBloomFilter(Persistent):
         self._insertions = insertions
         return self
 
+
+ScalableBloomFilter._FAMILY = ScalableBloomFilter

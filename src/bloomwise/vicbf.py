@@ -296,6 +296,32 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         clone._set_capacity_limit(self._capacity)
         return clone
 
+    def __ior__(self, other):
+        self._check_compatible(other, "union")
+        self._union_from(other)
+        return self
+
+    def __or__(self, other):
+        if not isinstance(other, VariableIncrementCountingBloomFilter):
+            return NotImplemented
+        result = self.copy()
+        result |= other
+        return result
+
+    def union(self, *others) -> "VariableIncrementCountingBloomFilter":
+        """A new filter holding the keys of this one and of all ``others`` (the multiset union; every filter must
+        have the same parameters, increments included: ValueError names the ones that differ).
+
+        Per position, c = c1 + c2 (sticky at its maximum) and a = a1 + a2 mod 2**variable_bits: exactly the cells
+        that inserting the other filter's keys one by one would leave, so the union equals the filter built from
+        all the keys. There is no intersection: the minimum of two counts c has no matching sum of increments a
+        (which keys' increments it would keep is unknown), so no cell encodes it.
+        """
+        result = self.copy()
+        for other in others:
+            result |= other
+        return result
+
     def __eq__(self, other):
         if not isinstance(other, VariableIncrementCountingBloomFilter):
             return NotImplemented

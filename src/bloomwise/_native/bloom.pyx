@@ -1,33 +1,37 @@
 # cython: freethreading_compatible = False
-"""Compiled core of the bit filters: aligned storage, batch inputs and their hashing, single-key and batch kernels,
-threads (the hash functions for Python code are in ``hashes.pyx``).
+"""Compiled core of the bit filters: single-key and batch kernels, threads (storage is in ``storage.pyx``, batches
+and their hashing in ``hashes.pyx``).
 
 Private: `bloomwise.BloomFilter` subclasses `BloomCore` and adds the Python-level API. The hot methods
 (`add`, `__contains__`, `update`, `contains_many`) live here so a call costs one C method dispatch.
 """
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_ANY_CONTIGUOUS
-from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_CheckExact
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t, uintptr_t
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset, memcmp, memcpy
 
 from bloomwise._native.hashing cimport (
-    Hasher, hash_bytes, check_scheme, hash_key, hash_object, hash_ascii_str, hash_int64, hash_uint64,
-    key_type_message, SCHEME_XXH64, SCHEME_XXH3, BW_INT_DOMAIN, BW_NEG_INT_DOMAIN,
+    Hasher, check_scheme, hash_key, hash_object, hash_ascii_str, key_type_message, SCHEME_XXH64, SCHEME_XXH3,
 )
+from bloomwise._native.hashes cimport (
+    Batch, FixedKeys, HashStream, make_batch, prehashed_batch, hash_fixed, hash_batch, simd512_in_use,
+    CHUNK, BATCH_OBJECTS, BATCH_UINT64, BATCH_INT64, BATCH_HASHES,
+)
+from bloomwise._native.storage cimport AlignedBuffer, scratch_uint64
 from bloomwise._native.support cimport attach_buffer, check_int, check_threads, numpy
 from bloomwise._native.core cimport PositionsCore
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, set_bits, test_bits, prefetch_key, block_index, second_hash, probe, bw_prefetch_write,
-    bw_prefetch_read,
     BW_SALT,
     LAYOUT_CLASSIC, LAYOUT_PARTITIONED, LAYOUT_BLOCKED, MAX_HASHES, MAX_BLOCKED_HASHES, BLOCK_WORDS, BLOCK_BITS,
 )
 
+from bloomwise._native import hashes as _hashes
+from bloomwise._native.hashes import hash_many, hash_range  # hash_many: re-exported (redis.py, _positions.py, ...)
+
 cdef extern from "common.h" nogil:
-    int bw_try_lock(int* flag)
     size_t bw_select_blocks(const uint64_t* hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
                             uint64_t* out)
     void bw_lock(int* flag)
@@ -36,9 +40,6 @@ cdef extern from "common.h" nogil:
 
 cdef extern from "simd.h" nogil:
     int bw_simd_available()
-    int bw_simd512_available()
-    void bw_simd_hash_u64(const uint64_t* keys, uint64_t* out, size_t n, uint64_t seed)
-    void bw_simd_hash_i64(const int64_t* keys, uint64_t* out, size_t n, uint64_t seed_nonneg, uint64_t seed_neg)
     uint64_t bw_simd_add(uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, const uint64_t* hs, size_t n,
                          size_t distance)
     void bw_simd_test(const uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, const uint64_t* hs, size_t n,
@@ -48,355 +49,29 @@ cdef extern from "simd.h" nogil:
     int bw_simd_add_one(uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, uint64_t h)
     int bw_simd_test_one(const uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, uint64_t h)
 
-cdef extern from "<sys/mman.h>" nogil:
-    void* mmap(void* addr, size_t length, int prot, int flags, int fd, long offset)
-    int munmap(void* addr, size_t length)
-    int madvise(void* addr, size_t length, int advice)
-    int PROT_READ, PROT_WRITE, MAP_PRIVATE, MAP_ANONYMOUS, MADV_HUGEPAGE
-    void* MAP_FAILED
-
-cdef extern from "<stdlib.h>" nogil:
-    int posix_memalign(void** memptr, size_t alignment, size_t size)
-
 cdef enum:
-    CHUNK = 1024            # keys hashed per step of a batch
     PREFETCH_DISTANCE = 32  # keys ahead whose cache lines are requested
-    OBJECT_PREFETCH_DISTANCE = 8  # list items ahead whose objects are requested
 
 MAX_NUM_BITS = 2 ** 48  # 32 TiB of bits: far beyond any real filter, small enough to catch nonsense
-cdef char* BYTE_FORMAT = "B"
-cdef size_t HUGE_PAGE_THRESHOLD = 1 << 20  # beyond one core's L2: whole 2 MiB-aligned huge pages
-cdef size_t HUGE_PAGE = 2 << 20
-cdef int MADV_POPULATE_WRITE = 23  # <sys/mman.h> of Linux 5.14+; older C libraries lack the name
 cdef bint SIMD_AVAILABLE = bw_simd_available()
-cdef bint SIMD512_AVAILABLE = bw_simd512_available()
 cdef bint use_simd = SIMD_AVAILABLE        # blocked batches: the AVX2 bit kernels of simd.h (the same bits)
-cdef bint use_simd512 = SIMD512_AVAILABLE  # numpy integer batches: XXH3 eight keys at a time (the same hashes)
 
 
 def batch_kernels():
     """The SIMD batch kernels in use: "avx2" (blocked layout bits), "avx512" (XXH3 of numpy integers), both
     joined by "+", or "scalar"."""
-    names = [name for name, used in (("avx2", use_simd), ("avx512", use_simd512)) if used]
+    names = [name for name, used in (("avx2", use_simd), ("avx512", simd512_in_use())) if used]
     return "+".join(names) or "scalar"
 
 
 def _use_simd(bint enabled):
     """Tests: switch the SIMD batch kernels off (or back on, where the CPU has them). Returns the previous
     setting."""
-    global use_simd, use_simd512
-    previous = use_simd or use_simd512
+    global use_simd
+    previous = use_simd or simd512_in_use()
     use_simd = enabled and SIMD_AVAILABLE
-    use_simd512 = enabled and SIMD512_AVAILABLE
+    _hashes._use_simd512(enabled)
     return previous
-
-
-# ---- hashing ---------------------------------------------------------------------------------------------
-cdef Hasher make_hasher(uint64_t seed, int scheme) except *:
-    check_scheme(scheme)
-    cdef Hasher hasher
-    hasher.seed = seed
-    hasher.scheme = scheme
-    return hasher
-
-
-# ---- storage ------------------------------------------------------------------------------------------
-@cython.auto_pickle(False)
-cdef class AlignedBuffer:
-    """Zeroed, 64-byte aligned memory.
-
-    From 1 MiB on: an anonymous mapping rounded up to whole 2 MiB pages, 2 MiB-aligned and advised for transparent
-    huge pages (a hint). One page fault per 2 MiB instead of 512 (faults are slow on virtual machines: filling a
-    new 1.9 MiB filter with 1M keys measured ~15% faster) and one TLB entry per 2 MiB; costs at most 2 MiB of
-    padding per filter.
-    """
-    cdef void* ptr
-    cdef size_t size
-    cdef size_t span            # bytes mapped (mmap'd buffers: size rounded up to whole huge pages)
-    cdef bint mapped
-    cdef bint populated
-
-    def __cinit__(self, size_t size):
-        cdef int err
-        cdef uintptr_t start, aligned
-        self.size = size
-        if size >= HUGE_PAGE_THRESHOLD:
-            self.span = (size + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE
-            self.ptr = mmap(NULL, self.span + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-            if self.ptr == MAP_FAILED:
-                self.ptr = NULL
-                raise MemoryError(f"cannot allocate {size} bytes for the filter")
-            start = <uintptr_t>self.ptr  # map one page more, then trim to a 2 MiB boundary
-            aligned = (start + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE
-            if aligned > start:
-                munmap(self.ptr, aligned - start)
-            munmap(<void*>(aligned + self.span), start + HUGE_PAGE - aligned)
-            self.ptr = <void*>aligned
-            self.mapped = True
-            madvise(self.ptr, self.span, MADV_HUGEPAGE)  # a hint: failure is harmless
-        else:
-            err = posix_memalign(&self.ptr, 64, size if size >= 64 else 64)
-            if err != 0:
-                self.ptr = NULL
-                raise MemoryError(f"cannot allocate {size} bytes for the filter")
-            memset(self.ptr, 0, size)
-
-    cdef void populate(self) noexcept nogil:
-        """Fault every page in now, from one thread (Linux 5.14+; elsewhere a no-op). Threaded inserts call it
-        first: two threads faulting pages of one fresh mapping at once were measured slower than one thread."""
-        if self.mapped and not self.populated:
-            madvise(self.ptr, self.span, MADV_POPULATE_WRITE)  # a hint: older kernels say EINVAL
-            self.populated = True
-
-    def __dealloc__(self):
-        if self.ptr != NULL:
-            if self.mapped:
-                munmap(self.ptr, self.span)
-            else:
-                free(self.ptr)
-
-    def __getbuffer__(self, Py_buffer* view, int flags):
-        view.buf = self.ptr
-        view.obj = self
-        view.len = self.size
-        view.readonly = 0
-        view.itemsize = 1
-        view.format = BYTE_FORMAT
-        view.ndim = 1
-        view.shape = <Py_ssize_t*>&self.size
-        view.strides = NULL
-        view.suboffsets = NULL
-        view.internal = NULL
-
-    def __releasebuffer__(self, Py_buffer* view):
-        pass
-
-
-# ---- batch inputs ------------------------------------------------------------------------------------------
-cdef enum BatchKind:
-    BATCH_OBJECTS = 0   # list or tuple of Python keys
-    BATCH_UINT64 = 1
-    BATCH_INT64 = 2
-    BATCH_BYTES = 3     # numpy 'S': fixed width, trailing NULs stripped
-    BATCH_UNICODE = 4   # numpy 'U': UCS-4, trailing NULs stripped, hashed as UTF-8
-    BATCH_HASHES = 5    # hashes already computed (threaded batches of Python objects)
-
-cdef struct FixedKeys:
-    int kind
-    Py_ssize_t length
-    Py_ssize_t width        # bytes per element (numpy S), code points per element (numpy U)
-    const uint8_t* data
-
-cdef class Batch:
-    """Keys in a form the kernels read without Python objects (numpy values), or a list of Python keys."""
-    cdef FixedKeys keys
-    cdef object items            # BATCH_OBJECTS: the list of keys; else the array that owns the data
-    cdef object shape            # a numpy input's shape, for contains_many's result
-    cdef Py_buffer view
-    cdef bint has_view
-
-    def __dealloc__(self):
-        if self.has_view:
-            PyBuffer_Release(&self.view)
-
-    cdef int take_buffer(self, object array) except -1:
-        PyObject_GetBuffer(array, &self.view, PyBUF_ANY_CONTIGUOUS)
-        self.has_view = True
-        self.keys.data = <const uint8_t*>self.view.buf
-        self.items = array
-        return 0
-
-
-cdef Batch make_batch(object keys, bint objects_only):
-    """Normalise update()/contains_many() input; TypeError with a hint for what cannot be keys.
-
-    objects_only: the filter has a key function, so numpy values are handed to it one by one too.
-    """
-    cdef Batch batch = Batch.__new__(Batch)
-    if isinstance(keys, (str, bytes, bytearray, memoryview)):
-        raise TypeError(f"expected an iterable of keys, got a single {type(keys).__name__}: use add() or `in` "
-                        "for one key, or wrap it in a list")
-    if hasattr(keys, "__array_interface__") and hasattr(keys, "dtype"):
-        batch.shape = keys.shape
-        if objects_only:
-            keys = keys.reshape(-1).tolist()
-        else:
-            return numpy_batch(batch, keys)
-    if not isinstance(keys, (list, tuple)):
-        if isinstance(keys, (int, float)) or keys is None:
-            raise TypeError(f"expected an iterable of keys, got {type(keys).__name__}")
-        try:
-            keys = list(keys)
-        except TypeError:
-            raise TypeError(f"expected an iterable of keys (list, tuple, numpy array, iterator), "
-                            f"got {type(keys).__name__}") from None
-    batch.keys.kind = BATCH_OBJECTS
-    batch.items = keys
-    batch.keys.length = len(keys)
-    return batch
-
-
-cdef Batch numpy_batch(Batch batch, object array):
-    np = numpy()
-    flat = array.reshape(-1)
-    kind = flat.dtype.kind
-    if kind == "u":
-        flat = np.ascontiguousarray(flat, dtype=np.uint64)
-        batch.keys.kind = BATCH_UINT64
-    elif kind == "i":
-        flat = np.ascontiguousarray(flat, dtype=np.int64)
-        batch.keys.kind = BATCH_INT64
-    elif kind == "S":
-        flat = np.ascontiguousarray(flat)
-        batch.keys.kind = BATCH_BYTES
-        batch.keys.width = flat.dtype.itemsize
-    elif kind == "U":
-        flat = np.ascontiguousarray(flat, dtype=np.dtype(f"=U{max(flat.dtype.itemsize // 4, 1)}"))
-        batch.keys.kind = BATCH_UNICODE
-        batch.keys.width = flat.dtype.itemsize // 4
-    elif kind == "O":
-        batch.keys.kind = BATCH_OBJECTS
-        batch.items = flat.tolist()
-        batch.keys.length = len(batch.items)
-        return batch
-    elif kind == "b":
-        raise TypeError("a boolean array is not a batch of keys (did you mean a mask?); "
-                        "convert it explicitly, e.g. keys.astype(np.uint8)")
-    else:
-        raise TypeError(f"numpy arrays of dtype {flat.dtype} are not keys: use integer, bytes ('S') or "
-                        "str ('U') arrays (floats: convert explicitly, e.g. arr.view(np.uint64))")
-    batch.keys.length = flat.shape[0]
-    batch.items = flat
-    if batch.keys.length:
-        batch.take_buffer(flat)
-    if batch.keys.kind == BATCH_UNICODE:
-        validate_unicode(&batch.keys)  # before any kernel runs, so nothing is half-added
-    return batch
-
-
-cdef Py_ssize_t ucs4_to_utf8(const uint32_t* src, Py_ssize_t n, uint8_t* out) noexcept nogil:
-    """UTF-8 of n code points (trailing NULs already stripped); -1 for a surrogate or a value > 0x10FFFF."""
-    cdef Py_ssize_t i, j = 0
-    cdef uint32_t c
-    for i in range(n):
-        c = src[i]
-        if c < 0x80:
-            out[j] = <uint8_t>c; j += 1
-        elif c < 0x800:
-            out[j] = <uint8_t>(0xC0 | (c >> 6)); out[j + 1] = <uint8_t>(0x80 | (c & 0x3F)); j += 2
-        elif c < 0x10000:
-            if 0xD800 <= c <= 0xDFFF:
-                return -1
-            out[j] = <uint8_t>(0xE0 | (c >> 12)); out[j + 1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-            out[j + 2] = <uint8_t>(0x80 | (c & 0x3F)); j += 3
-        elif c <= 0x10FFFF:
-            out[j] = <uint8_t>(0xF0 | (c >> 18)); out[j + 1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
-            out[j + 2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F)); out[j + 3] = <uint8_t>(0x80 | (c & 0x3F)); j += 4
-        else:
-            return -1
-    return j
-
-
-cdef inline Py_ssize_t stripped_length(const FixedKeys* keys, Py_ssize_t index) noexcept nogil:
-    """Length of element `index` without its trailing NULs (bytes for 'S', code points for 'U')."""
-    cdef Py_ssize_t n = keys.width
-    cdef const uint8_t* p
-    cdef const uint32_t* u
-    if keys.kind == BATCH_BYTES:
-        p = keys.data + index * keys.width
-        while n > 0 and p[n - 1] == 0:
-            n -= 1
-    else:
-        u = (<const uint32_t*>keys.data) + index * keys.width
-        while n > 0 and u[n - 1] == 0:
-            n -= 1
-    return n
-
-
-cdef void hash_fixed(const FixedKeys* keys, Py_ssize_t start, Py_ssize_t count, Hasher hasher,
-                     uint64_t* out, uint8_t* scratch) noexcept nogil:
-    """Hash numpy keys [start, start+count) without the GIL (Unicode was validated by numpy_batch)."""
-    cdef Py_ssize_t i, n
-    if keys.kind == BATCH_HASHES:
-        memcpy(out, (<const uint64_t*>keys.data) + start, count * sizeof(uint64_t))
-    elif keys.kind == BATCH_UINT64:
-        if use_simd512 and hasher.scheme == SCHEME_XXH3:
-            bw_simd_hash_u64((<const uint64_t*>keys.data) + start, out, count, hasher.seed ^ BW_INT_DOMAIN)
-            return
-        for i in range(count):
-            out[i] = hash_uint64((<const uint64_t*>keys.data)[start + i], hasher)
-    elif keys.kind == BATCH_INT64:
-        if use_simd512 and hasher.scheme == SCHEME_XXH3:
-            bw_simd_hash_i64((<const int64_t*>keys.data) + start, out, count, hasher.seed ^ BW_INT_DOMAIN,
-                             hasher.seed ^ BW_NEG_INT_DOMAIN)
-            return
-        for i in range(count):
-            out[i] = hash_int64((<const int64_t*>keys.data)[start + i], hasher)
-    elif keys.kind == BATCH_BYTES:
-        for i in range(count):
-            out[i] = hash_bytes(hasher, keys.data + (start + i) * keys.width, stripped_length(keys, start + i))
-    else:
-        for i in range(count):
-            n = ucs4_to_utf8((<const uint32_t*>keys.data) + (start + i) * keys.width,
-                             stripped_length(keys, start + i), scratch)
-            out[i] = hash_bytes(hasher, scratch, n)
-
-
-cdef int validate_unicode(const FixedKeys* keys) except -1:
-    cdef uint8_t* scratch = <uint8_t*>malloc(4 * keys.width + 4)
-    cdef Py_ssize_t i, bad = -1
-    if scratch == NULL:
-        raise MemoryError()
-    with nogil:
-        for i in range(keys.length):
-            if ucs4_to_utf8((<const uint32_t*>keys.data) + i * keys.width, stripped_length(keys, i), scratch) < 0:
-                bad = i
-                break
-    free(scratch)
-    if bad >= 0:
-        raise ValueError(f"key {bad} of the array is not valid Unicode (a lone surrogate?)")
-    return 0
-
-
-cdef class HashStream:
-    """Hashes a batch chunk by chunk into a reusable buffer (the GIL is needed only for Python objects)."""
-    cdef Batch batch
-    cdef Hasher hasher
-    cdef object key_func
-    cdef uint8_t* scratch
-    cdef uint64_t* hashes
-
-    def __cinit__(self, Batch batch, uint64_t seed, int scheme, object key_func):
-        self.batch = batch
-        self.hasher = make_hasher(seed, scheme)
-        self.key_func = key_func
-        self.hashes = <uint64_t*>malloc(CHUNK * sizeof(uint64_t))
-        self.scratch = <uint8_t*>malloc(4 * batch.keys.width + 4)
-        if self.hashes == NULL or self.scratch == NULL:
-            raise MemoryError()
-
-    def __dealloc__(self):
-        free(self.hashes)
-        free(self.scratch)
-
-    cdef int hash_objects(self, Py_ssize_t start, Py_ssize_t count, uint64_t* out) except -1:
-        cdef Py_ssize_t i
-        cdef object items = self.batch.items
-        cdef object key
-        if self.key_func is None and PyList_CheckExact(items):
-            # Another thread may shrink the list while a kernel runs without the GIL: check before reading.
-            if PyList_GET_SIZE(items) < start + count:
-                raise RuntimeError("the list of keys changed size during the operation")
-            for i in range(count):
-                if i + OBJECT_PREFETCH_DISTANCE < count:  # the key objects are scattered: ask for them early
-                    bw_prefetch_read(<void*>PyList_GET_ITEM(items, start + i + OBJECT_PREFETCH_DISTANCE))
-                key = <object>PyList_GET_ITEM(items, start + i)
-                if not hash_ascii_str(key, self.hasher, &out[i]):
-                    hash_key(key, self.hasher, &out[i])
-            return 0
-        for i in range(count):
-            hash_object(items[start + i], self.hasher, self.key_func, &out[i])
-        return 0
 
 
 # ---- kernels over a chunk of hashes ----------------------------------------------------------------------
@@ -493,7 +168,7 @@ cdef uint64_t add_hashes_in_range(const Geometry* g, uint64_t* words, const uint
 cdef inline size_t select_blocks(const uint64_t* hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
                                 uint64_t* out) noexcept nogil:
     """The hashes among hs[0..n) whose block lies in [lo, hi), copied in order to out (room for n); how many."""
-    if use_simd512:
+    if simd512_in_use():
         return bw_simd_select_blocks(hs, n, num_blocks, lo, hi, out)
     return bw_select_blocks(hs, n, num_blocks, lo, hi, out)
 
@@ -967,18 +642,6 @@ cdef class BloomCore(PositionsCore):
 
 
 
-def hash_range(Batch batch, uint64_t seed, int scheme, hashes, Py_ssize_t lo, Py_ssize_t hi):
-    """Hash numpy keys [lo, hi) into hashes[lo:hi] without the GIL (one thread's share)."""
-    cdef uint64_t[::1] out = hashes
-    cdef Hasher hasher = make_hasher(seed, scheme)
-    cdef uint8_t* scratch = <uint8_t*>malloc(4 * batch.keys.width + 4)
-    if scratch == NULL:
-        raise MemoryError()
-    with nogil:
-        hash_fixed(&batch.keys, lo, hi - lo, hasher, &out[lo], scratch)
-    free(scratch)
-
-
 def _select_blocks(hashes, uint64_t num_blocks, uint64_t lo, uint64_t hi):
     """Tests: the hashes (numpy uint64) whose block lies in [lo, hi), as a threaded blocked insert picks a thread's
     keys (with the AVX-512 kernel unless _use_simd(False))."""
@@ -998,43 +661,3 @@ def run_threads(int nthreads, total, work):
     with ThreadPoolExecutor(max_workers=nthreads) as pool:
         futures = [pool.submit(work, bounds[t], bounds[t + 1]) for t in range(nthreads)]
         return [f.result() for f in futures]
-
-
-# ---- batch hashing ---------------------------------------------------------------------------------------------
-cdef object scratch_uint64(Py_ssize_t length):
-    """An uninitialised numpy uint64 array in AlignedBuffer memory: huge pages from 1 MiB on, so a large
-    temporary costs a few page faults instead of one per 4 KiB (they are slow on virtual machines)."""
-    return numpy().frombuffer(AlignedBuffer(max(length, 1) * 8), dtype=numpy().uint64)[:length]
-
-
-cdef Batch prehashed_batch(object hashes):
-    """A batch of already computed hashes (a contiguous numpy uint64 array)."""
-    cdef Batch batch = Batch.__new__(Batch)
-    batch.keys.kind = BATCH_HASHES
-    batch.keys.length = hashes.shape[0]
-    batch.items = hashes
-    if batch.keys.length:
-        batch.take_buffer(hashes)
-    return batch
-
-
-cdef object hash_batch(Batch batch, Hasher hasher, object key_func):
-    """The 64-bit hashes of every key of a batch, as a flat numpy uint64 array."""
-    hashes = scratch_uint64(batch.keys.length)
-    cdef uint64_t[::1] out = hashes
-    cdef HashStream stream
-    if batch.keys.length and batch.keys.kind == BATCH_OBJECTS:
-        stream = HashStream(batch, hasher.seed, hasher.scheme, key_func)
-        stream.hash_objects(0, batch.keys.length, &out[0])
-    elif batch.keys.length:
-        hash_range(batch, hasher.seed, hasher.scheme, hashes, 0, batch.keys.length)
-    return hashes
-
-
-def hash_many(keys, uint64_t seed=0, key=None, int scheme=SCHEME_XXH3):
-    """The 64-bit hashes of a batch, exactly as the filters hash it (the counting filters build on this):
-    a numpy uint64 array of a numpy input's shape (flat for a list, tuple or iterator). ``key``: the filter's
-    key function, or None."""
-    cdef Batch batch = make_batch(keys, key is not None)
-    hashes = hash_batch(batch, make_hasher(seed, scheme), key)
-    return hashes.reshape(batch.shape) if batch.shape is not None else hashes

@@ -2,7 +2,7 @@
 """The base of both compiled cores: geometry, key hashing, writer lock and capacity warning (core.pxd)."""
 cimport cython
 
-from bloomwise._native.hashing cimport check_scheme, hash_object
+from bloomwise._native.hashing cimport check_scheme
 from bloomwise._native.support cimport check_int
 
 

@@ -4,7 +4,7 @@ bit view, and the kernels of the variable-increment (B_h / D_L) filter.
 
 Private: ``bloomwise.CountingBloomFilter`` subclasses `CountingCore`, ``bloomwise.VariableIncrementCountingBloomFilter``
 subclasses `VariableIncrementCore`. Keys are hashed exactly as the bit filters hash them (``hashing.pxd``; batches
-through ``bloom.hash_many``) and a key's positions come from ``layouts.pxd``, so the bit view "counter > 0" answers
+through ``hashes.hash_many``) and a key's positions come from ``layouts.pxd``, so the bit view "counter > 0" answers
 exactly like a BloomFilter of the same layout and seed.
 
 Cells (docs/counting.md): cell i of a ``w``-bit array is, for w = 4, nibble ``i % 2`` of byte ``i // 2`` (low nibble
@@ -21,13 +21,13 @@ from libc.string cimport memset, memcpy, memcmp, memmove
 from bloomwise._native.hashing cimport Hasher, hash_key, hash_object, SCHEME_XXH3
 from bloomwise._native.support cimport attach_buffer, check_int, check_threads, numpy
 from bloomwise._native.core cimport PositionsCore
+from bloomwise._native.storage cimport AlignedBuffer
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, positions, second_hash, bw_fmix64, bw_mulhi,
     LAYOUT_CLASSIC, LAYOUT_PARTITIONED, MAX_HASHES,
 )
 
 cdef extern from "common.h" nogil:
-    int bw_try_lock(int* flag)
     void bw_lock(int* flag)
     void bw_unlock(int* flag)
 
@@ -38,7 +38,7 @@ cdef extern from *:
     """
     uint64_t BW_INCREMENT_SALT
 
-from bloomwise._native.bloom import AlignedBuffer, hash_many
+from bloomwise._native.hashes import hash_many
 
 MAX_NUM_CELLS = 2 ** 48
 MAX_INCREMENTS = 256
@@ -572,6 +572,31 @@ cdef class CountingCore(CounterArrayCore):
             bw_unlock(&self._lock)
         self._num_keys += other._num_keys
 
+    def _intersection_from(self, CountingCore other):
+        """In place: counter-wise minimum with a filter of the same geometry (checked by the caller).
+
+        A key added x times to one filter and y times to the other adds at least min(x, y) per probe to both
+        counters, so min(a, b) bounds the counters of the multiset intersection from above; a saturated counter's
+        true value is at least counter_max, so the minimum stays an upper bound."""
+        cdef uint64_t i
+        cdef uint32_t a, b
+        self._check_writable()
+        other._check_ready()
+        if other._g.num_bits != self._g.num_bits or other._width != self._width:
+            raise ValueError("filters differ in size")
+        with nogil:
+            bw_lock(&self._lock)
+            for i in range(self._g.num_bits):
+                a = cell_get(self._cells, self._width, i)
+                if a == 0:
+                    continue
+                b = cell_get(other._cells, other._width, i)
+                if b < a:
+                    cell_set(self._cells, self._width, i, b)
+                    if b == 0:
+                        journal_push(&self._journal, i, 0)
+            bw_unlock(&self._lock)
+
     # -- the journal ---------------------------------------------------------------------------------------------------
     def mark(self):
         """The current position in the change journal (an int); the first call switches the journal on."""
@@ -777,6 +802,32 @@ cdef class VariableIncrementCore(CounterArrayCore):
                 undo[i] = cell_get(self._cells, self._width, pos[i])
             cell_set(self._cells, self._width, pos[i], after[i])
         return True
+
+    def _union_from(self, VariableIncrementCore other):
+        """In place: the filter of both filters' keys, from one of the same geometry and increments (checked by
+        the caller). Per position c = c1 + c2 (sticky at its maximum, as insertion keeps it) and a = a1 + a2 mod M:
+        exactly the cell that inserting the other filter's keys one by one would leave."""
+        cdef uint64_t i
+        cdef uint32_t mine, theirs, c
+        self._check_writable()
+        other._check_ready()
+        if (other._g.num_bits != self._g.num_bits or other._width != self._width
+                or other._fixed_bits != self._fixed_bits):
+            raise ValueError("filters differ in size")
+        with nogil:
+            bw_lock(&self._lock)
+            for i in range(self._g.num_bits):
+                theirs = cell_get(other._cells, other._width, i)
+                if theirs == 0:
+                    continue
+                mine = cell_get(self._cells, self._width, i)
+                c = (mine & self._fixed_max) + (theirs & self._fixed_max)
+                if c > self._fixed_max:
+                    c = self._fixed_max
+                cell_set(self._cells, self._width, i,
+                         self._pack(c, (mine >> self._fixed_bits) + (theirs >> self._fixed_bits)))
+            bw_unlock(&self._lock)
+        self._num_keys += other._num_keys
 
     # -- what a key sees -----------------------------------------------------------------------------------------------
     def _probe_many(self, keys):

@@ -73,7 +73,7 @@ cdef inline unsigned long long dict_version(object obj) noexcept:
     return BW_DICT_VERSION(d) if d != NULL else 0
 
 
-from bloomwise._native.bloom import hash_many
+from bloomwise._native.hashes import hash_many
 from bloomwise._native.counting import CountingCore
 
 

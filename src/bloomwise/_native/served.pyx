@@ -1,7 +1,7 @@
 # cython: freethreading_compatible = False
 """What a filter served by a server (``bloomwise.redis``) needs from the compiled core.
 
-- `positions_many`: the k positions of every key of a batch, from the keys' 64-bit hashes (``bloom.hash_many``),
+- `positions_many`: the k positions of every key of a batch, from the keys' 64-bit hashes (``hashes.hash_many``),
   exactly as the local filters compute them (``layouts.pxd``; docs/architecture.md, "From the hash to positions").
 - `pack_command`: one Redis command in RESP (the Redis serialization protocol) whose arguments repeat a fixed
   sub-operation per offset, e.g. ``BITFIELD key SET u1 <offset> 1 SET u1 <offset> 1 ...``: the decimal offsets are
