@@ -293,7 +293,7 @@ def test_selective_cbf_never_costs_more_than_either_naive_policy(k, bpe, prior, 
 
 
 def test_grid_fallback_agrees_with_exact_products():
-    pmf = _optimal_k._counter_pmf(3328, 8 / 13312, 0, 15)
+    pmf = _optimal_k.counter_pmf(3328, 8 / 13312, 0, 15)
     values = np.flatnonzero(pmf[1:] > 1e-17) + 1
     thresholds = np.array([0.5, 3.3, 17.2, 99.5, 1234.5])
     exact = _optimal_k._product_tails_exact(values, pmf[values], 8, thresholds)

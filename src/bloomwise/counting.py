@@ -45,7 +45,7 @@ class Changes:
         return len(self.positions)
 
 
-def _net_changes(entries, start: int, end: int) -> Changes:
+def net_changes(entries, start: int, end: int) -> Changes:
     """Journal entries (position << 1 | new bit) -> the positions whose bit differs at the end, with their value."""
     import numpy as np
     positions = entries >> np.uint64(1)
@@ -243,7 +243,7 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
         a BloomFilter. ValueError for a mark that was trimmed or never issued.
         """
         entries, end = self._journal_since(mark)
-        return _net_changes(entries, mark, end)
+        return net_changes(entries, mark, end)
 
     # -- set algebra ---------------------------------------------------------------------------------------------------
     def _parameters(self) -> dict:

@@ -132,7 +132,7 @@ def _server_error(client, exc, doing: str) -> ServedFilterError:
     return ServedFilterError(f"the Redis server at {where} answered an error while {doing}: {exc}")
 
 
-def _call(client, doing: str, fn, *args, **kwargs):
+def call_server(client, doing: str, fn, *args, **kwargs):
     """Run a redis-py call, turning its connection and authentication errors into ours."""
     redis = _redis()
     try:
@@ -268,7 +268,7 @@ class _Geometry:
 
 
 def _read_meta(client, name: str) -> Optional[dict]:
-    raw = _call(client, f"reading {_meta_key(name)}", client.hgetall, _meta_key(name))
+    raw = call_server(client, f"reading {_meta_key(name)}", client.hgetall, _meta_key(name))
     return raw or None
 
 
@@ -286,7 +286,7 @@ def _create_or_check(client, name: str, geometry: _Geometry) -> None:
     fields = geometry.to_fields()
     fields["keys_added"] = "0"
     args = [x for item in fields.items() for x in item]
-    _call(client, f"creating {_meta_key(name)}", client.eval, _CREATE_META, 1, _meta_key(name), *args)
+    call_server(client, f"creating {_meta_key(name)}", client.eval, _CREATE_META, 1, _meta_key(name), *args)
     stored = _read_meta(client, name)
     if stored is None:
         raise ServedFilterError(f"{_meta_key(name)} vanished right after it was created (deleted by another client?)")
@@ -364,20 +364,20 @@ class _Served:
         return list(self._parts)
 
     def _meta_int(self, field: str) -> int:
-        value = _call(self._client, f"reading {_meta_key(self._name)}", self._client.hget,
+        value = call_server(self._client, f"reading {_meta_key(self._name)}", self._client.hget,
                       _meta_key(self._name), field)
         return int(value or 0)
 
     def delete(self) -> None:
         """Remove the filter from the server (its metadata and parts; batch records expire by themselves)."""
-        _call(self._client, f"deleting {self._name!r}", self._client.delete, _meta_key(self._name), *self._parts)
+        call_server(self._client, f"deleting {self._name!r}", self._client.delete, _meta_key(self._name), *self._parts)
 
     def clear(self) -> None:
         """Empty the filter (every bit or counter to 0, the key count to 0), atomically."""
         pipe = self._client.pipeline(transaction=True)
         pipe.delete(*self._parts)
         pipe.hset(_meta_key(self._name), self._count_field, 0)
-        _call(self._client, f"clearing {self._name!r}", pipe.execute)
+        call_server(self._client, f"clearing {self._name!r}", pipe.execute)
 
     # -- hashing -----------------------------------------------------------------------------------------------------
     def _offsets(self, keys, single: bool = False):
@@ -596,7 +596,7 @@ class RedisBloomFilter(_Served):
         # A key is new when one of its bits was 0, also when an earlier key of the same batch set it: like update().
         added = int(new.sum())
         if added:
-            _call(self._client, "counting keys", self._client.hincrby, _meta_key(self._name), "keys_added", added)
+            call_server(self._client, "counting keys", self._client.hincrby, _meta_key(self._name), "keys_added", added)
         return new
 
     def add(self, key) -> bool:
@@ -746,7 +746,7 @@ class RedisBloomFilter(_Served):
             except redis.exceptions.RedisError as exc:
                 raise _server_error(self._client, exc, f"merging into {part}") from exc
             merged += 1
-        _call(self._client, "counting keys", self._client.hincrby, _meta_key(self._name), "keys_added",
+        call_server(self._client, "counting keys", self._client.hincrby, _meta_key(self._name), "keys_added",
               local._keys_added_count)
 
 
@@ -900,7 +900,7 @@ class RedisCountingBloomFilter(_Served):
     def _script_sha(self, source: str) -> bytes:
         shas = self.__dict__.setdefault("_shas", {})
         if source not in shas:
-            shas[source] = _call(self._client, "loading a Lua script", self._client.script_load, source).encode()
+            shas[source] = call_server(self._client, "loading a Lua script", self._client.script_load, source).encode()
         return shas[source]
 
     def _run_scripts(self, offsets, starts, counts, chunks, mode: str, batch_id: str, doing: str, connection,
@@ -1287,7 +1287,7 @@ def to_redis(local, client, name: str, *, part_bytes=MAX_PART_BYTES, replace=Fal
         start = index * geometry.part_bytes
         pipe.set(_part_key(name, index), payload[start:start + geometry.part_length(index)].tobytes())
     pipe.hset(_meta_key(name), mapping=fields)
-    _call(client, f"storing {name!r}", pipe.execute)
+    call_server(client, f"storing {name!r}", pipe.execute)
     return _open_as(None, client, name)
 
 
@@ -1302,7 +1302,7 @@ def from_redis(client, name: str):
     pipe.hget(_meta_key(name), served._count_field)
     for index, part in enumerate(served._parts):
         pipe.strlen(part)
-    lengths = _call(client, f"reading {name!r}", pipe.execute)
+    lengths = call_server(client, f"reading {name!r}", pipe.execute)
     for index, length in enumerate(lengths[1:]):
         if length > g.part_length(index):
             raise FormatError(f"{served._parts[index]} holds {length} bytes; the filter's part {index} has "
@@ -1311,7 +1311,7 @@ def from_redis(client, name: str):
     pipe.hget(_meta_key(name), served._count_field)
     for part in served._parts:
         pipe.get(part)
-    answer = _call(client, f"reading {name!r}", pipe.execute)
+    answer = call_server(client, f"reading {name!r}", pipe.execute)
     payload = bytearray(g.nbytes)
     for index, data in enumerate(answer[1:]):
         data = data or b""

@@ -53,7 +53,7 @@ class RedisSummaryDirectory:
     def publish(self, name: str, update: SummaryUpdate, whole: Optional[SummaryUpdate] = None) -> int:
         """Store node ``name``'s new summary version: ``update`` (a delta or a whole summary) and ``whole``, the
         same version as a whole summary (needed when ``update`` is a delta). Returns the bytes written."""
-        from bloomwise.redis import _call
+        from bloomwise.redis import call_server
         whole = update if not update.is_delta else whole
         if whole is None or whole.is_delta or whole.version != update.version:
             raise ValueError("publish needs the new version as a whole summary too (node.whole_summary())")
@@ -70,7 +70,7 @@ class RedisSummaryDirectory:
                 pipe.hdel(deltas, *stale)
         else:
             pipe.delete(deltas)  # a whole summary (first, or after a restart) starts a new chain
-        _call(self.client, f"publishing the summary of {name!r}", pipe.execute)
+        call_server(self.client, f"publishing the summary of {name!r}", pipe.execute)
         return written
 
     def publish_node(self, node, *, whole: bool = False) -> int:
@@ -84,15 +84,15 @@ class RedisSummaryDirectory:
     # -- reading -----------------------------------------------------------------------------------------------------
     def nodes(self) -> set:
         """The names of the nodes that published to this directory."""
-        from bloomwise.redis import _call
+        from bloomwise.redis import call_server
         return {n.decode() if isinstance(n, bytes) else n
-                for n in _call(self.client, "listing the summary directory", self.client.smembers,
+                for n in call_server(self.client, "listing the summary directory", self.client.smembers,
                                f"{self.prefix}:nodes")}
 
     def whole(self, name: str) -> Optional[SummaryUpdate]:
         """Node ``name``'s latest summary as a whole, or None when it never published."""
-        from bloomwise.redis import _call
-        data = _call(self.client, f"reading the summary of {name!r}", self.client.get, self._key(name, "whole"))
+        from bloomwise.redis import call_server
+        data = call_server(self.client, f"reading the summary of {name!r}", self.client.get, self._key(name, "whole"))
         return None if data is None else SummaryUpdate.from_bytes(data, max_size=self.max_size)
 
     def updates_since(self, name: str, version: Optional[int], origin: Optional[int] = None) -> list:
@@ -103,9 +103,9 @@ class RedisSummaryDirectory:
             return []
         if version is None or origin != latest.origin or not version < latest.version:
             return [latest]
-        from bloomwise.redis import _call
+        from bloomwise.redis import call_server
         wanted = [str(v) for v in range(version + 1, latest.version + 1)]
-        raw = _call(self.client, f"reading the summary deltas of {name!r}", self.client.hmget,
+        raw = call_server(self.client, f"reading the summary deltas of {name!r}", self.client.hmget,
                     self._key(name, "deltas"), wanted)
         if any(data is None for data in raw):
             return [latest]

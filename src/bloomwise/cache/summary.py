@@ -140,10 +140,10 @@ def _decode_positions(data: np.ndarray, count: int, num_bits: int) -> np.ndarray
 def _net_flips(entries: np.ndarray) -> np.ndarray:
     """Journal entries (position << 1 | new bit, in order) -> the positions whose bit differs from its value before
     the first entry, sorted. A bit's first transition leaves the value it had; it ends changed iff its last
-    transition sets the same value. (``counting._net_changes`` does this with numpy; most deltas are small.)"""
+    transition sets the same value. (``counting.net_changes`` does this with numpy; most deltas are small.)"""
     if entries.size > 512:
-        from bloomwise.counting import _net_changes
-        return _net_changes(entries, 0, 0).positions
+        from bloomwise.counting import net_changes
+        return net_changes(entries, 0, 0).positions
     first: dict = {}
     last: dict = {}
     for entry in entries.tolist():

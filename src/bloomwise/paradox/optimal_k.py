@@ -31,7 +31,7 @@ __all__ = ["cbf_error_rates", "cbf_expected_cost", "cbf_optimal_num_hashes"]
 _PRUNE = 1e-17  # product states lighter than this are dropped (their total mass bounds the error)
 
 
-def _counter_pmf(trials: int, p: float, offset: int, saturation: int) -> np.ndarray:
+def counter_pmf(trials: int, p: float, offset: int, saturation: int) -> np.ndarray:
     """pmf of ``offset + Bin(trials, p)`` over 0..saturation, the last value holding the whole upper tail."""
     c = np.arange(saturation + 1)
     pmf = np.exp(log_binom_pmf(c - offset, trials, p))
@@ -45,7 +45,7 @@ _EXACT_STATE_BUDGET = 200_000  # distinct products tracked exactly; beyond, a fi
 _GRID_BINS = 1 << 20
 
 
-def _product_tails(pmf: np.ndarray, k: int, thresholds: np.ndarray) -> np.ndarray:
+def product_tails(pmf: np.ndarray, k: int, thresholds: np.ndarray) -> np.ndarray:
     """``Pr(c_1 * ... * c_k >= t, all c_j >= 1)`` for each t, the c_j iid with the given pmf over 0..len(pmf)-1."""
     values = np.flatnonzero(pmf[1:] > _PRUNE) + 1  # counter values that matter (0 makes the product 0)
     weights = pmf[values]
@@ -116,20 +116,20 @@ def _check_common(num_hashes, num_counters, num_items, counter_bits):
     return k, m, n, bits
 
 
-def _error_rates(k, m, n, bits, priors, alpha):
+def error_rates(k, m, n, bits, priors, alpha):
     p = k / m
     saturation = (1 << bits) - 1
     # counters above ~mean + 40 sd are irrelevant; keep the saturation value (it carries the tail)
     top = min(saturation, int(n * p + 40 * math.sqrt(n * p + 1) + 40))
-    pmf0 = _counter_pmf(n, p, 0, saturation)
-    pmf1 = _counter_pmf(n - 1, p, 1, saturation)
+    pmf0 = counter_pmf(n, p, 0, saturation)
+    pmf1 = counter_pmf(n - 1, p, 1, saturation)
     if top < saturation:  # fold the negligible values into the last kept one
         pmf0 = np.concatenate([pmf0[:top], [pmf0[top:].sum()]])
         pmf1 = np.concatenate([pmf1[:top], [pmf1[top:].sum()]])
     with np.errstate(divide="ignore"):
         thresholds = np.where(priors > 0, (1.0 - priors) / (alpha * priors), np.inf) * (n * k / m) ** k
-    fpr = _product_tails(pmf0, k, thresholds)
-    fnr = 1.0 - _product_tails(pmf1, k, thresholds)
+    fpr = product_tails(pmf0, k, thresholds)
+    fnr = 1.0 - product_tails(pmf1, k, thresholds)
     return fpr, np.clip(fnr, 0.0, 1.0)
 
 
@@ -156,7 +156,7 @@ def cbf_error_rates(num_hashes: int, num_counters: int, num_items: int, prior: f
     k, m, n, bits = _check_common(num_hashes, num_counters, num_items, counter_bits)
     pr = _validate.probability("prior", prior)
     alpha = as_cost(cost).alpha
-    fpr, fnr = _error_rates(k, m, n, bits, np.array([pr]), alpha)
+    fpr, fnr = error_rates(k, m, n, bits, np.array([pr]), alpha)
     return float(fpr[0]), float(fnr[0])
 
 
@@ -194,7 +194,7 @@ def cbf_expected_cost(num_hashes: int, num_counters: int, num_items: int, priors
             raise ValueError(f"weights must have the shape of priors {pr.shape}, got shape {w.shape}")
         if not np.all(np.isfinite(w) & (w >= 0)) or w.sum() <= 0:
             raise ValueError(f"weights must be finite, >= 0 and not all 0, got {weights!r}")
-    fpr, fnr = _error_rates(k, m, n, bits, pr, cm.alpha)
+    fpr, fnr = error_rates(k, m, n, bits, pr, cm.alpha)
     per_class = (1.0 - pr) * fpr * cm.false_positive + pr * fnr * cm.false_negative
     return float(np.dot(w, per_class) / w.sum())
 

@@ -291,7 +291,7 @@ def counting_trial(population: Population, counters_per_key: int, alpha: float, 
 # --- analytic expectations ---------------------------------------------------------------------------------------
 
 
-def _fpr_function(m: int, k: int, rule: str):
+def fpr_function(m: int, k: int, rule: str):
     from bloomwise import theory
 
     def fpr(n: int) -> float:
@@ -320,7 +320,7 @@ def expected_bloom(population: Population, bits_per_key: int, alpha: float, vari
     _validate.choice("rule", rule, ("exact", "theorem1"))
     alpha = _validate.positive("alpha", alpha)
     m, k = bloom_num_hashes(population, bits_per_key)
-    fpr_of = _fpr_function(m, k, rule)
+    fpr_of = fpr_function(m, k, rule)
     insert, query = _FLAGS[variant]
     priors = population.priors
     order = np.argsort(-priors, kind="stable")
@@ -336,7 +336,7 @@ def expected_bloom(population: Population, bits_per_key: int, alpha: float, vari
             load += per
     n_star = per * int(inserted.sum())
     fpr = fpr_of(n_star)  # what the rule believes
-    true_fpr = _fpr_function(m, k, "exact")(n_star)  # what the filter really does, whatever the rule assumes
+    true_fpr = fpr_function(m, k, "exact")(n_star)  # what the filter really does, whatever the rule assumes
     if query:
         consulted = priors >= paradox_threshold(fpr, alpha)
         if rule == "exact" and insert:

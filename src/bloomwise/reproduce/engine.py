@@ -636,11 +636,11 @@ def _dependence_check(setup, keys, k, alpha, seed) -> dict:
     """FPR at Theorem 4's threshold for k: the model's, a real filter's, and the same filter's counters with each
     probe's column shuffled across keys (same marginals, no dependence between a key's k counters)."""
     from bloomwise import CountingBloomFilter
-    from bloomwise.paradox.optimal_k import _error_rates
+    from bloomwise.paradox.optimal_k import error_rates
     from bloomwise.reproduce.trace import theorem4_product_threshold
 
     log_t = math.log(theorem4_product_threshold(setup, k, alpha))
-    model = float(_error_rates(k, setup.num_counters, setup.stored, setup.counter_bits,
+    model = float(error_rates(k, setup.num_counters, setup.stored, setup.counter_bits,
                                np.array([setup.prior]), alpha)[0][0])
     rng = np.random.default_rng(seed)
     real, shuffled = [], []

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bloomwise.paradox.posterior import paradox_threshold
-from bloomwise.paradox.simulation import Outcome, Population, bloom_num_hashes, _fpr_function
+from bloomwise.paradox.simulation import Outcome, Population, bloom_num_hashes, fpr_function
 
 __all__ = ["selective_plan", "TrialResults", "bloom_seed", "counting_seed", "SELECTIVE_VARIANTS"]
 
@@ -45,7 +45,7 @@ def selective_plan(population: Population, bits_per_key: int, alpha: float, vari
     was inserted).
     """
     m, k = bloom_num_hashes(population, bits_per_key)
-    fpr_of = _fpr_function(m, k, rule)
+    fpr_of = fpr_function(m, k, rule)
     insert, query = _FLAGS[variant]
     priors = population.priors
     per = population.members_per_type

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bloomwise.paradox.optimal_k import _counter_pmf, _product_tails
+from bloomwise.paradox.optimal_k import counter_pmf, product_tails
 
 __all__ = ["TraceSetup", "synthetic_tuples", "wang64", "TraceRun", "run_trace", "theorem4_product_threshold",
            "expected_rates"]
@@ -171,7 +171,7 @@ def expected_rates(setup: TraceSetup, k: int, thresholds) -> tuple[np.ndarray, n
     """Exact (FPR, FNR) at product thresholds under ideal hashing (partitioned binomial model, 4-bit saturation)."""
     n, m = setup.stored, setup.num_counters
     saturation = (1 << setup.counter_bits) - 1
-    pmf0 = _counter_pmf(n, k / m, 0, saturation)
-    pmf1 = _counter_pmf(n - 1, k / m, 1, saturation)
+    pmf0 = counter_pmf(n, k / m, 0, saturation)
+    pmf1 = counter_pmf(n - 1, k / m, 1, saturation)
     t = np.asarray(thresholds, dtype=np.float64)
-    return _product_tails(pmf0, k, t), 1.0 - _product_tails(pmf1, k, t)
+    return product_tails(pmf0, k, t), 1.0 - product_tails(pmf1, k, t)
