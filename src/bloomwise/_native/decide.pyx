@@ -148,6 +148,15 @@ cdef int prior_kind(object prior):
     return PRIOR_OTHER
 
 
+cdef inline bint prior_unchanged(int kind, object prior, object value, dict class_table, object class_default):
+    """Whether a constant or class prior still holds the values a cached state was computed from."""
+    if kind == PRIOR_CONSTANT:
+        return same(prior.__dict__, "p", value)
+    if kind == PRIOR_CLASS:
+        return same(prior.__dict__, "table", class_table) and same(prior.__dict__, "default", class_default)
+    return True
+
+
 cdef inline double class_prior(object prior, dict table, object classify, object default, object key,
                                bint single) except -1.0:
     """ClassPrior.probability(key) (single) or its per-key step of probabilities() (batch), the same look-up."""
@@ -261,12 +270,7 @@ cdef class BloomState:
                 and same(d, "selective_insert", self.selective_insert)
                 and same(d, "selective_query", self.selective_query) and same(d, "rule", self.rule)):
             return False
-        if self.prior_kind == PRIOR_CONSTANT:
-            return same(self.prior.__dict__, "p", self.prior_value)
-        if self.prior_kind == PRIOR_CLASS:
-            return (same(self.prior.__dict__, "table", self.class_table)
-                    and same(self.prior.__dict__, "default", self.class_default))
-        return True
+        return prior_unchanged(self.prior_kind, self.prior, self.prior_value, self.class_table, self.class_default)
 
 
 cdef BloomState bloom_state(object sel):
@@ -499,12 +503,7 @@ cdef class CountingState:
             return False
         if <uint64_t>filter.num_keys != self.num_items:
             return False
-        if self.prior_kind == PRIOR_CONSTANT:
-            return same(self.prior.__dict__, "p", self.prior_value)
-        if self.prior_kind == PRIOR_CLASS:
-            return (same(self.prior.__dict__, "table", self.class_table)
-                    and same(self.prior.__dict__, "default", self.class_default))
-        return True
+        return prior_unchanged(self.prior_kind, self.prior, self.prior_value, self.class_table, self.class_default)
 
     cdef int set_table(self, object sel, Py_ssize_t length) except -1:
         posterior_mod = _paradox[0]
