@@ -36,6 +36,15 @@ def test_size_in_bytes_errors_quote_what_was_typed():
     assert str(error.value) == "--cache-size '-5' is negative"
 
 
+def test_size_errors_give_examples_in_their_own_unit():
+    with pytest.raises(ValueError) as error:
+        parse_size_bytes("12x", "--cache-size")
+    assert "examples: 65536 (bytes)" in str(error.value) and "(bits)" not in str(error.value)
+    with pytest.raises(ValueError) as error:
+        parse_size_bits("12x", "--m")
+    assert "examples: 1000000 (bits)" in str(error.value)
+
+
 @given(st.integers(0, 10 ** 40))
 def test_every_count_up_to_the_limit_is_read_exactly(n):
     assert parse_count(str(n)) == n

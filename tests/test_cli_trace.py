@@ -61,6 +61,7 @@ def test_describe(tmp_path, capsys):
     (["--synthetic", "10", "--shared", "1.5", "-o", "x"], "--shared must be a number in [0, 1]"),
     (["--synthetic", "10", "--size-tail", "1", "-o", "x"], "--size-tail (the Pareto shape) must be"),
     (["--synthetic", "ten", "-o", "x"], "--synthetic"),
+    (["--synthetic", "0", "-o", "x"], "--synthetic '0' must be at least 1"),  # as simulate: no empty trace
     (["--synthetic", "10"], "--synthetic needs -o FILE"),
     ([], "give either --synthetic N -o FILE"),
 ])

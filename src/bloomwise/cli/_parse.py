@@ -119,12 +119,15 @@ def parse_size_bits(text: str, what: str = "size") -> int:
     >>> parse_size_bits("1.5 KB"), parse_size_bits("512b"), parse_size_bits("2 bytes")
     (12000, 512, 16)
     """
-    return _size_bits(str(text), what, text)
+    return _size_bits(str(text), what, text, _BIT_EXAMPLES)
 
 
-def _size_bits(raw: str, what: str, text) -> int:
-    """``parse_size_bits`` of ``raw``, its errors quoting ``text`` (what the user typed)."""
-    examples = "1000000 (bits), 1e6, 512b, 64KiB, 8MB, 1Mib, 2GiB"
+_BIT_EXAMPLES = "1000000 (bits), 1e6, 512b, 64KiB, 8MB, 1Mib, 2GiB"
+_BYTE_EXAMPLES = "65536 (bytes), 1e6, 512KB, 64KiB, 8MB, 2GiB"
+
+
+def _size_bits(raw: str, what: str, text, examples: str) -> int:
+    """``parse_size_bits`` of ``raw``, its errors quoting ``text`` (what the user typed) and ``examples``."""
     match = _SIZE_RE.match(raw)
     if not match:
         raise ValueError(f"{what} {text!r} is not a size (examples: {examples}; b = bits, B = bytes)")
@@ -192,7 +195,7 @@ def parse_size_bytes(text: str, what: str = "size") -> int:
     match = _SIZE_RE.match(raw)
     if match and not match.group(3):  # no unit: bytes
         raw = raw + "B"
-    bits = _size_bits(raw, what, text)
+    bits = _size_bits(raw, what, text, _BYTE_EXAMPLES)
     if bits % 8:
         raise ValueError(f"{what} {text!r} is not a whole number of bytes ({bits} bits)")
     return bits // 8

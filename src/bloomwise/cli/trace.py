@@ -87,7 +87,7 @@ def _write_synthetic(args) -> int:
         raise CommandError("--format auto is for reading: write squid or plain", EXIT_USAGE)
     try:
         trace = SyntheticTrace(
-            parse_count(args.synthetic, "--synthetic"),
+            parse_positive_int(args.synthetic, "--synthetic"),
             num_proxies=parse_positive_int(args.proxies or "4", "--proxies"),
             num_documents=parse_positive_int(args.documents, "--documents"),
             zipf_alpha=args.zipf, one_timer_fraction=args.one_timers, shared_fraction=args.shared,
