@@ -25,6 +25,7 @@ _EXPORTS = {
     "ScalableBloomFilter": "bloomwise.scalable",
     "GeneralizedBloomFilter": "bloomwise.generalized",
     "RetouchedBloomFilter": "bloomwise.retouched",
+    "load": "bloomwise._loading",
     "FormatError": "bloomwise.errors",
     "CapacityWarning": "bloomwise.errors",
     "Plan": "bloomwise.theory",

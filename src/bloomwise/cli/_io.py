@@ -70,11 +70,12 @@ def iter_key_chunks(path: str, size: int = 65536) -> Iterator[List[bytes]]:
 
 
 def load_filter(path: str):
-    """A saved filter, memory-mapped read-only; CommandError with the reason when it cannot be read."""
-    from bloomwise.bloom import BloomFilter
+    """A saved filter of any structure (the file says which), memory-mapped read-only where the structure allows it;
+    CommandError with the reason when it cannot be read."""
+    from bloomwise._loading import load
 
     try:
-        return BloomFilter.open(path)
+        return load(path, mmap=True)
     except FileNotFoundError:
         raise CommandError(f"no such filter file: {path}") from None
     except IsADirectoryError:
@@ -85,6 +86,13 @@ def load_filter(path: str):
         raise CommandError(f"{path} is not a usable bloomwise filter: {exc}", EXIT_FAILURE) from None
     except ValueError as exc:  # e.g. built from explicit hash functions or with a key function
         raise CommandError(f"cannot use {path} from the command line: {exc}") from None
+
+
+def release(structure) -> None:
+    """Unmap what ``load_filter`` mapped (structures that were read into memory have nothing to release)."""
+    close = getattr(structure, "close", None)
+    if close is not None:
+        close()
 
 
 class _NoProgress:

@@ -5,24 +5,28 @@ import argparse
 import json
 
 from bloomwise.cli import EXIT_OK
-from bloomwise.cli._io import load_filter
+from bloomwise.cli._io import load_filter, release
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("info", help="describe a saved filter",
-                                   description="Print a saved filter's parameters and statistics.")
+                                   description="Print a saved filter's parameters and statistics (any structure: the file says which).")
     parser.add_argument("filter", metavar="FILTER", help="a filter saved by `bloomwise build` or save()")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
 
 
-def describe(bloom) -> dict:
+def describe(bloom, path=None) -> dict:
+    """The figures `info` prints: every structure's parameters, and for a Bloom filter its fill and estimates."""
+    if not hasattr(bloom, "_count_set_bits"):
+        return _describe_other(bloom, path)
     from bloomwise import theory
 
     set_bits = bloom._count_set_bits()
     count = theory.approx_count(bloom.num_cells, bloom.num_hashes, set_bits, layout=bloom.layout)
     return {
-        "file": bloom.path,
+        "file": bloom.path if path is None else path,
+        "structure": _public_name(bloom),
         "layout": bloom.layout,
         "num_cells": bloom.num_cells,
         "num_bits": bloom.num_cells,  # the name of earlier releases
@@ -40,18 +44,70 @@ def describe(bloom) -> dict:
     }
 
 
+# (key in the output, attribute or method of the structure): what each structure has of these is shown
+_OTHER_FIELDS = [
+    ("layout", "layout"), ("num_cells", "num_cells"), ("num_bits", "num_bits"), ("bytes", "nbytes"),
+    ("num_hashes", "num_hashes"), ("num_set_hashes", "num_set_hashes"), ("num_reset_hashes", "num_reset_hashes"),
+    ("num_stages", "num_stages"), ("seed", "seed"), ("hash_scheme", "hash_scheme"), ("capacity", "capacity"),
+    ("fpr", "fpr"), ("num_keys", "num_keys"), ("fill_ratio", "fill_ratio"), ("estimated_keys", "approx_count"),
+    ("estimated_fpr", "estimated_fpr"), ("false_positive_rate", "false_positive_rate"),
+    ("false_negative_rate", "false_negative_rate"),
+]
+
+
+def _public_name(structure) -> str:
+    """The class a user knows (a memory-mapped filter is an instance of a private subclass)."""
+    from bloomwise._loading import filter_class
+
+    return filter_class(structure._STRUCTURE).__name__
+
+
+def _describe_other(structure, path) -> dict:
+    info = {"file": path, "structure": _public_name(structure)}
+    for name, attribute in _OTHER_FIELDS:
+        if name == "num_bits" and "num_cells" in info:  # an old name of num_cells
+            continue
+        value = getattr(structure, attribute, None)
+        if callable(value):
+            value = value()
+        if value is not None:
+            info[name] = value
+    return info
+
+
+_LABELS = {"num_set_hashes": "set hashes", "num_reset_hashes": "reset hashes", "num_stages": "stages",
+           "num_cells": "cells", "num_bits": "bits", "num_hashes": "hash functions", "hash_scheme": "hash scheme",
+           "fpr": "target FPR", "num_keys": "keys added", "fill_ratio": "fill", "estimated_keys": "estimated keys",
+           "estimated_fpr": "estimated FPR", "false_positive_rate": "FPR", "false_negative_rate": "FNR"}
+
+
+def _format_value(name: str, value) -> str:
+    if name == "fill_ratio":
+        return f"{value:.2%}"
+    if isinstance(value, float):
+        return f"{value:.4g}" if name not in ("estimated_keys",) else f"{value:,.0f}"
+    if isinstance(value, int) and not isinstance(value, bool) and name != "seed":
+        return f"{value:,}"
+    return str(value)
+
+
 def run(args: argparse.Namespace) -> int:
-    bloom = load_filter(args.filter)
+    structure = load_filter(args.filter)
     try:
-        info = describe(bloom)
+        info = describe(structure, args.filter)
     finally:
-        bloom.close()
+        release(structure)
     if args.json:
         print(json.dumps(info, indent=2))
+        return EXIT_OK
+    if "estimated_keys_interval" not in info:  # a structure other than a Bloom filter
+        print("\n".join(f"{_LABELS.get(name, name.replace('_', ' ')):<15} {_format_value(name, value)}"
+                        for name, value in info.items()))
         return EXIT_OK
     low, high = info["estimated_keys_interval"]
     capacity = "-" if info["capacity"] is None else f"{info['capacity']:,}"
     print(f"file            {info['file']}\n"
+          f"structure       {info['structure']}\n"
           f"layout          {info['layout']}\n"
           f"bits            {info['num_bits']:,} ({info['bytes']:,} bytes)\n"
           f"hash functions  {info['num_hashes']}\n"

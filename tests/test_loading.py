@@ -1,0 +1,105 @@
+"""`bloomwise.load(path)` reads whichever structure a file holds; `bloomwise info` and `query` take every structure."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import bloomwise
+from bloomwise import (BloomFilter, CountingBloomFilter, FormatError, GeneralizedBloomFilter, RetouchedBloomFilter,
+                       ScalableBloomFilter, VariableIncrementCountingBloomFilter)
+from bloomwise.cache import DocumentCache, SummaryPublisher
+from bloomwise.cli import main
+
+STRUCTURES = [BloomFilter, CountingBloomFilter, VariableIncrementCountingBloomFilter, ScalableBloomFilter,
+              GeneralizedBloomFilter, RetouchedBloomFilter]
+MAPPABLE = {BloomFilter, CountingBloomFilter, VariableIncrementCountingBloomFilter}
+KEYS = [f"key{i}" for i in range(300)]
+PROBES = KEYS + [f"other{i}" for i in range(3000)]
+
+
+def saved(cls, tmp_path):
+    f = cls(400, 0.01, seed=7)
+    f.update(KEYS)
+    path = tmp_path / f"{cls.__name__}.bw"
+    f.save(path)
+    return f, path
+
+
+def answers(f):
+    return np.asarray(f.contains_many(PROBES), dtype=bool)
+
+
+@pytest.mark.parametrize("cls", STRUCTURES)
+@pytest.mark.parametrize("mmap", [False, True])
+def test_load_returns_the_class_the_file_holds(tmp_path, cls, mmap):
+    original, path = saved(cls, tmp_path)
+    loaded = bloomwise.load(path, mmap=mmap)
+    try:
+        assert isinstance(loaded, cls)
+        assert hasattr(loaded, "path") == (mmap and cls in MAPPABLE)
+        assert loaded.to_bytes() == original.to_bytes()
+        assert np.array_equal(answers(loaded), answers(original))
+        assert answers(loaded)[:len(KEYS)].all() or cls in (GeneralizedBloomFilter, RetouchedBloomFilter)
+    finally:
+        if hasattr(loaded, "close"):
+            loaded.close()
+
+
+def test_a_summary_update_is_not_a_filter(tmp_path):
+    cache = DocumentCache(64 * 8192, expected_entries=64)
+    cache.put("http://a/", 100)
+    path = tmp_path / "summary.bw"
+    path.write_bytes(SummaryPublisher(cache).publish().to_bytes())
+    with pytest.raises(FormatError, match=r"holds a cache summary update \(structure id 7\), not a filter: read it "
+                                          r"with bloomwise.cache.summary.SummaryUpdate.from_bytes"):
+        bloomwise.load(path)
+
+
+def test_bad_files_name_what_is_wrong(tmp_path):
+    original, path = saved(BloomFilter, tmp_path)
+    data = bytearray(path.read_bytes())
+    data[10] = 99  # the structure id
+    path.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match="unknown structure id 99 .*1 \\(bloom\\).*upgrade bloomwise, or the file is "
+                                          "corrupted"):
+        bloomwise.load(path)
+    data[10] = 2  # a counting filter's id on a Bloom filter's header: the header checksum no longer matches
+    path.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match="header checksum mismatch"):
+        bloomwise.load(path)
+    path.write_bytes(bytes(data[:30]))
+    with pytest.raises(FormatError, match="truncated"):
+        bloomwise.load(path)
+    path.write_text("apple\nbanana\n")
+    with pytest.raises(FormatError, match="not a bloomwise file"):
+        bloomwise.load(path)
+    path.write_bytes(b"")
+    with pytest.raises(FormatError, match="empty"):
+        bloomwise.load(path)
+    with pytest.raises(FileNotFoundError):
+        bloomwise.load(tmp_path / "missing.bw")
+
+
+@pytest.mark.parametrize("cls", STRUCTURES)
+def test_cli_info_and_query_take_every_structure(tmp_path, capsys, cls):
+    original, path = saved(cls, tmp_path)
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"structure       {cls.__name__}\n" in out and f"file            {path}\n" in out
+    assert "keys added      300" in out
+    assert main(["info", str(path), "--json"]) == 0
+    info = __import__("json").loads(capsys.readouterr().out)
+    assert info["structure"] == cls.__name__ and info["num_keys"] == 300 and info["seed"] == 7
+    keys = tmp_path / "keys.txt"
+    keys.write_text("\n".join(PROBES) + "\n")
+    assert main(["query", str(path), str(keys), "--count"]) == 0
+    maybe = int(answers(original).sum())
+    assert capsys.readouterr().out == f"{len(PROBES)} keys: {maybe} maybe present, {len(PROBES) - maybe} absent\n"
+
+
+def test_cli_info_refuses_a_summary_update(tmp_path, capsys):
+    cache = DocumentCache(64 * 8192, expected_entries=64)
+    path = tmp_path / "summary.bw"
+    path.write_bytes(SummaryPublisher(cache).publish().to_bytes())
+    assert main(["info", str(path)]) == 1
+    assert "holds a cache summary update" in capsys.readouterr().err
