@@ -20,8 +20,8 @@ for counting filters, the same key count ``n``. Any change recomputes them with 
 Exactness: every per-key formula is the one of the Python code, with the same double-precision operations in the
 same order (C compiled with ``-ffp-contract=off``: no fused multiply-adds). The row sum of k table entries follows
 numpy's ``add.reduce`` order (pairwise, eight accumulators from eight terms on), and ``exp``/``log``/``log1p`` are the C
-library's, which numpy uses for float64 on CPUs without AVX-512 (with AVX-512 numpy has its own, within 1 ulp).
-Decisions therefore equal those of the reference implementation, and posteriors are identical on such CPUs.
+library's, in the Python path too (``posteriors_from_log_ratio``; numpy's own, used with AVX-512, differ by an ulp
+now and then). Decisions and posteriors therefore equal those of the Python code bit for bit, on every CPU.
 """
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
@@ -242,6 +242,30 @@ cdef inline double posterior_from_log_ratio(double lr, double p, double log_p, d
     if z >= 0:
         return 1.0 / (1.0 + e)
     return e / (1.0 + e)
+
+
+cdef inline void log_odds_terms(double p, double* log_p, double* log1m_p) noexcept nogil:
+    log_p[0] = log(p) if p > 0.0 else -INFINITY
+    log1m_p[0] = log1p(-p) if p < 1.0 else -INFINITY
+
+
+def posteriors_from_log_ratio(log_ratio, prior):
+    """``P L / (P L + 1 - P)`` with ``L = exp(log_ratio)`` for arrays of the same shape (posterior.py's vectorised
+    path): the per-key formula of the compiled decisions, so both give the same bits on every CPU."""
+    np = numpy()
+    lr_arr = np.array(log_ratio, dtype=np.float64, order="C")  # keeps a 0-d shape (ascontiguousarray would not)
+    p_arr = np.array(np.broadcast_to(np.asarray(prior, dtype=np.float64), lr_arr.shape), order="C")
+    out_arr = np.empty(lr_arr.shape, dtype=np.float64)
+    cdef const double[::1] lr = lr_arr.reshape(-1)
+    cdef const double[::1] p = p_arr.reshape(-1)
+    cdef double[::1] out = out_arr.reshape(-1)
+    cdef Py_ssize_t i
+    cdef double log_p, log1m_p
+    with nogil:
+        for i in range(lr.shape[0]):
+            log_odds_terms(p[i], &log_p, &log1m_p)
+            out[i] = posterior_from_log_ratio(lr[i], p[i], log_p, log1m_p)
+    return out_arr
 
 
 # ---- Bloom filter (SelectiveBloomFilter) -----------------------------------------------------------------------------
@@ -470,7 +494,7 @@ cdef class CountingState:
     cdef int prior_kind
     cdef dict class_table
     cdef object classify, class_default
-    cdef double p, log_p, log1m_p  # the constant prior and its log-odds terms (numpy's log and log1p)
+    cdef double p, log_p, log1m_p  # the constant prior and its log-odds terms
     cdef double skip, false_positive, false_negative
     cdef bint query_selectively
     cdef unsigned long long version, prior_version  # the dict versions of the selective filter and its prior
@@ -571,9 +595,7 @@ cdef CountingState counting_state(object sel):
     if s.prior_kind == PRIOR_CONSTANT:
         s.prior_value = s.prior.__dict__["p"]
         s.p = s.prior_value
-        one = np.array([s.p])
-        s.log_p = np.log(one)[0] if s.p > 0.0 else -INFINITY
-        s.log1m_p = np.log1p(-one)[0] if s.p < 1.0 else -INFINITY
+        log_odds_terms(s.p, &s.log_p, &s.log1m_p)
     geometry_init(&s.g, filter._num_cells, filter.num_hashes, filter._layout_id)
     s.hasher.seed = filter.seed
     s.hasher.scheme = filter._hash_scheme_id
@@ -643,11 +665,6 @@ cdef inline void prefetch_counters(CountingState s, uint64_t h) noexcept nogil:
 
 cdef int raise_inconsistent(CountingState s) except -1:
     raise ValueError("num_items is 0 but counters are not all 0: inconsistent")
-
-
-cdef inline void log_odds_terms(double p, double* log_p, double* log1m_p) noexcept nogil:
-    log_p[0] = log(p) if p > 0.0 else -INFINITY
-    log1m_p[0] = log1p(-p) if p < 1.0 else -INFINITY
 
 
 def counting_query(sel, key):

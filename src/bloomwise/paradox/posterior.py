@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from bloomwise._native import decide as _decide
 from bloomwise.theory.rates import log_binomial_pmf
 
 from bloomwise.paradox import _validate
@@ -238,17 +239,10 @@ def _counter_log_ratios(cmax: int, num_counters: int, num_items: int, num_hashes
 
 
 def _posterior_from_log_ratio(log_ratio, prior):
-    """``P L / (P L + 1 - P)`` with ``L = exp(log_ratio)``, overflow-safe, vectorised."""
-    log_ratio = np.asarray(log_ratio, dtype=np.float64)
-    prior = np.broadcast_to(np.asarray(prior, dtype=np.float64), log_ratio.shape)
-    out = np.zeros(log_ratio.shape)
-    sure = prior >= 1.0
-    ok = (prior > 0.0) & ~sure & (log_ratio > -np.inf)
-    # posterior = 1 / (1 + exp(-(log L + log P - log(1 - P))))
-    z = log_ratio[ok] + np.log(prior[ok]) - np.log1p(-prior[ok])
-    out[ok] = np.where(z >= 0, 1.0 / (1.0 + np.exp(-np.abs(z))), np.exp(-np.abs(z)) / (1.0 + np.exp(-np.abs(z))))
-    out[sure & (log_ratio > -np.inf)] = 1.0
-    return out
+    """``P L / (P L + 1 - P)`` with ``L = exp(log_ratio)``, overflow-safe, vectorised: ``1 / (1 + exp(-z))`` with
+    ``z = log L + log P - log(1 - P)``. Compiled, with the C library's exp and log, as the selective filters' query
+    (numpy's AVX-512 exp and log differ from it by an ulp now and then)."""
+    return _decide.posteriors_from_log_ratio(log_ratio, prior)
 
 
 def _check_filter_size(num_counters, num_items):
