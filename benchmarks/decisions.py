@@ -155,10 +155,13 @@ def main(argv=None) -> int:
     p.add_argument("--keys", type=int, default=1_000_000)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="100k keys, 1 run")
-    p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    p.add_argument("--out", type=Path, default=None, help="where the results go (default results/, "
+                   "results/quick/ with --quick)")
     args = p.parse_args(argv)
+    results = Path(__file__).resolve().parent / "results"
     if args.quick:
         args.keys, args.runs = 100_000, 1
+    args.out = args.out or (results / "quick" if args.quick else results)
     load_before = measure.loadavg()
     runs = []
     for r in range(args.runs):
@@ -182,12 +185,11 @@ def main(argv=None) -> int:
     data["targets"] = targets.check_decisions(data, RATIOS)
     text = markdown(data)
     print(text)
-    if not args.quick:
-        args.out.mkdir(parents=True, exist_ok=True)
-        cpu = re.sub(r"[^a-z0-9]+", "-", data["meta"]["machine"]["cpu"].lower()).strip("-")[:40]
-        stem = args.out / f"{dt.date.today().isoformat()}-decisions-{cpu}"
-        stem.with_suffix(".md").write_text(text)
-        stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    args.out.mkdir(parents=True, exist_ok=True)
+    cpu = re.sub(r"[^a-z0-9]+", "-", data["meta"]["machine"]["cpu"].lower()).strip("-")[:40]
+    stem = args.out / f"{dt.date.today().isoformat()}-decisions-{cpu}"
+    stem.with_suffix(".md").write_text(text)
+    stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
     return 0
 
 
