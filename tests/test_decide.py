@@ -316,3 +316,23 @@ def test_class_prior_defaults_and_missing_classes():
             f.query("zz")
         with pytest.raises(KeyError, match="no prior for class"):
             f.query_many(["k1", "u1"])
+
+
+def test_class_prior_label_errors_propagate():
+    class Broken:
+        def __hash__(self):
+            raise ValueError("label hash failed")
+
+    def classify(key):
+        return Broken() if key == "bad" else key[:2]
+
+    for make in (lambda p: SelectiveBloomFilter({"num_cells": 4096, "num_hashes": 3}, p, 5.0),
+                 lambda p: SelectiveCountingBloomFilter({"num_cells": 4096, "num_hashes": 3}, p, 5.0)):
+        f = make(ClassPrior(classify, {"k1": 0.5}, default=0.02))
+        f.update(["k1", "k2"])
+        with pytest.raises(ValueError, match="label hash failed"):
+            f.query("bad")
+        with pytest.raises(ValueError, match="label hash failed"):
+            f.query_many(["k1", "bad"])
+        reference = ref.bloom_query if isinstance(f, SelectiveBloomFilter) else ref.counting_query
+        assert_same_decision(f.query("k1"), reference(f, "k1"))  # and it goes on answering

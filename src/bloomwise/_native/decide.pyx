@@ -60,6 +60,13 @@ cdef extern from *:
     unsigned long long BW_DICT_VERSION(PyObject* d) noexcept
     PyObject** _PyObject_GetDictPtr(object)
     PyObject* PyDict_GetItemWithError(object, object) except? NULL
+    PyObject* dict_lookup "PyDict_GetItemWithError"(object, object)  # NULL: missing, or an error (see PyErr_Occurred)
+    object PyObject_CallOneArg(object, object)
+    double PyFloat_AS_DOUBLE(object) noexcept
+    bint PyFloat_CheckExact(object) noexcept
+    PyObject* PyErr_Occurred() noexcept
+    int PyErr_ExceptionMatches(object) noexcept
+    void PyErr_Clear() noexcept
 
 
 cdef inline PyObject* instance_dict(object obj) noexcept:
@@ -160,19 +167,25 @@ cdef inline bint prior_unchanged(int kind, object prior, object value, dict clas
 cdef inline double class_prior(object prior, dict table, object classify, object default, object key,
                                bint single) except -1.0:
     """ClassPrior.probability(key) (single) or its per-key step of probabilities() (batch), the same look-up."""
-    label = classify(key)
+    cdef object label = PyObject_CallOneArg(classify, key)  # vectorcall, as Python's own call of it
     if single and isinstance(label, numpy().generic):
         label = label.item()
-    cdef PyObject* value
-    try:
-        value = PyDict_GetItemWithError(table, label)
-    except TypeError:  # an unhashable label: ClassPrior._lookup says what happens (the default, or KeyError)
-        return PyFloat_AsDouble(prior._lookup(label, key))
+    cdef PyObject* value = dict_lookup(table, label)  # no try block on the common path (it costs a state save)
     if value != NULL:
-        return PyFloat_AsDouble(<object>value)
+        return PyFloat_AS_DOUBLE(<object>value) if PyFloat_CheckExact(<object>value) else PyFloat_AsDouble(<object>value)
+    if PyErr_Occurred() != NULL:
+        if not PyErr_ExceptionMatches(TypeError):
+            raise_current()
+        PyErr_Clear()  # an unhashable label: ClassPrior._lookup says what happens (the default, or KeyError)
+        return PyFloat_AsDouble(prior._lookup(label, key))
     if default is not None:  # a missing label: the default (without _lookup's KeyError, raised and caught)
         return PyFloat_AsDouble(default)
     return PyFloat_AsDouble(prior._lookup(label, key))
+
+
+cdef int raise_current() except -1:
+    """Propagate the exception already set (a classifier label whose __hash__ or __eq__ raised)."""
+    return -1
 
 
 cdef double checked_prior(object value, object prior) except -1.0:
