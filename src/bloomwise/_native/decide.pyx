@@ -531,14 +531,15 @@ cdef class CountingState:
     def __reduce__(self):  # a copy or pickle of the selective filter recomputes its state
         return (type(None), ())
 
-    cdef bint valid(self, dict d, object filter):
+    cdef bint valid(self, dict d):
+        # (an unchanged dict version, or the same _filter entry, means self.filter is the selective filter's filter)
         if BW_HAVE_DICT_VERSION and self.version:
             return (BW_DICT_VERSION(<PyObject*>d) == self.version and dict_version(self.prior) == self.prior_version
-                    and <uint64_t>filter.num_keys == self.num_items)
+                    and <uint64_t>self.filter.num_keys == self.num_items)
         if not (same(d, "_filter", self.filter) and same(d, "prior", self.prior) and same(d, "cost", self.cost)
                 and same(d, "selective_query", self.selective_query) and same(d, "exact", self.exact)):
             return False
-        if <uint64_t>filter.num_keys != self.num_items:
+        if <uint64_t>self.filter.num_keys != self.num_items:
             return False
         return prior_unchanged(self.prior_kind, self.prior, self.prior_value, self.class_table, self.class_default)
 
@@ -580,14 +581,15 @@ cdef CountingState counting_state(object sel):
     """The valid state of ``sel``, or None when the compiled decisions do not apply (see counting_supported)."""
     cdef dict d = <dict>instance_dict(sel)
     cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
-    cdef object filter = d["_filter"]
+    cdef object filter
     cdef Unsupported no
     cdef CountingState s
     if found != NULL:
-        if type(<object>found) is CountingState and (<CountingState>found).valid(d, filter):
+        if type(<object>found) is CountingState and (<CountingState>found).valid(d):
             return <CountingState>found
-        if type(<object>found) is Unsupported and (<Unsupported>found).filter is filter:
+        if type(<object>found) is Unsupported and (<Unsupported>found).filter is d["_filter"]:
             return None
+    filter = d["_filter"]
     _imports()
     if not counting_supported(sel):
         no = Unsupported.__new__(Unsupported)
