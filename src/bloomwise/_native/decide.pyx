@@ -33,7 +33,9 @@ from libc.math cimport exp, log, log1p, fabs, INFINITY
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 
 from bloomwise._native.hashing cimport Hasher, hash_object
-from bloomwise._native.layouts cimport Geometry, geometry_init, positions, bw_prefetch_read, MAX_HASHES
+from bloomwise._native.layouts cimport (
+    Geometry, geometry_init, positions, test_bits, prefetch_key, bw_prefetch_read, MAX_HASHES,
+)
 from bloomwise._native.support cimport numpy
 
 cdef extern from "Python.h":
@@ -82,6 +84,7 @@ cdef inline unsigned long long dict_version(object obj) noexcept:
 
 from bloomwise._native.hashes import hash_many
 from bloomwise._native.counting import CountingCore
+from bloomwise._native.bloom import BloomCore
 
 
 cdef object _decision_type = None   # bloomwise.paradox.decisions.Decision (a NamedTuple), imported on first use
@@ -430,6 +433,8 @@ def bloom_query_many(sel, keys):
         if constant:
             if consult:
                 answer_arr = np.asarray(s.filter.contains_many(keys), dtype=bool)
+        elif type(keys) is list and isinstance(s.filter, BloomCore):
+            _bloom_answers_where(s.filter, <list>keys, consulted_arr.view(np.uint8), answer_arr.view(np.uint8))
         elif consulted_arr.all():
             answer_arr = np.asarray(s.filter.contains_many(keys), dtype=bool)
         elif consulted_arr.any():
@@ -475,6 +480,53 @@ def bloom_query_many(sel, keys):
             po[i] = post
             ex[i] = (1.0 - post) * fp if member else post * fn
     return _decisions_type(member_arr, post_arr, answer_arr, consulted_arr, expected_arr)
+
+
+cdef enum:
+    ANSWER_CHUNK = 256     # keys hashed (with the GIL) before their bits are tested (without it)
+    ANSWER_PREFETCH = 8    # the bits of the key this many ahead are requested early
+
+
+cdef int _bloom_answers_where(object filter, list keys, const uint8_t[::1] consulted, uint8_t[::1] answers) except -1:
+    """``answers[i] = keys[i] in filter`` where ``consulted[i]``, for a bloomwise Bloom filter: each consulted key
+    hashed once and its bits tested in place (the same hashing and bit tests as ``contains_many``), with no list of
+    the consulted keys and no second pass."""
+    cdef Geometry g
+    cdef Hasher hasher
+    cdef object key_func = filter._key_function
+    cdef uint64_t hs[ANSWER_CHUNK]
+    cdef Py_ssize_t idx[ANSWER_CHUNK]
+    cdef Py_ssize_t start = 0, i, t, m, n = len(keys)
+    cdef Py_buffer view
+    cdef const uint64_t* words
+    if n != consulted.shape[0]:
+        raise RuntimeError("the list of keys changed size during the operation")
+    geometry_init(&g, filter.num_cells, filter.num_hashes, filter._layout_id)
+    hasher.seed = filter.seed
+    hasher.scheme = filter._hash_scheme_id
+    PyObject_GetBuffer(filter._payload(), &view, PyBUF_SIMPLE)  # held for the call: the bits cannot go away
+    try:
+        words = <const uint64_t*>view.buf
+        while start < n:
+            m = 0
+            i = start
+            while i < n and m < ANSWER_CHUNK:
+                if consulted[i]:
+                    hash_object(keys[i], hasher, key_func, &hs[m])
+                    idx[m] = i
+                    m += 1
+                i += 1
+            start = i
+            with nogil:
+                for t in range(min(m, <Py_ssize_t>ANSWER_PREFETCH)):
+                    prefetch_key(&g, words, hs[t], False)
+                for t in range(m):
+                    if t + ANSWER_PREFETCH < m:
+                        prefetch_key(&g, words, hs[t + ANSWER_PREFETCH], False)
+                    answers[idx[t]] = test_bits(&g, words, hs[t])
+    finally:
+        PyBuffer_Release(&view)
+    return 0
 
 
 cdef void _bloom_consulted(const double[::1] priors, uint8_t[::1] out, double skipped, double thr, bint use_skipped,
