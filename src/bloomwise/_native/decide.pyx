@@ -173,8 +173,17 @@ cdef inline double class_prior(object prior, dict table, object classify, object
     cdef object label = PyObject_CallOneArg(classify, key)  # vectorcall, as Python's own call of it
     if single and isinstance(label, numpy().generic):
         label = label.item()
+    return label_prior(prior, table, default, label, key, NULL)
+
+
+cdef inline double label_prior(object prior, dict table, object default, object label, object key,
+                               bint* from_table) except -1.0:
+    """The prior of a class label: its table value, else the default, else ClassPrior._lookup's answer (KeyError).
+    ``from_table`` (if given) is set when the value is the table's own."""
     cdef PyObject* value = dict_lookup(table, label)  # no try block on the common path (it costs a state save)
     if value != NULL:
+        if from_table != NULL:
+            from_table[0] = True
         return PyFloat_AS_DOUBLE(<object>value) if PyFloat_CheckExact(<object>value) else PyFloat_AsDouble(<object>value)
     if PyErr_Occurred() != NULL:
         if not PyErr_ExceptionMatches(TypeError):
@@ -199,8 +208,17 @@ cdef double checked_prior(object value, object prior) except -1.0:
     return p
 
 
+cdef enum:
+    LABEL_SLOTS = 16  # batch_priors: the table values of the last labels seen, by the label object's address
+
+
 cdef object batch_priors(object prior, int kind, object keys, Py_ssize_t n):
-    """One prior per key as a float64 array (ClassPrior: the same look-ups as ClassPrior.probabilities)."""
+    """One prior per key as a float64 array (ClassPrior: the same look-ups as ClassPrior.probabilities).
+
+    Classifiers mostly return a few label objects over and over (small ints, one-letter or interned strings, enum
+    members): within one batch, a label object seen before gets its table value again without a dict look-up, as
+    long as the table is unchanged (its dict version; CPython 3.11; later versions look every label up). The labels
+    are held meanwhile, so an address cannot be reused by another object."""
     if kind != PRIOR_CLASS:
         return prior.probabilities(keys)
     np = numpy()
@@ -208,9 +226,27 @@ cdef object batch_priors(object prior, int kind, object keys, Py_ssize_t n):
     cdef double[::1] o = out
     cdef dict table = prior.table
     classify, default = prior.classify, prior.default
-    cdef Py_ssize_t i = 0
+    cdef Py_ssize_t i = 0, slot
+    cdef PyObject* seen[LABEL_SLOTS]
+    cdef double seen_value[LABEL_SLOTS]
+    cdef list held = [None] * LABEL_SLOTS
+    cdef unsigned long long version = BW_DICT_VERSION(<PyObject*>table)
+    cdef bint cache = BW_HAVE_DICT_VERSION, from_table
+    cdef object label
+    for slot in range(LABEL_SLOTS):
+        seen[slot] = NULL
     for key in keys:
-        o[i] = class_prior(prior, table, classify, default, key, False)
+        label = PyObject_CallOneArg(classify, key)
+        slot = (<Py_ssize_t>(<size_t><PyObject*>label >> 4)) & (LABEL_SLOTS - 1)
+        if cache and seen[slot] == <PyObject*>label and BW_DICT_VERSION(<PyObject*>table) == version:
+            o[i] = seen_value[slot]
+        else:
+            from_table = False
+            o[i] = label_prior(prior, table, default, label, key, &from_table)
+            if cache and from_table and BW_DICT_VERSION(<PyObject*>table) == version:
+                held[slot] = label
+                seen[slot] = <PyObject*>label
+                seen_value[slot] = o[i]
         i += 1
     return out
 
