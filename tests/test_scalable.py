@@ -282,6 +282,7 @@ def test_batches_and_single_keys_build_the_same_filter(layout):
 
     keys = list(range(0, 6000, 3))
     one, single = (ScalableBloomFilter(100, 0.001, layout=layout, seed=3) for _ in range(2))
+    assert native_scalable.kernels() in ("avx512", "avx2", "scalar")
     for key in keys:
         one.add(key)
         single.update([key])
@@ -291,19 +292,28 @@ def test_batches_and_single_keys_build_the_same_filter(layout):
         f = ScalableBloomFilter(100, 0.001, layout=layout, seed=3)
         f.update(batch)
         built.append(f)
-    previous = (native_bloom._use_simd(False), native_scalable._use_simd(False))
-    try:
-        scalar = ScalableBloomFilter(100, 0.001, layout=layout, seed=3)
-        scalar.update(np.array(keys, dtype=np.uint64))
-        assert scalar.contains_many(keys).all() and all(k in scalar for k in keys)
-        scalar_one = ScalableBloomFilter(100, 0.001, layout=layout, seed=3)
-        for key in keys:
-            scalar_one.add(key)
-        assert scalar_one.to_bytes() == one.to_bytes()
-    finally:
-        native_bloom._use_simd(previous[0])
-        native_scalable._use_simd(previous[1])
-    for f in built[1:] + [scalar]:
+    probes = list(range(1, 9000, 2))
+    expected = built[0].contains_many(probes).tolist()  # the default kernels' answers
+    assert expected == [k in built[0] for k in probes] and 0 < sum(expected) < len(probes)
+    tiers = []
+    for simd, avx512 in ((False, False), (True, False)):  # scalar, then AVX2 only (the default is AVX-512 here)
+        native_bloom._use_simd(simd)
+        native_scalable._use_simd(simd, avx512)
+        try:
+            batch = ScalableBloomFilter(100, 0.001, layout=layout, seed=3)
+            batch.update(np.array(keys, dtype=np.uint64))
+            assert batch.contains_many(keys).all() and all(k in batch for k in keys)
+            single_keys = ScalableBloomFilter(100, 0.001, layout=layout, seed=3)
+            for key in keys:
+                single_keys.add(key)
+            assert single_keys.to_bytes() == one.to_bytes()
+            assert batch.contains_many(probes).tolist() == built[0].contains_many(probes).tolist() == expected
+            assert [k in built[0] for k in probes] == expected
+            tiers.append(batch)
+        finally:
+            native_bloom._use_simd(True)
+            native_scalable._use_simd(True)
+    for f in built[1:] + tiers:
         assert f == built[0] and f.to_bytes() == built[0].to_bytes()
     assert built[0].num_stages == one.num_stages and built[0].contains_many(keys).all()
 

@@ -7,6 +7,9 @@
  * bw_stages_test_blocked: whether any blocked stage holds a key, newest stage first, with the block test of simd.h
  * inlined (one call per key, not one per stage): each stage's test is branch-free, so the loads of consecutive
  * stages are in flight together.
+ *
+ * Batches (AVX-512 F and DQ, where the CPU has them): bw_stage_hashes512 derives eight keys' stage hashes at once,
+ * bw_stage_test_many512 tests a 512-bit block in one register.
  */
 #ifndef BLOOMWISE_SCALABLE_H
 #define BLOOMWISE_SCALABLE_H
@@ -43,10 +46,67 @@ static int bw_stages_test_blocked(const bw_stage *stages, ptrdiff_t n, uint64_t 
     }
     return 0;
 }
+
+/* ---- AVX-512 (F and DQ): eight stage hashes at once, and a 512-bit block in one register ----------------------
+ * The same bits as simd.h's AVX2 kernels and layouts.pxd's scalar ones: probe j of a key (x the low 32 bits of
+ * its stage hash) sets bit (x * BW_SALT[j]) >> 26 of 64-bit lane j % 8 of its block. The sixteen 32-bit products
+ * are one multiply; probes j >= k get the count 64, which vpsllvq turns into 0. */
+
+/* out[j] = bw_stage_hash(hs[j], index) for j < n. */
+__attribute__((target("avx512f,avx512dq")))
+static void bw_stage_hashes512(const uint64_t *hs, size_t n, uint64_t index, uint64_t *out) {
+    const __m512i add = _mm512_set1_epi64((long long)((index + 1) * 0x9E3779B97F4A7C15ULL));
+    const __m512i c1 = _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ULL);
+    const __m512i c2 = _mm512_set1_epi64((long long)0x94D049BB133111EBULL);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m512i z = _mm512_add_epi64(_mm512_loadu_si512(hs + j), add);
+        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
+        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
+        _mm512_storeu_si512(out + j, _mm512_xor_si512(z, _mm512_srli_epi64(z, 31)));
+    }
+    for (; j < n; j++) out[j] = bw_stage_hash(hs[j], index);
+}
+
+/* 1 when all of a key's k probes are set in its block (x: the low 32 bits of its stage hash). */
+__attribute__((target("avx512f,avx512dq")))
+static inline int bw_block_test512(const uint64_t *block, uint32_t num_hashes, uint32_t x) {
+    const __m512i salts = _mm512_loadu_si512((const void *)BW_SALT);
+    const __m512i counts = _mm512_mask_mov_epi32(_mm512_set1_epi32(64), (__mmask16)((1u << num_hashes) - 1u),
+                                                 _mm512_srli_epi32(_mm512_mullo_epi32(_mm512_set1_epi32((int)x),
+                                                                                      salts), 26));
+    const __m512i one = _mm512_set1_epi64(1);
+    __m512i mask = _mm512_sllv_epi64(one, _mm512_cvtepu32_epi64(_mm512_castsi512_si256(counts)));
+    if (num_hashes > 8)
+        mask = _mm512_or_si512(mask, _mm512_sllv_epi64(one, _mm512_cvtepu32_epi64(
+                                                                _mm512_extracti64x4_epi64(counts, 1))));
+    return _mm512_test_epi64_mask(_mm512_andnot_si512(_mm512_loadu_si512((const void *)block), mask), mask) == 0;
+}
+
+/* out[j] = whether one blocked stage holds stage hash hs[j]; prefetch `distance` keys ahead (0: none). */
+__attribute__((target("avx512f,avx512dq")))
+static void bw_stage_test_many512(const uint64_t *words, uint64_t num_blocks, uint32_t num_hashes,
+                                  const uint64_t *hs, size_t n, uint8_t *out, size_t distance) {
+    size_t j;
+    for (j = 0; j < n && j < distance; j++) bw_prefetch_read(words + bw_block_index(hs[j], num_blocks) * 8);
+    for (j = 0; j < n; j++) {
+        if (distance && j + distance < n) bw_prefetch_read(words + bw_block_index(hs[j + distance], num_blocks) * 8);
+        out[j] = (uint8_t)bw_block_test512(words + bw_block_index(hs[j], num_blocks) * 8, num_hashes,
+                                           (uint32_t)hs[j]);
+    }
+}
 #else
 static int bw_stages_test_blocked(const bw_stage *stages, ptrdiff_t n, uint64_t h) {
     (void)stages; (void)n; (void)h;
     return 0;
+}
+static void bw_stage_hashes512(const uint64_t *hs, size_t n, uint64_t index, uint64_t *out) {
+    size_t j;
+    for (j = 0; j < n; j++) out[j] = bw_stage_hash(hs[j], index);
+}
+static void bw_stage_test_many512(const uint64_t *words, uint64_t num_blocks, uint32_t num_hashes,
+                                  const uint64_t *hs, size_t n, uint8_t *out, size_t distance) {
+    (void)words; (void)num_blocks; (void)num_hashes; (void)hs; (void)n; (void)out; (void)distance;
 }
 #endif
 

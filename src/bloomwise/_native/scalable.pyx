@@ -43,6 +43,7 @@ cdef extern from "common.h" nogil:
 
 cdef extern from "simd.h" nogil:
     int bw_simd_available()
+    int bw_simd512_available()
     uint64_t bw_simd_add(uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, const uint64_t* hs, size_t n,
                          size_t distance)
     void bw_simd_test(const uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, const uint64_t* hs, size_t n,
@@ -62,21 +63,33 @@ cdef extern from "scalable.h" nogil:
         bint prefetch
     uint64_t stage_hash "bw_stage_hash"(uint64_t h, uint64_t index)
     int bw_stages_test_blocked(const Stage* stages, Py_ssize_t n, uint64_t h)
+    void bw_stage_hashes512(const uint64_t* hs, size_t n, uint64_t index, uint64_t* out)
+    void bw_stage_test_many512(const uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, const uint64_t* hs,
+                               size_t n, uint8_t* out, size_t distance)
 
 cdef enum:
     PREFETCH_DISTANCE = 32           # keys ahead whose cache lines are requested
     PREFETCH_FROM_BYTES = 32 << 10   # stages beyond the L1 data cache: all stages together may not fit in L2
 
 cdef bint SIMD_AVAILABLE = bw_simd_available()
-cdef bint use_simd = SIMD_AVAILABLE  # blocked stages: the AVX2 bit kernels of simd.h (the same bits)
+cdef bint SIMD512_AVAILABLE = bw_simd512_available()
+cdef bint use_simd = SIMD_AVAILABLE        # blocked stages: the AVX2 bit kernels of simd.h (the same bits)
+cdef bint use_simd512 = SIMD512_AVAILABLE  # stage hashes 8 at a time, blocked stages' tests (scalable.h)
 
 
-def _use_simd(bint enabled):
-    """Tests: switch the AVX2 stage kernels off (or back on, where the CPU has them). Returns the previous
-    setting."""
-    global use_simd
-    previous = use_simd
+def kernels():
+    """The SIMD kernels in use: "avx512" (batches: stage hashes eight at a time and the blocked stages' tests;
+    single keys: AVX2), "avx2" (the blocked stages' tests), or "scalar"."""
+    return "avx512" if use_simd512 else "avx2" if use_simd else "scalar"
+
+
+def _use_simd(bint enabled, bint avx512=True):
+    """Tests: switch the SIMD kernels off (or back on where the CPU has them; ``avx512=False``: AVX2 only).
+    Returns the previous setting, as ``kernels()`` names it."""
+    global use_simd, use_simd512
+    previous = kernels()
     use_simd = enabled and SIMD_AVAILABLE
+    use_simd512 = enabled and avx512 and SIMD512_AVAILABLE
     return previous
 
 
@@ -102,8 +115,9 @@ cdef inline bint test_all(const Stage* stages, Py_ssize_t n, uint64_t h) noexcep
     """Whether some stage holds the key of hash h: the newest (largest, most keys) first, stopping at the first
     stage whose bits are all set; an absent key is tested in every stage, each stopping at its first zero bit."""
     cdef Py_ssize_t i
-    if use_simd and stages[0].layout == LAYOUT_BLOCKED:  # (all stages have one layout)
-        return bw_stages_test_blocked(stages, n, h)
+    if stages[0].layout == LAYOUT_BLOCKED:  # (all stages have one layout)
+        if use_simd:  # (AVX2: measured faster here than AVX-512 for one key, whose stages are tested in turn)
+            return bw_stages_test_blocked(stages, n, h)
     for i in range(n - 1, -1, -1):
         if stage_test(&stages[i], stage_hash(h, i)):
             return True
@@ -114,6 +128,9 @@ cdef void test_stage_many(const Stage* s, const uint64_t* hs, Py_ssize_t n, uint
     """out[j] = whether stage s holds the hashes hs[j] (stage hashes already derived), prefetching ahead."""
     cdef Py_ssize_t j
     cdef size_t distance = PREFETCH_DISTANCE if s.prefetch else 0
+    if use_simd512 and s.layout == LAYOUT_BLOCKED:
+        bw_stage_test_many512(s.words, s.num_blocks, s.num_hashes, hs, n, out, distance)
+        return
     if use_simd and s.layout == LAYOUT_BLOCKED:
         bw_simd_test(s.words, s.num_blocks, s.num_hashes, hs, n, out, distance)
         return
@@ -145,15 +162,17 @@ cdef uint64_t add_stage_many(const Stage* s, const uint64_t* hs, Py_ssize_t n) n
 
 cdef struct Scratch:        # per batch call (never per key): the pending keys of one chunk
     uint32_t* pending       # indices (in the chunk) of the keys no stage has answered yet
+    uint64_t* hashes        # their key hashes
     uint64_t* derived       # their stage hashes
     uint8_t* found
 
 
 cdef int scratch_init(Scratch* w) except -1:
     w.pending = <uint32_t*>malloc(CHUNK * sizeof(uint32_t))
+    w.hashes = <uint64_t*>malloc(CHUNK * sizeof(uint64_t))
     w.derived = <uint64_t*>malloc(CHUNK * sizeof(uint64_t))
     w.found = <uint8_t*>malloc(CHUNK)
-    if w.pending == NULL or w.derived == NULL or w.found == NULL:
+    if w.pending == NULL or w.hashes == NULL or w.derived == NULL or w.found == NULL:
         scratch_free(w)
         raise MemoryError()
     return 0
@@ -161,11 +180,22 @@ cdef int scratch_init(Scratch* w) except -1:
 
 cdef void scratch_free(Scratch* w) noexcept:
     free(w.pending)
+    free(w.hashes)
     free(w.derived)
     free(w.found)
     w.pending = NULL
+    w.hashes = NULL
     w.derived = NULL
     w.found = NULL
+
+
+cdef inline void stage_hashes(const uint64_t* hs, Py_ssize_t n, uint64_t index, uint64_t* out) noexcept nogil:
+    cdef Py_ssize_t j
+    if use_simd512:
+        bw_stage_hashes512(hs, n, index, out)
+        return
+    for j in range(n):
+        out[j] = stage_hash(hs[j], index)
 
 
 cdef void test_chunk(const Stage* stages, Py_ssize_t nstages, const uint64_t* hs, Py_ssize_t n, uint8_t* out,
@@ -176,21 +206,24 @@ cdef void test_chunk(const Stage* stages, Py_ssize_t nstages, const uint64_t* hs
     ahead, so the misses of many keys overlap)."""
     cdef Py_ssize_t i, j, pending = n, kept
     cdef uint32_t index
+    cdef uint8_t found
     for j in range(n):
         w.pending[j] = <uint32_t>j
+        w.hashes[j] = hs[j]
         out[j] = 0
     for i in range(nstages - 1, -1, -1):
         if pending == 0:
             return
-        for j in range(pending):
-            w.derived[j] = stage_hash(hs[w.pending[j]], i)
+        stage_hashes(w.hashes, pending, i, w.derived)
         test_stage_many(&stages[i], w.derived, pending, w.found)
         kept = 0
         for j in range(pending):
             index = w.pending[j]
-            out[index] = w.found[j]
+            found = w.found[j]
+            out[index] = found
             w.pending[kept] = index
-            kept += 1 - w.found[j]
+            w.hashes[kept] = w.hashes[j]
+            kept += 1 - found
         pending = kept
 
 
