@@ -205,7 +205,7 @@ cdef void test_chunk(const Stage* stages, Py_ssize_t nstages, const uint64_t* hs
     the whole pending list of one stage is tested before the next (its lines prefetched PREFETCH_DISTANCE keys
     ahead, so the misses of many keys overlap)."""
     cdef Py_ssize_t i, j, pending = n, kept
-    cdef uint32_t index
+    cdef uint32_t index, hits
     cdef uint8_t found
     for j in range(n):
         w.pending[j] = <uint32_t>j
@@ -216,6 +216,11 @@ cdef void test_chunk(const Stage* stages, Py_ssize_t nstages, const uint64_t* hs
             return
         stage_hashes(w.hashes, pending, i, w.derived)
         test_stage_many(&stages[i], w.derived, pending, w.found)
+        hits = 0
+        for j in range(pending):  # (vectorised by the compiler)
+            hits += w.found[j]
+        if hits == 0:  # an older stage, or absent keys: nothing to take out of the list
+            continue
         kept = 0
         for j in range(pending):
             index = w.pending[j]
