@@ -16,18 +16,22 @@ make 10 stages (stage i holds capacity * 2^i keys: 1,023 x capacity >= n > 511 x
   files).
 
 Figures (ns/key, medians of the runs; the two sides of every ratio are timed one after the other in the same run):
-``add`` (new str keys, one by one, the filter growing from empty), ``in`` present and absent (str), ``update`` (a list
-of str; a numpy uint64 array), ``contains_many`` (half present; list of str and numpy uint64). Every str operation
-gets new str objects equal to the keys. Results: ``<out>/YYYY-MM-DD-scalable-<cpu>.md`` and ``.json`` (with the
+``add`` (new str keys, one by one, the filter growing from empty), ``in`` present and absent (str), ``update`` (lists
+of str; numpy uint64 arrays; 20 batches of n/20 keys), ``contains_many`` (half present; list of str and numpy
+uint64). Every str operation gets new str objects equal to the keys. The compared filters take each operation in
+turns of n/20 keys (``interleaved``), so that a burst of load on a shared machine falls on all of them alike, and
+the time is this thread's CPU time (time descheduled is not counted). Results: ``<out>/YYYY-MM-DD-scalable-<cpu>.md`` and ``.json`` (with the
 kernel set and the load average); ``--quick`` writes to ``results/quick/`` unless ``--out`` is given.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -45,10 +49,6 @@ FPR = 0.01
 
 def fresh(keys: list[str]) -> list[str]:
     return [(k + ".")[:-1] for k in keys]
-
-
-def ns_per_key(fn, *args, n: int) -> float:
-    return measure.timed(fn, *args)[0] / n
 
 
 def loop_add(f, keys):
@@ -93,14 +93,43 @@ def floor_filters(f: ScalableBloomFilter, keys) -> list[BloomFilter]:
     return plain[::-1]
 
 
+def cpu_timed(fn, arg) -> int:
+    """CPU nanoseconds of this thread for one call, with the cyclic GC off: time spent descheduled while other
+    processes run on this shared machine is not counted (their effect on the caches is)."""
+    gc.disable()
+    try:
+        t0 = time.thread_time_ns()
+        fn(arg)
+        return time.thread_time_ns() - t0
+    finally:
+        gc.enable()
+
+
+def interleaved(calls: dict, items, n: int, fresh_str: bool) -> dict[str, float]:
+    """ns/key (CPU time) of each call over the same items, taken in slices of n/20 (at least 5,000 keys) in turn,
+    the first to go rotating, so that a burst of load falls on every side alike. ``calls[name](slice)``; str slices
+    are new objects for every call (made outside the timing)."""
+    totals = dict.fromkeys(calls, 0)
+    names = list(calls)
+    step = max(5000, n // 20)
+    for i, start in enumerate(range(0, n, step)):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            part = items[start:start + step]
+            if fresh_str:
+                part = fresh(part)
+            totals[name] += cpu_timed(calls[name], part)
+    return {name: total / n for name, total in totals.items()}
+
+
 def one_run(n: int) -> dict:
     out: dict[str, float] = {}
     capacity = capacity_for(n)
     keys = workloads.url_keys(0, n)
     absent = workloads.url_keys(n, 2 * n)
-    half = workloads.url_keys(0, n // 2) + workloads.url_keys(n, n + n // 2)
+    half = [k for pair in zip(workloads.url_keys(0, n // 2), workloads.url_keys(n, n + n // 2)) for k in pair]
     u64 = workloads.u64_keys(0, n)
-    u64_half = np.concatenate([workloads.u64_keys(0, n // 2), workloads.u64_keys(n, n + n // 2)])
+    u64_half = np.empty(n // 2 * 2, dtype=np.uint64)
+    u64_half[0::2], u64_half[1::2] = workloads.u64_keys(0, n // 2), workloads.u64_keys(n, n + n // 2)
     makers = {"scalable": lambda: ScalableBloomFilter(capacity, FPR),
               "seeded": lambda: ScalableBloomFilter(capacity, FPR, stage_hashing="seeded"),
               "single": lambda: BloomFilter(n, FPR)}
@@ -109,30 +138,27 @@ def one_run(n: int) -> dict:
         loop_add(warm, fresh(keys[:2000]))
         loop_in(warm, fresh(absent[:2000]))
         warm.contains_many(u64_half[:2000])
-    built = {}
-    for name, make in makers.items():
-        f = make()
-        out[f"{name}: add"] = ns_per_key(loop_add, f, fresh(keys), n=n)
-        built[name] = f
+    built = {name: make() for name, make in makers.items()}
+    adds = interleaved({name: (lambda ks, f=f: loop_add(f, ks)) for name, f in built.items()}, keys, n, True)
+    out.update({f"{name}: add": v for name, v in adds.items()})
     s = built["scalable"]
     assert s.num_stages == STAGES, f"{s.num_stages} stages, expected {STAGES}"
     out["scalable: MiB"] = s.nbytes / 2**20
     out["single: MiB"] = built["single"].nbytes / 2**20
     floor = floor_filters(s, keys)
-    queried = dict(built, floor=floor)
-    for name, f in queried.items():
-        run_in = (lambda ks, f=f: floor_in(f, ks)) if name == "floor" else (lambda ks, f=f: loop_in(f, ks))
-        many = (lambda ks, f=f: floor_many(f, ks)) if name == "floor" else (lambda ks, f=f: f.contains_many(ks))
-        out[f"{name}: in present"] = ns_per_key(run_in, fresh(keys), n=n)
-        out[f"{name}: in absent"] = ns_per_key(run_in, fresh(absent), n=n)
-        out[f"{name}: contains_many str"] = ns_per_key(many, fresh(half), n=n)
-        out[f"{name}: contains_many u64"] = ns_per_key(many, u64_half, n=n)
-    for name, make in makers.items():
-        f = make()
-        out[f"{name}: update str"] = ns_per_key(f.update, fresh(keys), n=n)
-        f = make()
-        out[f"{name}: update u64"] = ns_per_key(f.update, u64, n=n)
-    for name in ("scalable", "single", "seeded"):  # the answers must agree where they are exact
+    singles = {name: (lambda ks, f=f: loop_in(f, ks)) for name, f in built.items()}
+    singles["floor"] = lambda ks: floor_in(floor, ks)
+    batches = {name: f.contains_many for name, f in built.items()}
+    batches["floor"] = lambda ks: floor_many(floor, ks)
+    for label, items, calls, is_str in (("in present", keys, singles, True), ("in absent", absent, singles, True),
+                                        ("contains_many str", half, batches, True),
+                                        ("contains_many u64", u64_half, batches, False)):
+        out.update({f"{name}: {label}": v for name, v in interleaved(calls, items, len(items), is_str).items()})
+    for label, items, is_str in (("update str", keys, True), ("update u64", u64, False)):
+        fresh_filters = {name: make() for name, make in makers.items()}
+        calls = {name: f.update for name, f in fresh_filters.items()}
+        out.update({f"{name}: {label}": v for name, v in interleaved(calls, items, n, is_str).items()})
+    for name in ("scalable", "single", "seeded"):  # no false negatives, whatever the path
         assert built[name].contains_many(keys).all()
     return out
 
