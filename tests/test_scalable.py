@@ -318,6 +318,31 @@ def test_batches_and_single_keys_build_the_same_filter(layout):
     assert built[0].num_stages == one.num_stages and built[0].contains_many(keys).all()
 
 
+@pytest.mark.parametrize("k", range(1, 17))
+def test_every_kernel_answers_alike_for_every_k(k):
+    """Stages of k = 1..16 probes (a file rewritten to say so): `in` (AVX2 where the CPU has it), contains_many
+    (AVX-512 where it has it) and the scalar kernels give the same answers."""
+    from bloomwise._native import bloom as native_bloom, scalable as native_scalable
+
+    f = ScalableBloomFilter(40, 0.2, layout="blocked", seed=8)
+    f.update(range(1500))
+    header, payload = f._header(), f._payload()
+    meta = {**header.meta, "num_hashes": [k] * f.num_stages}
+    g = ScalableBloomFilter.from_bytes(_format.dumps(dataclasses.replace(header, num_hashes=k, meta=meta), payload))
+    probes = list(range(3000))
+    answers = [g.contains_many(probes).tolist(), [p in g for p in probes]]
+    for simd, avx512 in ((False, False), (True, False)):
+        native_bloom._use_simd(simd)
+        native_scalable._use_simd(simd, avx512)
+        try:
+            answers += [g.contains_many(probes).tolist(), [p in g for p in probes]]
+        finally:
+            native_bloom._use_simd(True)
+            native_scalable._use_simd(True)
+    assert all(a == answers[0] for a in answers) and 0 < sum(answers[0]) < len(probes)
+    assert all(stage.num_hashes == k for stage in g.stages) and g.num_stages >= 5
+
+
 def test_update_tests_the_whole_batch_before_it_inserts():
     f = ScalableBloomFilter(4, 0.01)
     f.update(["a", "b", "a", "c", "d", "a"])  # the repeats are new when the batch starts: all six go in

@@ -27,7 +27,14 @@ typedef struct {
     uint32_t num_hashes;
     int layout;             /* layouts.pxd's ids: 1 classic, 2 partitioned, 3 blocked */
     int prefetch;           /* batch loops request cache lines ahead */
+    uint32_t off[16];       /* blocked: 0 for probes j < k, 64 (no bit) for the others (bw_stage_plan) */
 } bw_stage;
+
+/* The stage's per-probe offsets: probe j exists when j < k (the vpsllvq count 64 gives no bit). */
+static inline void bw_stage_plan(bw_stage *s) {
+    uint32_t j;
+    for (j = 0; j < 16; j++) s->off[j] = j < s->num_hashes ? 0 : 64;
+}
 
 static inline uint64_t bw_stage_hash(uint64_t h, uint64_t index) {
     uint64_t z = h + (index + 1) * 0x9E3779B97F4A7C15ULL;
@@ -39,10 +46,27 @@ static inline uint64_t bw_stage_hash(uint64_t h, uint64_t index) {
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 __attribute__((target("avx2")))
 static int bw_stages_test_blocked(const bw_stage *stages, ptrdiff_t n, uint64_t h) {
+    const __m256i salt_lo = _mm256_loadu_si256((const __m256i *)BW_SALT);
+    const __m256i salt_hi = _mm256_loadu_si256((const __m256i *)(BW_SALT + 8));
+    const __m256i one = _mm256_set1_epi64x(1);
     ptrdiff_t i;
-    for (i = n - 1; i >= 0; i--) {
-        const bw_lane_plan p = bw_plan(stages[i].num_hashes);
-        if (bw_block_test(&p, stages[i].words, stages[i].num_blocks, bw_stage_hash(h, (uint64_t)i))) return 1;
+    for (i = n - 1; i >= 0; i--) {  /* the mask of simd.h's bw_block_mask, with the stage's offsets precomputed */
+        const bw_stage *s = &stages[i];
+        const uint64_t d = bw_stage_hash(h, (uint64_t)i);
+        const __m256i xs = _mm256_set1_epi32((int)(uint32_t)d);
+        const __m256i *block = (const __m256i *)(s->words + bw_block_index(d, s->num_blocks) * 8);
+        __m256i c = _mm256_or_si256(_mm256_srli_epi32(_mm256_mullo_epi32(xs, salt_lo), 26),
+                                    _mm256_loadu_si256((const __m256i *)s->off));
+        __m256i m0 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(c)));
+        __m256i m1 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(c, 1)));
+        if (s->num_hashes > 8) {
+            c = _mm256_or_si256(_mm256_srli_epi32(_mm256_mullo_epi32(xs, salt_hi), 26),
+                                _mm256_loadu_si256((const __m256i *)(s->off + 8)));
+            m0 = _mm256_or_si256(m0, _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(c))));
+            m1 = _mm256_or_si256(m1, _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(c, 1))));
+        }
+        if (_mm256_testc_si256(_mm256_loadu_si256(block), m0) & _mm256_testc_si256(_mm256_loadu_si256(block + 1), m1))
+            return 1;
     }
     return 0;
 }

@@ -61,6 +61,7 @@ cdef extern from "scalable.h" nogil:
         uint32_t num_hashes
         int layout
         bint prefetch
+    void bw_stage_plan(Stage* s)
     uint64_t stage_hash "bw_stage_hash"(uint64_t h, uint64_t index)
     int bw_stages_test_blocked(const Stage* stages, Py_ssize_t n, uint64_t h)
     void bw_stage_hashes512(const uint64_t* hs, size_t n, uint64_t index, uint64_t* out)
@@ -334,6 +335,7 @@ cdef class ScalableCore:
             self._stages[self._num_stages].capacity = capacity
             self._stages[self._num_stages].keys = keys
             self._stages[self._num_stages].prefetch = core._nbytes > PREFETCH_FROM_BYTES
+            bw_stage_plan(&self._stages[self._num_stages])
             self._num_stages += 1
             self._stage_objects.append(stage)
         except BaseException:
