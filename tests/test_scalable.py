@@ -537,3 +537,13 @@ def test_bad_keys_are_refused_and_change_nothing(stage_hashing, call, error, mes
     with pytest.raises(error, match=message):
         call(f)
     assert f.to_bytes() == before
+
+
+def test_a_core_without_stages_raises_instead_of_reading_nothing():
+    f = ScalableBloomFilter(10, 0.01)
+    f._detach_stages()  # what clear() and loading do for a moment
+    for call in (lambda: 1 in f, lambda: f.add(1), lambda: f.update([1]), lambda: f.contains_many([1])):
+        with pytest.raises(RuntimeError, match="the filter has no stage"):
+            call()
+    f.clear()
+    assert f.add(1) and 1 in f and f.num_stages == 1

@@ -395,18 +395,22 @@ cdef class ScalableCore:
         cdef Stage* newest
         if not self._derived:
             return self._seeded_add(key)
-        self._key_hash(key, &h)
+        if self._key_func is not None:
+            hash_object(key, self._hasher, self._key_func, &h)
+        elif not hash_ascii_str(key, self._hasher, &h):
+            hash_key(key, self._hasher, &h)
+        if self._num_stages == 0:
+            self._check_ready()
         self._insertions += 1
         if test_all(self._stages, self._num_stages, h):
             return False
-        newest = &self._stages[self._num_stages - 1]
-        if newest.keys >= newest.capacity:
+        if self._stages[self._num_stages - 1].keys >= self._stages[self._num_stages - 1].capacity:
             self._add_stage()
-            newest = &self._stages[self._num_stages - 1]
-        self._lock_writer()
+        self._lock_writer()  # (the newest stage is read under the lock: another thread may have added one)
+        newest = &self._stages[self._num_stages - 1]
         stage_set(newest, stage_hash(h, self._num_stages - 1))
-        bw_unlock(&self._lock)
         newest.keys += 1
+        bw_unlock(&self._lock)
         return True
 
     def __contains__(self, key):
@@ -414,8 +418,18 @@ cdef class ScalableCore:
         cdef uint64_t h
         if not self._derived:
             return self._seeded_contains(key)
-        self._key_hash(key, &h)
+        if self._key_func is not None:
+            hash_object(key, self._hasher, self._key_func, &h)
+        elif not hash_ascii_str(key, self._hasher, &h):
+            hash_key(key, self._hasher, &h)
+        if self._num_stages == 0:
+            self._check_ready()
         return test_all(self._stages, self._num_stages, h)
+
+    cdef int _check_ready(self) except -1:
+        if self._num_stages == 0:
+            raise RuntimeError("the filter has no stage: build it with ScalableBloomFilter(...) or load()")
+        return 0
 
     def _stage_contains(self, key, Py_ssize_t index):
         """Whether stage ``index`` alone holds a key (a stage's own ``in``)."""
@@ -439,6 +453,7 @@ cdef class ScalableCore:
         ``threads=`` is accepted for compatibility; the compiled loops use one thread."""
         if not self._derived:
             return self._seeded_update(keys, threads=threads)
+        self._check_ready()
         cdef Batch batch = make_batch(keys, self._key_func is not None)
         check_threads(threads)
         cdef Py_ssize_t n = batch.keys.length, start = 0
@@ -483,6 +498,7 @@ cdef class ScalableCore:
         accepted for compatibility; the compiled loops use one thread."""
         if not self._derived:
             return self._seeded_contains_many(keys, threads=threads)
+        self._check_ready()
         cdef Batch batch = make_batch(keys, self._key_func is not None)
         check_threads(threads)
         np = numpy()
