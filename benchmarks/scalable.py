@@ -5,8 +5,9 @@ row: "<= 1.5x the single filter; hash a key once").
     .venv/bin/python benchmarks/scalable.py --quick      # 100k keys, 10 stages, 1 run: a smoke test
     .venv/bin/python benchmarks/scalable.py --keys 20000 --runs 1 --out /tmp/x   # any size: still 10 stages
 
-The scalable filter: ``ScalableBloomFilter(capacity=n // 1000, fpr=0.01)`` (growth 2, ratio 0.5, blocked), so n keys
-make 10 stages (stage i holds capacity * 2^i keys: 1,023 x capacity >= n > 511 x capacity). Against it:
+The scalable filter: ``ScalableBloomFilter(capacity=ceil(n / 1023), fpr=0.01)`` (978 for 1M; growth 2, ratio 0.5,
+blocked), so n keys make 10 stages (stage i holds capacity * 2^i keys: 1,023 x capacity >= n > 511 x capacity).
+Against it:
 
 * the single filter: ``BloomFilter(n, 0.01)`` (blocked), sized for the same n and final error rate;
 * the floor: 10 plain BloomFilters of the stages' sizes (the same bits and k, each filled with the keys its stage
@@ -20,8 +21,9 @@ Figures (ns/key, medians of the runs; the two sides of every ratio are timed one
 of str; numpy uint64 arrays; 20 batches of n/20 keys), ``contains_many`` (half present; list of str and numpy
 uint64). Every str operation gets new str objects equal to the keys. The compared filters take each operation in
 turns of n/20 keys (``interleaved``), so that a burst of load on a shared machine falls on all of them alike, and
-the time is this thread's CPU time (time descheduled is not counted). Results: ``<out>/YYYY-MM-DD-scalable-<cpu>.md`` and ``.json`` (with the
-kernel set and the load average); ``--quick`` writes to ``results/quick/`` unless ``--out`` is given.
+the time is this thread's CPU time (time descheduled is not counted). Results: ``<out>/YYYY-MM-DD-scalable-<cpu>.md``
+and ``.json`` (with the kernel set and the load average); ``--quick`` writes to ``results/quick/`` unless ``--out``
+is given.
 """
 from __future__ import annotations
 

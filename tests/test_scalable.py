@@ -199,7 +199,8 @@ def test_stage_hash_is_splitmix64_of_the_one_key_hash(scheme):
 
 
 def test_derived_stage_bits_are_the_layout_positions_of_the_stage_hash():
-    """Classic layout: stage i of a key with stage hash h_i sets exactly probes mulhi(h_i + j * (fmix64(h_i) | 1), m)."""
+    """Classic layout: stage i of a key with stage hash h_i sets exactly the probes
+    mulhi(h_i + j * (fmix64(h_i) | 1), m)."""
     from bloomwise._positions import classic_positions
 
     f = ScalableBloomFilter(3, 0.2, layout="classic", seed=5)

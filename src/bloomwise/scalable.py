@@ -168,7 +168,7 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
     def _stage_keys(self) -> list:
         return list(self.stage_keys)
 
-    # -- keys: seeded stage hashing (the compiled core handles derived stage hashing) -----------------------------------
+    # -- keys: seeded stage hashing (the compiled core handles derived stage hashing) ----------------------------------
     def _seeded_room(self) -> int:
         """Keys the newest stage still takes; a new stage when it is full."""
         room = self._stages[-1].capacity - self.stage_keys[-1]
