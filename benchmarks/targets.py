@@ -112,3 +112,20 @@ def check_decisions(data: dict, ratios: list[tuple[str, str, str, float]]) -> li
     rows.append(_row("non-ASCII update: resident memory left behind (a UTF-8 copy per key would be ~70 MiB per 1M)",
                      max(1.0, keys / 1e6), " MiB", inst))
     return rows
+
+
+def check_scalable(data: dict, limit: float) -> list[dict]:
+    """The targets of benchmarks/scalable.py (each ratio the median over the runs of the ratio within a run): add and
+    `in` of the scalable filter (10 stages) within ``limit`` times the single filter's (the issue's row), and its
+    batches no slower than the floor, 10 plain filters of the stages' sizes queried in turn."""
+    rows = []
+    measured = data["ratios"]
+    for op in ("add", "in present", "in absent"):
+        name = f"{op}: scalable / single"
+        inst = [("median of runs", measured[name]["median"])] if name in measured else []
+        rows.append(_row(f"ScalableBloomFilter {op} (10 stages) vs BloomFilter", limit, "x", inst))
+    for op in ("contains_many str", "contains_many u64"):
+        name = f"{op}: scalable / floor"
+        inst = [("median of runs", measured[name]["median"])] if name in measured else []
+        rows.append(_row(f"ScalableBloomFilter {op} vs 10 plain filters queried in turn", 1.0, "x", inst))
+    return rows
