@@ -97,7 +97,7 @@ def test_proxy_and_serve_read_listen_alike(text, address):
     assert (config.host, config.port) == address
 
 
-@pytest.mark.parametrize("text", ["nonsense", "127.0.0.1:70000", "[::1]", ":80", "host:"])
+@pytest.mark.parametrize("text", ["nonsense", "127.0.0.1:70000", "[::1]", ":80", "host:", "\u00b9", "host:\u00b2"])
 def test_a_bad_listen_address_names_the_option(text):
     from bloomwise.cli._listen import parse_listen
 

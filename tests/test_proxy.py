@@ -245,3 +245,9 @@ def test_stats_carry_what_the_issue_and_the_page_need():
             assert peer["summary_age_seconds"] >= 0 and peer["rtt_ms"] > 0
             assert peer["cost"] == pytest.approx(peer["rtt_ms"], abs=0.001)   # tau = the measured RTT (ms)
     run(scenario())
+
+
+@pytest.mark.parametrize("path", ["/doc/\u00b9", "/doc/x", "/nothing/1", "/doc"])
+def test_an_origin_path_that_names_no_document_is_a_key_error(path):
+    with pytest.raises(KeyError):
+        document_body(path)

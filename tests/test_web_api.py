@@ -197,6 +197,7 @@ def test_explorer_decides_with_theorem_1_on_both_sides(base):
     ({"bpk": "1e9"}, "bpk", "at most 200"),
     ({"counters": "1, x"}, "counters", "whole numbers"),
     ({"counters": "1, -2"}, "counters", "whole numbers"),
+    ({"counters": "\u00b9"}, "counters", "whole numbers"),  # a digit to str.isdigit, not a number to int()
     ({"counters": ",".join(["1"] * 65)}, "counters", "more than 64"),
     ({"counters": "70000"}, "counters", "16-bit"),
     ({"counters": "1,2,3", "cm": "2"}, "counters", "more than the filter's m"),

@@ -238,7 +238,7 @@ class _Geometry:
 
         def integer(field):
             text = fields[field]
-            if not text.isdigit() or len(text) > 20:
+            if not (text.isascii() and text.isdigit()) or len(text) > 20:
                 raise FormatError(f"{_meta_key(name)} field {field} must be a non-negative integer, got {text!r}")
             return int(text)
 

@@ -14,13 +14,13 @@ def parse_listen(text: str, example_port: int = 3128) -> tuple[str, int]:
     (('127.0.0.1', 0), ('::1', 8080), ('127.0.0.1', 9000), ('cache1', 3128))
     """
     raw = str(text).strip()
-    if raw.isdigit():
+    if raw.isascii() and raw.isdigit():
         host, port_text = "127.0.0.1", raw
     elif raw.startswith("["):
         host, _, port_text = raw[1:].partition("]:")
     else:
         host, _, port_text = raw.rpartition(":")
-    if not host or not port_text.isdigit() or int(port_text) > 65535:
+    if not host or not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
         raise ValueError(f"--listen {text!r} is not HOST:PORT with a port in 0..65535 (examples: "
                          f"127.0.0.1:{example_port}, [::1]:{example_port}, 127.0.0.1:0 for any free port)")
     return host, int(port_text)

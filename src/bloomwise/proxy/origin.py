@@ -48,7 +48,7 @@ def document_body(path: str, mean_size: int = 4096) -> bytes:
     """The exact body the origin serves at ``path`` (``/KIND/I``; a query string is ignored)."""
     path = path.split("?", 1)[0]
     parts = path.strip("/").split("/")
-    if len(parts) != 2 or parts[0] not in KINDS or not parts[1].isdigit():
+    if len(parts) != 2 or parts[0] not in KINDS or not (parts[1].isascii() and parts[1].isdigit()):
         raise KeyError(path)
     size = document_size(int(parts[1]), mean_size)
     block = hashlib.sha256(path.encode()).digest()
@@ -83,7 +83,7 @@ class OriginServer:
             return web.json_response({"served": self.served, "num_documents": self.num_documents,
                                       "mean_size": self.mean_size})
         parts = request.path.strip("/").split("/")
-        if len(parts) != 2 or parts[0] not in KINDS or not parts[1].isdigit() \
+        if len(parts) != 2 or parts[0] not in KINDS or not (parts[1].isascii() and parts[1].isdigit()) \
                 or int(parts[1]) >= self.num_documents:
             return web.Response(status=404, text=f"no document at {request.path}; documents are /KIND/I with "
                                                  f"KIND in {sorted(KINDS)} and 0 <= I < {self.num_documents}\n")

@@ -148,7 +148,7 @@ class Fields:
         if text is None:
             return None
         parts = [part for part in re.split(r"[\s,;]+", text) if part]
-        if not parts or not all(part.isdigit() for part in parts):
+        if not parts or not all(part.isascii() and part.isdigit() for part in parts):
             self.fail(name, f"{self.label(name)} {text!r}: give the key's counters as whole numbers >= 0, e.g. 1, 10")
             return None
         if len(parts) > MAX_COUNTERS:
