@@ -19,11 +19,12 @@ from libc.stdlib cimport realloc, free
 from libc.string cimport memset, memcpy, memcmp, memmove
 
 from bloomwise._native.hashing cimport Hasher, hash_key, hash_object, SCHEME_XXH3
+from bloomwise._native.hashes cimport Batch, HashStream, make_batch, hash_fixed, hash_batch, CHUNK, BATCH_OBJECTS
 from bloomwise._native.support cimport attach_buffer, check_int, check_threads, numpy
 from bloomwise._native.core cimport PositionsCore
 from bloomwise._native.storage cimport AlignedBuffer
 from bloomwise._native.layouts cimport (
-    Geometry, geometry_init, positions, second_hash, bw_fmix64, bw_mulhi,
+    Geometry, geometry_init, positions, second_hash, bw_fmix64, bw_mulhi, bw_prefetch_write,
     LAYOUT_CLASSIC, LAYOUT_PARTITIONED, MAX_HASHES,
 )
 
@@ -43,6 +44,11 @@ from bloomwise._native.hashes import hash_many
 MAX_NUM_CELLS = 2 ** 48
 MAX_INCREMENTS = 256
 cdef int JOURNAL_INITIAL = 1024
+
+cdef enum:
+    PREFETCH_DISTANCE = 16          # batch kernels request the cache lines of the key this many keys ahead
+    RING = 2 * PREFETCH_DISTANCE    # positions staged per batch kernel: a power of two > PREFETCH_DISTANCE
+    PREFETCH_FROM_BYTES = 1 << 20   # 1 MiB, about one core's L2: smaller arrays stay in cache
 
 
 # ---- packed cells ----------------------------------------------------------------------------------------------------
@@ -104,6 +110,13 @@ cdef inline void journal_push(Journal* j, uint64_t position, uint64_t bit) noexc
         j.allocated = size
     j.entries[j.length] = (position << 1) | bit
     j.length += 1
+
+
+cdef inline void prefetch_cells(const uint8_t* cells, int width, const uint64_t* pos, uint32_t k) noexcept nogil:
+    """Request the cache lines of k cells (prefetch for write: the kernels read and write them)."""
+    cdef uint32_t i
+    for i in range(k):
+        bw_prefetch_write(cells + ((pos[i] * <uint64_t>width) >> 3))
 
 
 cdef object flat_hashes(object keys, Hasher hasher, object key_func):
@@ -223,6 +236,19 @@ cdef class CounterArrayCore(PositionsCore):
         for i in range(<int>self._g.num_hashes - 1, -1, -1):
             cell_set(self._cells, self._width, pos[i], undo[i])
 
+    cdef void _add_hashes(self, const uint64_t* hs, Py_ssize_t n) noexcept nogil:
+        """Insert n keys in order: exactly n calls of _add_hash, with the cells of the key PREFETCH_DISTANCE ahead
+        requested first (writer lock held)."""
+        cdef Py_ssize_t i
+        cdef bint prefetch = self._nbytes > PREFETCH_FROM_BYTES
+        if prefetch:
+            for i in range(min(n, <Py_ssize_t>PREFETCH_DISTANCE)):
+                prefetch_key(self, hs[i])
+        for i in range(n):
+            if prefetch and i + PREFETCH_DISTANCE < n:
+                prefetch_key(self, hs[i + PREFETCH_DISTANCE])
+            self._add_hash(hs[i])
+
     # -- single keys ---------------------------------------------------------------------------------------------------
     def add(self, key):
         """Add one occurrence of a key. Returns True when it was certainly absent before. O(k)."""
@@ -266,18 +292,34 @@ cdef class CounterArrayCore(PositionsCore):
 
     # -- batches -------------------------------------------------------------------------------------------------------
     def update(self, keys):
-        """Add every key of an iterable or numpy array (integer, 'S' or 'U' dtype), without the GIL."""
+        """Add every key of an iterable or numpy array (integer, 'S' or 'U' dtype), without the GIL.
+
+        All or nothing: Python keys are all hashed before any cell changes (a key that cannot be hashed raises and
+        leaves the filter as it was); numpy keys cannot fail once the batch is accepted, so they are hashed CHUNK
+        at a time under the writer lock, with no array of hashes."""
         self._check_writable()
-        hashes, _ = flat_hashes(keys, self._hasher, self._key_func)
-        cdef const uint64_t[::1] hs = hashes
-        cdef Py_ssize_t i, n = hs.shape[0]
+        cdef Batch batch = make_batch(keys, self._key_func is not None)
+        cdef Py_ssize_t start = 0, count, n = batch.keys.length
+        cdef HashStream stream
+        cdef const uint64_t[::1] hs
         if n == 0:
             return None
-        with nogil:
-            bw_lock(&self._lock)
-            for i in range(n):
-                self._add_hash(hs[i])
-            bw_unlock(&self._lock)
+        if batch.keys.kind == BATCH_OBJECTS:
+            hs = hash_batch(batch, self._hasher, self._key_func)
+            with nogil:
+                bw_lock(&self._lock)
+                self._add_hashes(&hs[0], n)
+                bw_unlock(&self._lock)
+        else:
+            stream = HashStream(batch, self._hasher.seed, self._hasher.scheme, None)  # its buffers
+            with nogil:
+                bw_lock(&self._lock)
+                while start < n:
+                    count = min(<Py_ssize_t>CHUNK, n - start)
+                    hash_fixed(&batch.keys, start, count, self._hasher, stream.hashes, stream.scratch)
+                    self._add_hashes(stream.hashes, count)
+                    start += count
+                bw_unlock(&self._lock)
         self._count_keys(n)
         return None
 
@@ -289,8 +331,14 @@ cdef class CounterArrayCore(PositionsCore):
         cdef Py_ssize_t i, n = hs.shape[0]
         result = numpy().zeros(n, dtype=numpy().bool_)
         cdef uint8_t[::1] out = result.view(numpy().uint8)
+        cdef bint prefetch = self._nbytes > PREFETCH_FROM_BYTES
         with nogil:
+            if prefetch:
+                for i in range(min(n, <Py_ssize_t>PREFETCH_DISTANCE)):
+                    prefetch_key(self, hs[i])
             for i in range(n):
+                if prefetch and i + PREFETCH_DISTANCE < n:
+                    prefetch_key(self, hs[i + PREFETCH_DISTANCE])
                 out[i] = self._test_hash(hs[i])
         return result.reshape(shape)
 
@@ -314,12 +362,18 @@ cdef class CounterArrayCore(PositionsCore):
         cdef Py_ssize_t i, n = hs.shape[0], failed = -1, removed = 0
         cdef Py_ssize_t k = self._g.num_hashes
         cdef uint64_t saved_length, saved_base
+        cdef bint prefetch = self._nbytes > PREFETCH_FROM_BYTES
         if n == 0:
             return 0
+        if prefetch:
+            for i in range(min(n, <Py_ssize_t>PREFETCH_DISTANCE)):
+                prefetch_key(self, hs[i])
         if missing == "ignore":
             with nogil:
                 bw_lock(&self._lock)
                 for i in range(n):
+                    if prefetch and i + PREFETCH_DISTANCE < n:
+                        prefetch_key(self, hs[i + PREFETCH_DISTANCE])
                     removed += self._remove_hash(hs[i], NULL)
                 bw_unlock(&self._lock)
             self._count_keys(-removed)
@@ -331,6 +385,8 @@ cdef class CounterArrayCore(PositionsCore):
             saved_length = self._journal.length
             saved_base = self._journal.base
             for i in range(n):
+                if prefetch and i + PREFETCH_DISTANCE < n:
+                    prefetch_key(self, hs[i + PREFETCH_DISTANCE])
                 if not self._remove_hash(hs[i], &undo[i * k]):
                     failed = i
                     break
@@ -422,7 +478,40 @@ cdef class CounterArrayCore(PositionsCore):
 
 
 
+cdef inline void prefetch_key(CounterArrayCore f, uint64_t h) noexcept nogil:
+    """Request the cache lines of a key's k cells (batch kernels, a few keys ahead)."""
+    cdef uint64_t pos[MAX_HASHES]
+    positions(&f._g, h, pos)
+    prefetch_cells(f._cells, f._width, pos, f._g.num_hashes)
+
+
 # ---- counting Bloom filter -------------------------------------------------------------------------------------------
+cdef inline void increment4(uint8_t* cells, const uint64_t* pos, uint32_t k) noexcept nogil:
+    """_add_hash's increments for 4-bit counters (maximum 15, sticky), probe by probe in order, without branches
+    on the counters (a counter's value is as good as random: a branch on it would mispredict)."""
+    cdef uint32_t i, shift, c
+    cdef uint8_t* byte
+    for i in range(k):
+        byte = cells + (pos[i] >> 1)
+        shift = <uint32_t>(pos[i] & 1) << 2
+        c = (byte[0] >> shift) & 0xF
+        byte[0] = <uint8_t>(byte[0] + ((<uint32_t>(c != 0xF)) << shift))  # c < 15: no carry into the other nibble
+
+
+cdef inline void increment8(uint8_t* cells, const uint64_t* pos, uint32_t k) noexcept nogil:
+    cdef uint32_t i, c
+    for i in range(k):
+        c = cells[pos[i]]
+        cells[pos[i]] = <uint8_t>(c + (c != 0xFF))
+
+
+cdef inline void increment16(uint16_t* cells, const uint64_t* pos, uint32_t k) noexcept nogil:
+    cdef uint32_t i, c
+    for i in range(k):
+        c = cells[pos[i]]
+        cells[pos[i]] = <uint16_t>(c + (c != 0xFFFF))
+
+
 @cython.auto_pickle(False)
 cdef class CountingCore(CounterArrayCore):
     """m counters of 4, 8 or 16 bits, sticky at their maximum; the bit view is "counter > 0"."""
@@ -484,6 +573,39 @@ cdef class CountingCore(CounterArrayCore):
                 journal_push(&self._journal, pos[i], 0)
         return True
 
+    cdef void _add_hashes(self, const uint64_t* hs, Py_ssize_t n) noexcept nogil:
+        """n calls of _add_hash, in order (so counters, saturation and the journal come out the same): each
+        key's positions are computed once, PREFETCH_DISTANCE keys ahead, into a ring, and their cache lines
+        requested then."""
+        cdef uint64_t ring[RING * MAX_HASHES]
+        cdef uint64_t* staged
+        cdef uint32_t k = self._g.num_hashes
+        cdef uint8_t* cells = self._cells
+        cdef int width = self._width
+        cdef bint prefetch = self._nbytes > PREFETCH_FROM_BYTES
+        cdef bint journal_on = self._journal.active
+        cdef Py_ssize_t i
+        for i in range(min(n, <Py_ssize_t>PREFETCH_DISTANCE)):
+            staged = ring + i * k
+            positions(&self._g, hs[i], staged)
+            if prefetch:
+                prefetch_cells(cells, width, staged, k)
+        for i in range(n):
+            if i + PREFETCH_DISTANCE < n:
+                staged = ring + ((i + PREFETCH_DISTANCE) & (RING - 1)) * k
+                positions(&self._g, hs[i + PREFETCH_DISTANCE], staged)
+                if prefetch:
+                    prefetch_cells(cells, width, staged, k)
+            staged = ring + (i & (RING - 1)) * k
+            if journal_on:  # the journal's rare path: the single-key kernel, on the staged positions' key
+                self._add_hash(hs[i])
+            elif width == 4:
+                increment4(cells, staged, k)
+            elif width == 8:
+                increment8(cells, staged, k)
+            else:
+                increment16(<uint16_t*>cells, staged, k)
+
     # -- counters ------------------------------------------------------------------------------------------------------
     def counters(self, key):
         """The key's k counter values in probe (hash) order, as a tuple of ints."""
@@ -509,8 +631,14 @@ cdef class CountingCore(CounterArrayCore):
         cdef uint64_t pos[MAX_HASHES]
         result = np.zeros((n, k), dtype=np.uint16)
         cdef uint16_t[:, ::1] out = result
+        cdef bint prefetch = self._nbytes > PREFETCH_FROM_BYTES
         with nogil:
+            if prefetch:
+                for i in range(min(n, <Py_ssize_t>PREFETCH_DISTANCE)):
+                    prefetch_key(self, hs[i])
             for i in range(n):
+                if prefetch and i + PREFETCH_DISTANCE < n:
+                    prefetch_key(self, hs[i + PREFETCH_DISTANCE])
                 positions(&self._g, hs[i], pos)
                 for j in range(k):
                     out[i, j] = <uint16_t>cell_get(self._cells, self._width, pos[j])
