@@ -47,7 +47,7 @@ cdef int JOURNAL_INITIAL = 1024
 
 cdef enum:
     PREFETCH_DISTANCE = 16          # batch kernels request the cache lines of the key this many keys ahead
-    RING = 2 * PREFETCH_DISTANCE    # positions staged per batch kernel: a power of two > PREFETCH_DISTANCE
+    BLOCK = 16                      # CountingCore.update: keys whose positions are staged (and prefetched) at once
     PREFETCH_FROM_BYTES = 1 << 20   # 1 MiB, about one core's L2: smaller arrays stay in cache
 
 
@@ -486,30 +486,80 @@ cdef inline void prefetch_key(CounterArrayCore f, uint64_t h) noexcept nogil:
 
 
 # ---- counting Bloom filter -------------------------------------------------------------------------------------------
-cdef inline void increment4(uint8_t* cells, const uint64_t* pos, uint32_t k) noexcept nogil:
-    """_add_hash's increments for 4-bit counters (maximum 15, sticky), probe by probe in order, without branches
-    on the counters (a counter's value is as good as random: a branch on it would mispredict)."""
-    cdef uint32_t i, shift, c
+cdef Py_ssize_t stage(const Geometry* g, const uint64_t* hs, Py_ssize_t n, uint64_t* out, const uint8_t* cells,
+                      int width, bint prefetch) noexcept nogil:
+    """The k positions of keys hs[0..n) into out, key after key (those of layouts.pxd ``positions``: probe i at
+    h + i * second_hash(h), by multiply-high into the array or into slice i), requesting each cell's cache line
+    when `prefetch`. Returns n * k. The geometry is read into locals: stores to `out` may alias it (the module is
+    built with -fno-strict-aliasing) and would make the compiler reload it every probe."""
+    cdef uint64_t h, step, x, pos, m = g.num_bits
+    cdef uint32_t i, k = g.num_hashes
+    cdef Py_ssize_t j
+    cdef const uint64_t* start = g.slice_start
+    cdef bint classic = g.layout == LAYOUT_CLASSIC
+    for j in range(n):
+        h = hs[j]
+        step = second_hash(h)
+        x = h
+        for i in range(k):
+            if classic:
+                pos = bw_mulhi(x, m)
+            else:
+                pos = start[i] + bw_mulhi(x, start[i + 1] - start[i])
+            out[i] = pos
+            if prefetch:
+                bw_prefetch_write(cells + ((pos * <uint64_t>width) >> 3))
+            x += step
+        out += k
+    return n * k
+
+
+# NIBBLE_NEXT[side << 8 | byte]: the byte after a sticky increment of its low (side 0) or high (side 1) 4-bit counter.
+cdef uint8_t NIBBLE_NEXT[512]
+cdef int _side, _byte
+for _side in range(2):
+    for _byte in range(256):
+        NIBBLE_NEXT[_side << 8 | _byte] = <uint8_t>(
+            _byte + (((_byte >> (4 * _side)) & 0xF) != 0xF) * (1 << (4 * _side)))
+
+
+cdef void increment4(uint8_t* cells, const uint64_t* pos, Py_ssize_t count) noexcept nogil:
+    """_add_hash's increments of 4-bit counters (maximum 15, sticky), position after position: each byte through
+    NIBBLE_NEXT, without branches on the counters (their values are as good as random: a branch would mispredict)."""
+    cdef Py_ssize_t j
     cdef uint8_t* byte
-    for i in range(k):
-        byte = cells + (pos[i] >> 1)
-        shift = <uint32_t>(pos[i] & 1) << 2
-        c = (byte[0] >> shift) & 0xF
-        byte[0] = <uint8_t>(byte[0] + ((<uint32_t>(c != 0xF)) << shift))  # c < 15: no carry into the other nibble
+    for j in range(count):
+        byte = cells + (pos[j] >> 1)
+        byte[0] = NIBBLE_NEXT[(pos[j] & 1) << 8 | byte[0]]
 
 
-cdef inline void increment8(uint8_t* cells, const uint64_t* pos, uint32_t k) noexcept nogil:
-    cdef uint32_t i, c
-    for i in range(k):
-        c = cells[pos[i]]
-        cells[pos[i]] = <uint8_t>(c + (c != 0xFF))
+cdef void increment_journaled(uint8_t* cells, int width, uint32_t maximum, const uint64_t* pos, Py_ssize_t count,
+                             Journal* journal) noexcept nogil:
+    """The increments with the change journal on: each counter that leaves 0 is journaled, in probe order."""
+    cdef Py_ssize_t j
+    cdef uint32_t c
+    for j in range(count):
+        c = cell_get(cells, width, pos[j])
+        if c == 0:
+            journal_push(journal, pos[j], 1)
+        if c != maximum:
+            cell_set(cells, width, pos[j], c + 1)
 
 
-cdef inline void increment16(uint16_t* cells, const uint64_t* pos, uint32_t k) noexcept nogil:
-    cdef uint32_t i, c
-    for i in range(k):
-        c = cells[pos[i]]
-        cells[pos[i]] = <uint16_t>(c + (c != 0xFFFF))
+cdef void increment8(uint8_t* cells, const uint64_t* pos, Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef uint32_t value
+    for j in range(count):
+        value = cells[pos[j]]
+        cells[pos[j]] = <uint8_t>(value + (value != 0xFF))
+
+
+cdef void increment16(uint16_t* cells, const uint64_t* pos, Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef uint32_t value
+    for j in range(count):
+        value = cells[pos[j]]
+        cells[pos[j]] = <uint16_t>(value + (value != 0xFFFF))
 
 
 @cython.auto_pickle(False)
@@ -574,37 +624,37 @@ cdef class CountingCore(CounterArrayCore):
         return True
 
     cdef void _add_hashes(self, const uint64_t* hs, Py_ssize_t n) noexcept nogil:
-        """n calls of _add_hash, in order (so counters, saturation and the journal come out the same): each
-        key's positions are computed once, PREFETCH_DISTANCE keys ahead, into a ring, and their cache lines
-        requested then."""
-        cdef uint64_t ring[RING * MAX_HASHES]
-        cdef uint64_t* staged
-        cdef uint32_t k = self._g.num_hashes
+        """n calls of _add_hash, in order (so counters, saturation and the journal come out the same), in blocks
+        of BLOCK keys: the positions of the next block are computed (once) and their cache lines requested before
+        the counters of this block are incremented."""
+        cdef uint64_t staged[2 * BLOCK * MAX_HASHES]
+        cdef uint64_t* this_block = staged
+        cdef uint64_t* next_block = staged + BLOCK * MAX_HASHES
+        cdef uint64_t* swap
         cdef uint8_t* cells = self._cells
         cdef int width = self._width
         cdef bint prefetch = self._nbytes > PREFETCH_FROM_BYTES
+        cdef Py_ssize_t start = 0, count, next_count, b = BLOCK
         cdef bint journal_on = self._journal.active
-        cdef Py_ssize_t i
-        for i in range(min(n, <Py_ssize_t>PREFETCH_DISTANCE)):
-            staged = ring + i * k
-            positions(&self._g, hs[i], staged)
-            if prefetch:
-                prefetch_cells(cells, width, staged, k)
-        for i in range(n):
-            if i + PREFETCH_DISTANCE < n:
-                staged = ring + ((i + PREFETCH_DISTANCE) & (RING - 1)) * k
-                positions(&self._g, hs[i + PREFETCH_DISTANCE], staged)
-                if prefetch:
-                    prefetch_cells(cells, width, staged, k)
-            staged = ring + (i & (RING - 1)) * k
-            if journal_on:  # the journal's rare path: the single-key kernel, on the staged positions' key
-                self._add_hash(hs[i])
+        count = stage(&self._g, hs, min(n, b), this_block, cells, width, prefetch)
+        while start < n:
+            next_count = 0
+            if start + b < n:
+                next_count = stage(&self._g, hs + start + b, min(n - start - b, b), next_block, cells, width,
+                                   prefetch)
+            if journal_on:
+                increment_journaled(cells, width, self._maximum, this_block, count, &self._journal)
             elif width == 4:
-                increment4(cells, staged, k)
+                increment4(cells, this_block, count)
             elif width == 8:
-                increment8(cells, staged, k)
+                increment8(cells, this_block, count)
             else:
-                increment16(<uint16_t*>cells, staged, k)
+                increment16(<uint16_t*>cells, this_block, count)
+            swap = this_block
+            this_block = next_block
+            next_block = swap
+            count = next_count
+            start += b
 
     # -- counters ------------------------------------------------------------------------------------------------------
     def counters(self, key):
