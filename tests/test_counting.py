@@ -330,6 +330,41 @@ def test_update_is_exactly_a_loop_of_add(bits, layout, kind, journal):
             assert batch.saturated_count > 0  # 800 increments per counter on average
 
 
+
+@pytest.mark.parametrize("kind", ["str", "int", "u64"])
+def test_update_allocates_nothing_per_key_on_the_python_heap(kind):
+    import gc
+    import tracemalloc
+    n = 100_000
+    keys = keys_of_kind(kind, np.arange(n))
+    f = CountingBloomFilter(2 * n, 0.01)
+    f.update(keys[:10])  # first-call imports outside the measurement
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        f.update(keys)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert peak < 16_384, peak  # a few objects per call; one Python int per key would be ~3 MB
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_variable_increment_update_is_exactly_a_loop_of_add(layout):
+    # The variable-increment filter shares the batch loop (prefetching beyond 1 MiB of cells).
+    from bloomwise import VariableIncrementCountingBloomFilter
+    rng = np.random.default_rng(5)
+    for m, k, n, distinct in [(7, 2, 500, 4), (1 << 21, 5, 6000, 2000)]:
+        keys = rng.integers(0, distinct, n).astype(np.uint64)
+        batch = VariableIncrementCountingBloomFilter.from_size(m, k, layout=layout, seed=3)
+        single = VariableIncrementCountingBloomFilter.from_size(m, k, layout=layout, seed=3)
+        batch.update(keys)
+        add_one_by_one(single, keys)
+        assert payload(batch) == payload(single) and batch.num_keys == single.num_keys == n
+
+
 @pytest.mark.parametrize("bits", [4, 8, 16])
 def test_update_saturates_exactly_like_add(bits):
     # One key 70,000 times: its counters pass every maximum (65,535 for 16 bits) and must stick there.
