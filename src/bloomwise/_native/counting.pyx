@@ -331,14 +331,8 @@ cdef class CounterArrayCore(PositionsCore):
         cdef Py_ssize_t i, n = hs.shape[0]
         result = numpy().zeros(n, dtype=numpy().bool_)
         cdef uint8_t[::1] out = result.view(numpy().uint8)
-        cdef bint prefetch = self._nbytes > PREFETCH_FROM_BYTES
-        with nogil:
-            if prefetch:
-                for i in range(min(n, <Py_ssize_t>PREFETCH_DISTANCE)):
-                    prefetch_key(self, hs[i])
+        with nogil:  # no prefetch: the loads of successive keys overlap anyway (measured slower with it)
             for i in range(n):
-                if prefetch and i + PREFETCH_DISTANCE < n:
-                    prefetch_key(self, hs[i + PREFETCH_DISTANCE])
                 out[i] = self._test_hash(hs[i])
         return result.reshape(shape)
 
@@ -681,14 +675,8 @@ cdef class CountingCore(CounterArrayCore):
         cdef uint64_t pos[MAX_HASHES]
         result = np.zeros((n, k), dtype=np.uint16)
         cdef uint16_t[:, ::1] out = result
-        cdef bint prefetch = self._nbytes > PREFETCH_FROM_BYTES
-        with nogil:
-            if prefetch:
-                for i in range(min(n, <Py_ssize_t>PREFETCH_DISTANCE)):
-                    prefetch_key(self, hs[i])
+        with nogil:  # no prefetch, as contains_many
             for i in range(n):
-                if prefetch and i + PREFETCH_DISTANCE < n:
-                    prefetch_key(self, hs[i + PREFETCH_DISTANCE])
                 positions(&self._g, hs[i], pos)
                 for j in range(k):
                     out[i, j] = <uint16_t>cell_get(self._cells, self._width, pos[j])
