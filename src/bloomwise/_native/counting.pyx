@@ -4,8 +4,9 @@ bit view, and the kernels of the variable-increment (B_h / D_L) filter.
 
 Private: ``bloomwise.CountingBloomFilter`` subclasses `CountingCore`, ``bloomwise.VariableIncrementCountingBloomFilter``
 subclasses `VariableIncrementCore`. Keys are hashed exactly as the bit filters hash them (``hashing.pxd``; batches
-through ``hashes.hash_many``) and a key's positions come from ``layouts.pxd``, so the bit view "counter > 0" answers
-exactly like a BloomFilter of the same layout and seed.
+through ``hashes.pyx``) and a key's positions come from ``layouts.pxd`` (``stage`` computes the same ones for
+CountingCore's batch insert), so the bit view "counter > 0" answers exactly like a BloomFilter of the same layout and
+seed.
 
 Cells (docs/counting.md): cell i of a ``w``-bit array is, for w = 4, nibble ``i % 2`` of byte ``i // 2`` (low nibble
 for even i); for w = 8, 16, 32 the little-endian unsigned integer at byte ``i * w / 8``. Writers hold the filter's
