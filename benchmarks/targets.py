@@ -129,3 +129,14 @@ def check_scalable(data: dict, limit: float) -> list[dict]:
         inst = [("median of runs", measured[name]["median"])] if name in measured else []
         rows.append(_row(f"ScalableBloomFilter {op} vs 10 plain filters queried in turn", 1.0, "x", inst))
     return rows
+
+
+def check_counting_batch(data: dict, kinds, kind_names: dict, default: str, peer: str, limit: float) -> list[dict]:
+    """The targets of benchmarks/counting_batch.py: the default CountingBloomFilter.update time / fastbloom-rs's
+    batch insert, per key kind (the median over the runs of the ratio within a run)."""
+    rows = []
+    for kind in kinds:
+        ratio = data["ratios"].get(f"{kind}: {default} / {peer}")
+        inst = [(f"{data['meta']['keys']:,} keys, median of runs", ratio["median"])] if ratio else []
+        rows.append(_row(f"counting update vs fastbloom-rs, {kind_names[kind]}", limit, "x", inst))
+    return rows

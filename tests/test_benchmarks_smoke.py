@@ -72,3 +72,19 @@ def test_small_scalable_benchmark_writes_its_targets(tmp_path):
     assert len(statuses) == 5 and set(statuses.values()) <= {"PASS", "FAIL"}
     assert statuses["ScalableBloomFilter in absent (10 stages) vs BloomFilter"] in ("PASS", "FAIL")
     assert data["figures"]["scalable: add"]["median"] > 0 and "| target | limit |" in run.stdout
+
+
+def test_quick_counting_batch_benchmark_writes_its_targets(tmp_path):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "counting_batch.py"), "--quick", "--out",
+                          str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [raw] = tmp_path.glob("*-counting-batch-*.json")
+    assert raw.with_suffix(".md").exists()
+    data = json.loads(raw.read_text())
+    assert data["meta"]["kernels"] in ("avx2+avx512", "avx2", "scalar") and data["meta"]["keys"] == 100_000
+    rows = {row["target"]: row for row in data["targets"]}
+    assert set(rows) == {f"counting update vs fastbloom-rs, {kind}"
+                         for kind in ("list of URL str", "numpy uint64", "list of int")}
+    assert {row["status"] for row in rows.values()} <= {"PASS", "FAIL", "N/A"}
+    assert "bloomwise counting 4-bit classic" in raw.with_suffix(".md").read_text()
+    assert all(value < 1 for value in data["heap_bytes_per_key"].values())  # no Python object per key

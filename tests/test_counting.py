@@ -281,6 +281,141 @@ def test_batches_match_single_keys():
         f.update("abc")
 
 
+# ---- batch kernels against the single-key kernels --------------------------------------------------------------------
+def keys_of_kind(kind: str, values: np.ndarray):
+    """The same draws as each key type a batch takes: lists of str/int/bytes, numpy uint64/int64/'U'/'S'."""
+    if kind == "str":
+        return [f"k{v}" for v in values.tolist()]
+    if kind == "int":
+        return [v - 2**62 if v % 3 else v << 70 for v in values.tolist()]  # negative and big ints as well
+    if kind == "u64":
+        return values.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    if kind == "i64":
+        return values.astype(np.int64) - 1000
+    if kind == "U":
+        return np.array([f"é{v}" for v in values.tolist()])
+    return np.array([b"b%d" % v for v in values.tolist()])
+
+
+def add_one_by_one(f, keys) -> None:
+    for key in (keys.tolist() if isinstance(keys, np.ndarray) else keys):
+        f.add(key)
+
+
+KINDS = ["str", "int", "u64", "i64", "U", "S"]
+# (num_cells, num_hashes, keys, distinct keys): tiny filters saturate every counter; the large ones hold more than
+# 1 MiB of counters (the batch kernels then request cache lines ahead) and span several 1024-key hashing chunks.
+SHAPES = [(3, 2, 1200, 5), (61, 4, 3000, 40), (1 << 21, 7, 9000, 3000), (2_300_017, 3, 5000, 5000)]
+
+
+@pytest.mark.parametrize("bits", [4, 8, 16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("journal", [False, True])
+def test_update_is_exactly_a_loop_of_add(bits, layout, kind, journal):
+    rng = np.random.default_rng(bits * 100 + len(layout) + KINDS.index(kind))
+    for m, k, n, distinct in SHAPES:
+        keys = keys_of_kind(kind, rng.integers(0, distinct, n))
+        batch = CountingBloomFilter.from_size(m, k, counter_bits=bits, layout=layout, seed=n)
+        single = CountingBloomFilter.from_size(m, k, counter_bits=bits, layout=layout, seed=n)
+        marks = (batch.mark(), single.mark()) if journal else None
+        batch.update(keys[:7])  # two calls: the second starts from nonzero (and saturated) counters
+        batch.update(keys[7:])
+        add_one_by_one(single, keys)
+        assert payload(batch) == payload(single), (m, k)
+        assert batch.num_keys == single.num_keys == n
+        if journal:  # the same 0 -> 1 transitions in the same order
+            assert np.array_equal(batch._journal_since(marks[0])[0], single._journal_since(marks[1])[0])
+        if m == 3 and bits < 16:
+            assert batch.saturated_count > 0  # 800 increments per counter on average
+
+
+
+@pytest.mark.parametrize("kind", ["str", "int", "u64"])
+def test_update_allocates_nothing_per_key_on_the_python_heap(kind):
+    import gc
+    import tracemalloc
+    n = 100_000
+    keys = keys_of_kind(kind, np.arange(n))
+    f = CountingBloomFilter(2 * n, 0.01)
+    f.update(keys[:10])  # first-call imports outside the measurement
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        f.update(keys)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert peak < 16_384, peak  # a few objects per call; one Python int per key would be ~3 MB
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_variable_increment_update_is_exactly_a_loop_of_add(layout):
+    # The variable-increment filter shares the batch loop (prefetching beyond 1 MiB of cells).
+    from bloomwise import VariableIncrementCountingBloomFilter
+    rng = np.random.default_rng(5)
+    for m, k, n, distinct in [(7, 2, 500, 4), (1 << 21, 5, 6000, 2000)]:
+        keys = rng.integers(0, distinct, n).astype(np.uint64)
+        batch = VariableIncrementCountingBloomFilter.from_size(m, k, layout=layout, seed=3)
+        single = VariableIncrementCountingBloomFilter.from_size(m, k, layout=layout, seed=3)
+        batch.update(keys)
+        add_one_by_one(single, keys)
+        assert payload(batch) == payload(single) and batch.num_keys == single.num_keys == n
+
+
+@pytest.mark.parametrize("bits", [4, 8, 16])
+def test_update_saturates_exactly_like_add(bits):
+    # One key 70,000 times: its counters pass every maximum (65,535 for 16 bits) and must stick there.
+    for layout in LAYOUTS:
+        f = CountingBloomFilter.from_size(40, 3, counter_bits=bits, layout=layout)
+        keys = np.random.default_rng(bits).permutation(np.repeat(np.arange(4, dtype=np.uint64), [67_000, 1000, 1000, 1000]))
+        f.update(keys)
+        g = CountingBloomFilter.from_size(40, 3, counter_bits=bits, layout=layout)
+        add_one_by_one(g, keys)
+        assert payload(f) == payload(g) and f.saturated_count == g.saturated_count > 0
+        assert f.counters(0) == g.counters(0) and max(f.counters(0)) == 2**bits - 1
+
+
+def test_update_with_a_bad_key_changes_nothing():
+    f = CountingBloomFilter(5000, 0.01, seed=3)
+    f.update(range(100))
+    mark, before = f.mark(), payload(f)
+    for bad in ([*range(3000), 1.5, 7], [*map(str, range(2000)), None]):
+        with pytest.raises(TypeError):
+            f.update(bad)
+        assert payload(f) == before and f.num_keys == 100 and f._journal_length == 0
+    with pytest.raises(ValueError, match="not valid Unicode"):
+        f.update(np.array(["a", "\ud800"]))
+    assert payload(f) == before and f.num_keys == 100 and len(f.changes_since(mark)) == 0
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("bits", [4, 8, 16])
+def test_batch_queries_and_removals_match_single_keys(layout, bits):
+    rng = np.random.default_rng(bits)
+    for m, k, n, distinct in SHAPES:
+        f = CountingBloomFilter.from_size(m, k, counter_bits=bits, layout=layout, seed=9)
+        stored = rng.integers(0, distinct, n).astype(np.uint64)
+        f.update(stored)
+        queries = np.concatenate([stored[:2000], rng.integers(distinct, 2**40, 2000).astype(np.uint64)])
+        assert f.contains_many(queries).tolist() == [int(q) in f for q in queries]
+        counters = f.counters_many(queries)
+        assert [tuple(row) for row in counters.tolist()] == [f.counters(int(q)) for q in queries]
+        g = f.copy()
+        marks = f.mark(), g.mark()
+        removed = sum(g.discard(key) for key in stored[:1500].tolist())
+        assert f.remove_many(stored[:1500], missing="ignore") == removed
+        assert payload(f) == payload(g) and f.num_keys == g.num_keys
+        assert np.array_equal(f._journal_since(marks[0])[0], g._journal_since(marks[1])[0])
+        if m > 100:  # no key of the large filters has lost a counter to saturation or removals
+            assert removed == 1500 and f.remove_many(stored[1500:3000]) == 1500
+            for key in stored[1500:3000].tolist():
+                g.remove(key)
+            assert payload(f) == payload(g) and f.num_keys == g.num_keys
+
+
 def test_statistics_and_repr():
     f = CountingBloomFilter(10_000, 0.01)
     assert f.fill_ratio == 0 and f.estimated_fpr() == 0 and f.capacity == 10_000

@@ -4,8 +4,9 @@ bit view, and the kernels of the variable-increment (B_h / D_L) filter.
 
 Private: ``bloomwise.CountingBloomFilter`` subclasses `CountingCore`, ``bloomwise.VariableIncrementCountingBloomFilter``
 subclasses `VariableIncrementCore`. Keys are hashed exactly as the bit filters hash them (``hashing.pxd``; batches
-through ``hashes.hash_many``) and a key's positions come from ``layouts.pxd``, so the bit view "counter > 0" answers
-exactly like a BloomFilter of the same layout and seed.
+through ``hashes.pyx``) and a key's positions come from ``layouts.pxd`` (``stage`` computes the same ones for
+CountingCore's batch insert), so the bit view "counter > 0" answers exactly like a BloomFilter of the same layout and
+seed.
 
 Cells (docs/counting.md): cell i of a ``w``-bit array is, for w = 4, nibble ``i % 2`` of byte ``i // 2`` (low nibble
 for even i); for w = 8, 16, 32 the little-endian unsigned integer at byte ``i * w / 8``. Writers hold the filter's
@@ -19,11 +20,12 @@ from libc.stdlib cimport realloc, free
 from libc.string cimport memset, memcpy, memcmp, memmove
 
 from bloomwise._native.hashing cimport Hasher, hash_key, hash_object, SCHEME_XXH3
+from bloomwise._native.hashes cimport Batch, HashStream, make_batch, hash_fixed, hash_batch, CHUNK, BATCH_OBJECTS
 from bloomwise._native.support cimport attach_buffer, check_int, check_threads, numpy
 from bloomwise._native.core cimport PositionsCore
 from bloomwise._native.storage cimport AlignedBuffer
 from bloomwise._native.layouts cimport (
-    Geometry, geometry_init, positions, second_hash, bw_fmix64, bw_mulhi,
+    Geometry, geometry_init, positions, second_hash, bw_fmix64, bw_mulhi, bw_prefetch_write,
     LAYOUT_CLASSIC, LAYOUT_PARTITIONED, MAX_HASHES,
 )
 
@@ -43,6 +45,11 @@ from bloomwise._native.hashes import hash_many
 MAX_NUM_CELLS = 2 ** 48
 MAX_INCREMENTS = 256
 cdef int JOURNAL_INITIAL = 1024
+
+cdef enum:
+    PREFETCH_DISTANCE = 16          # batch kernels request the cache lines of the key this many keys ahead
+    BLOCK = 16                      # CountingCore.update: keys whose positions are staged (and prefetched) at once
+    PREFETCH_FROM_BYTES = 1 << 20   # 1 MiB, about one core's L2: smaller arrays stay in cache
 
 
 # ---- packed cells ----------------------------------------------------------------------------------------------------
@@ -104,6 +111,13 @@ cdef inline void journal_push(Journal* j, uint64_t position, uint64_t bit) noexc
         j.allocated = size
     j.entries[j.length] = (position << 1) | bit
     j.length += 1
+
+
+cdef inline void prefetch_cells(const uint8_t* cells, int width, const uint64_t* pos, uint32_t k) noexcept nogil:
+    """Request the cache lines of k cells (prefetch for write: the kernels read and write them)."""
+    cdef uint32_t i
+    for i in range(k):
+        bw_prefetch_write(cells + ((pos[i] * <uint64_t>width) >> 3))
 
 
 cdef object flat_hashes(object keys, Hasher hasher, object key_func):
@@ -223,6 +237,19 @@ cdef class CounterArrayCore(PositionsCore):
         for i in range(<int>self._g.num_hashes - 1, -1, -1):
             cell_set(self._cells, self._width, pos[i], undo[i])
 
+    cdef void _add_hashes(self, const uint64_t* hs, Py_ssize_t n) noexcept nogil:
+        """Insert n keys in order: exactly n calls of _add_hash, with the cells of the key PREFETCH_DISTANCE ahead
+        requested first (writer lock held)."""
+        cdef Py_ssize_t i
+        cdef bint prefetch = self._nbytes > PREFETCH_FROM_BYTES
+        if prefetch:
+            for i in range(min(n, <Py_ssize_t>PREFETCH_DISTANCE)):
+                prefetch_key(self, hs[i])
+        for i in range(n):
+            if prefetch and i + PREFETCH_DISTANCE < n:
+                prefetch_key(self, hs[i + PREFETCH_DISTANCE])
+            self._add_hash(hs[i])
+
     # -- single keys ---------------------------------------------------------------------------------------------------
     def add(self, key):
         """Add one occurrence of a key. Returns True when it was certainly absent before. O(k)."""
@@ -266,18 +293,34 @@ cdef class CounterArrayCore(PositionsCore):
 
     # -- batches -------------------------------------------------------------------------------------------------------
     def update(self, keys):
-        """Add every key of an iterable or numpy array (integer, 'S' or 'U' dtype), without the GIL."""
+        """Add every key of an iterable or numpy array (integer, 'S' or 'U' dtype), without the GIL.
+
+        All or nothing: Python keys are all hashed before any cell changes (a key that cannot be hashed raises and
+        leaves the filter as it was); numpy keys cannot fail once the batch is accepted, so they are hashed CHUNK
+        at a time under the writer lock, with no array of hashes."""
         self._check_writable()
-        hashes, _ = flat_hashes(keys, self._hasher, self._key_func)
-        cdef const uint64_t[::1] hs = hashes
-        cdef Py_ssize_t i, n = hs.shape[0]
+        cdef Batch batch = make_batch(keys, self._key_func is not None)
+        cdef Py_ssize_t start = 0, count, n = batch.keys.length
+        cdef HashStream stream
+        cdef const uint64_t[::1] hs
         if n == 0:
             return None
-        with nogil:
-            bw_lock(&self._lock)
-            for i in range(n):
-                self._add_hash(hs[i])
-            bw_unlock(&self._lock)
+        if batch.keys.kind == BATCH_OBJECTS:
+            hs = hash_batch(batch, self._hasher, self._key_func)
+            with nogil:
+                bw_lock(&self._lock)
+                self._add_hashes(&hs[0], n)
+                bw_unlock(&self._lock)
+        else:
+            stream = HashStream(batch, self._hasher.seed, self._hasher.scheme, None)  # its buffers
+            with nogil:
+                bw_lock(&self._lock)
+                while start < n:
+                    count = min(<Py_ssize_t>CHUNK, n - start)
+                    hash_fixed(&batch.keys, start, count, self._hasher, stream.hashes, stream.scratch)
+                    self._add_hashes(stream.hashes, count)
+                    start += count
+                bw_unlock(&self._lock)
         self._count_keys(n)
         return None
 
@@ -289,7 +332,7 @@ cdef class CounterArrayCore(PositionsCore):
         cdef Py_ssize_t i, n = hs.shape[0]
         result = numpy().zeros(n, dtype=numpy().bool_)
         cdef uint8_t[::1] out = result.view(numpy().uint8)
-        with nogil:
+        with nogil:  # no prefetch: the loads of successive keys overlap anyway (measured slower with it)
             for i in range(n):
                 out[i] = self._test_hash(hs[i])
         return result.reshape(shape)
@@ -314,12 +357,18 @@ cdef class CounterArrayCore(PositionsCore):
         cdef Py_ssize_t i, n = hs.shape[0], failed = -1, removed = 0
         cdef Py_ssize_t k = self._g.num_hashes
         cdef uint64_t saved_length, saved_base
+        cdef bint prefetch = self._nbytes > PREFETCH_FROM_BYTES
         if n == 0:
             return 0
+        if prefetch:
+            for i in range(min(n, <Py_ssize_t>PREFETCH_DISTANCE)):
+                prefetch_key(self, hs[i])
         if missing == "ignore":
             with nogil:
                 bw_lock(&self._lock)
                 for i in range(n):
+                    if prefetch and i + PREFETCH_DISTANCE < n:
+                        prefetch_key(self, hs[i + PREFETCH_DISTANCE])
                     removed += self._remove_hash(hs[i], NULL)
                 bw_unlock(&self._lock)
             self._count_keys(-removed)
@@ -331,6 +380,8 @@ cdef class CounterArrayCore(PositionsCore):
             saved_length = self._journal.length
             saved_base = self._journal.base
             for i in range(n):
+                if prefetch and i + PREFETCH_DISTANCE < n:
+                    prefetch_key(self, hs[i + PREFETCH_DISTANCE])
                 if not self._remove_hash(hs[i], &undo[i * k]):
                     failed = i
                     break
@@ -422,7 +473,90 @@ cdef class CounterArrayCore(PositionsCore):
 
 
 
+cdef inline void prefetch_key(CounterArrayCore f, uint64_t h) noexcept nogil:
+    """Request the cache lines of a key's k cells (batch kernels, a few keys ahead)."""
+    cdef uint64_t pos[MAX_HASHES]
+    positions(&f._g, h, pos)
+    prefetch_cells(f._cells, f._width, pos, f._g.num_hashes)
+
+
 # ---- counting Bloom filter -------------------------------------------------------------------------------------------
+cdef Py_ssize_t stage(const Geometry* g, const uint64_t* hs, Py_ssize_t n, uint64_t* out, const uint8_t* cells,
+                      int width, bint prefetch) noexcept nogil:
+    """The k positions of keys hs[0..n) into out, key after key (those of layouts.pxd ``positions``: probe i at
+    h + i * second_hash(h), by multiply-high into the array or into slice i), requesting each cell's cache line
+    when `prefetch`. Returns n * k. The geometry is read into locals: stores to `out` may alias it (the module is
+    built with -fno-strict-aliasing) and would make the compiler reload it every probe."""
+    cdef uint64_t h, step, x, pos, m = g.num_bits
+    cdef uint32_t i, k = g.num_hashes
+    cdef Py_ssize_t j
+    cdef const uint64_t* start = g.slice_start
+    cdef bint classic = g.layout == LAYOUT_CLASSIC
+    for j in range(n):
+        h = hs[j]
+        step = second_hash(h)
+        x = h
+        for i in range(k):
+            if classic:
+                pos = bw_mulhi(x, m)
+            else:
+                pos = start[i] + bw_mulhi(x, start[i + 1] - start[i])
+            out[i] = pos
+            if prefetch:
+                bw_prefetch_write(cells + ((pos * <uint64_t>width) >> 3))
+            x += step
+        out += k
+    return n * k
+
+
+# NIBBLE_NEXT[side << 8 | byte]: the byte after a sticky increment of its low (side 0) or high (side 1) 4-bit counter.
+cdef uint8_t NIBBLE_NEXT[512]
+cdef int _side, _byte
+for _side in range(2):
+    for _byte in range(256):
+        NIBBLE_NEXT[_side << 8 | _byte] = <uint8_t>(
+            _byte + (((_byte >> (4 * _side)) & 0xF) != 0xF) * (1 << (4 * _side)))
+
+
+cdef void increment4(uint8_t* cells, const uint64_t* pos, Py_ssize_t count) noexcept nogil:
+    """_add_hash's increments of 4-bit counters (maximum 15, sticky), position after position: each byte through
+    NIBBLE_NEXT, without branches on the counters (their values are as good as random: a branch would mispredict)."""
+    cdef Py_ssize_t j
+    cdef uint8_t* byte
+    for j in range(count):
+        byte = cells + (pos[j] >> 1)
+        byte[0] = NIBBLE_NEXT[(pos[j] & 1) << 8 | byte[0]]
+
+
+cdef void increment_journaled(uint8_t* cells, int width, uint32_t maximum, const uint64_t* pos, Py_ssize_t count,
+                             Journal* journal) noexcept nogil:
+    """The increments with the change journal on: each counter that leaves 0 is journaled, in probe order."""
+    cdef Py_ssize_t j
+    cdef uint32_t c
+    for j in range(count):
+        c = cell_get(cells, width, pos[j])
+        if c == 0:
+            journal_push(journal, pos[j], 1)
+        if c != maximum:
+            cell_set(cells, width, pos[j], c + 1)
+
+
+cdef void increment8(uint8_t* cells, const uint64_t* pos, Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef uint32_t value
+    for j in range(count):
+        value = cells[pos[j]]
+        cells[pos[j]] = <uint8_t>(value + (value != 0xFF))
+
+
+cdef void increment16(uint16_t* cells, const uint64_t* pos, Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef uint32_t value
+    for j in range(count):
+        value = cells[pos[j]]
+        cells[pos[j]] = <uint16_t>(value + (value != 0xFFFF))
+
+
 @cython.auto_pickle(False)
 cdef class CountingCore(CounterArrayCore):
     """m counters of 4, 8 or 16 bits, sticky at their maximum; the bit view is "counter > 0"."""
@@ -484,6 +618,39 @@ cdef class CountingCore(CounterArrayCore):
                 journal_push(&self._journal, pos[i], 0)
         return True
 
+    cdef void _add_hashes(self, const uint64_t* hs, Py_ssize_t n) noexcept nogil:
+        """n calls of _add_hash, in order (so counters, saturation and the journal come out the same), in blocks
+        of BLOCK keys: the positions of the next block are computed (once) and their cache lines requested before
+        the counters of this block are incremented."""
+        cdef uint64_t staged[2 * BLOCK * MAX_HASHES]
+        cdef uint64_t* this_block = staged
+        cdef uint64_t* next_block = staged + BLOCK * MAX_HASHES
+        cdef uint64_t* swap
+        cdef uint8_t* cells = self._cells
+        cdef int width = self._width
+        cdef bint prefetch = self._nbytes > PREFETCH_FROM_BYTES
+        cdef Py_ssize_t start = 0, count, next_count, b = BLOCK
+        cdef bint journal_on = self._journal.active
+        count = stage(&self._g, hs, min(n, b), this_block, cells, width, prefetch)
+        while start < n:
+            next_count = 0
+            if start + b < n:
+                next_count = stage(&self._g, hs + start + b, min(n - start - b, b), next_block, cells, width,
+                                   prefetch)
+            if journal_on:
+                increment_journaled(cells, width, self._maximum, this_block, count, &self._journal)
+            elif width == 4:
+                increment4(cells, this_block, count)
+            elif width == 8:
+                increment8(cells, this_block, count)
+            else:
+                increment16(<uint16_t*>cells, this_block, count)
+            swap = this_block
+            this_block = next_block
+            next_block = swap
+            count = next_count
+            start += b
+
     # -- counters ------------------------------------------------------------------------------------------------------
     def counters(self, key):
         """The key's k counter values in probe (hash) order, as a tuple of ints."""
@@ -509,7 +676,7 @@ cdef class CountingCore(CounterArrayCore):
         cdef uint64_t pos[MAX_HASHES]
         result = np.zeros((n, k), dtype=np.uint16)
         cdef uint16_t[:, ::1] out = result
-        with nogil:
+        with nogil:  # no prefetch, as contains_many
             for i in range(n):
                 positions(&self._g, hs[i], pos)
                 for j in range(k):
