@@ -46,6 +46,8 @@ cdef extern from "simd.h" nogil:
                       uint8_t* out, size_t distance)
     size_t bw_simd_select_blocks(const uint64_t* hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
                                  uint64_t* out)
+    size_t bw_avx2_select_blocks(const uint64_t* hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
+                                 uint64_t* out)
     int bw_simd_add_one(uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, uint64_t h)
     int bw_simd_test_one(const uint64_t* words, uint64_t num_blocks, uint32_t num_hashes, uint64_t h)
 
@@ -53,23 +55,26 @@ cdef enum:
     PREFETCH_DISTANCE = 32  # keys ahead whose cache lines are requested
 
 MAX_NUM_BITS = 2 ** 48  # 32 TiB of bits: far beyond any real filter, small enough to catch nonsense
-cdef bint SIMD_AVAILABLE = bw_simd_available()
-cdef bint use_simd = SIMD_AVAILABLE        # blocked batches: the AVX2 bit kernels of simd.h (the same bits)
+# The kernel set is chosen once, at import: the best this CPU runs, or $BLOOMWISE_KERNELS (hashes.pyx).
+cdef bint SIMD_ALLOWED = bw_simd_available() and _hashes.KERNELS != "scalar"
+cdef bint use_simd = SIMD_ALLOWED          # blocked batches: the AVX2 bit kernels of simd.h (the same bits)
+kernel_sets = _hashes.kernel_sets           # the sets this CPU can run, best first
 
 
 def batch_kernels():
-    """The SIMD batch kernels in use: "avx2" (blocked layout bits), "avx512" (XXH3 of numpy integers), both
-    joined by "+", or "scalar"."""
+    """The SIMD batch kernels in use: "avx2" (blocked layout bits), "avx512" (XXH3 of numpy integers, threaded
+    inserts' selection), both joined by "+", or "scalar". $BLOOMWISE_KERNELS chooses them at import: "auto" (the
+    default: the best this CPU runs), "avx2+avx512", "avx2" or "scalar"; every set gives the same bits."""
     names = [name for name, used in (("avx2", use_simd), ("avx512", simd512_in_use())) if used]
     return "+".join(names) or "scalar"
 
 
 def _use_simd(bint enabled):
-    """Tests: switch the SIMD batch kernels off (or back on, where the CPU has them). Returns the previous
-    setting."""
+    """Tests: switch the SIMD batch kernels off (or back on, up to the kernel set chosen at import). Returns the
+    previous setting."""
     global use_simd
     previous = use_simd or simd512_in_use()
-    use_simd = enabled and SIMD_AVAILABLE
+    use_simd = enabled and SIMD_ALLOWED
     _hashes._use_simd512(enabled)
     return previous
 
@@ -170,31 +175,271 @@ cdef inline size_t select_blocks(const uint64_t* hs, size_t n, uint64_t num_bloc
     """The hashes among hs[0..n) whose block lies in [lo, hi), copied in order to out (room for n); how many."""
     if simd512_in_use():
         return bw_simd_select_blocks(hs, n, num_blocks, lo, hi, out)
+    if use_simd:
+        return bw_avx2_select_blocks(hs, n, num_blocks, lo, hi, out)
     return bw_select_blocks(hs, n, num_blocks, lo, hi, out)
 
 
-cdef uint64_t add_owned_blocks(const Geometry* g, uint64_t* words, const FixedKeys* keys, Hasher hasher,
-                               uint64_t lo, uint64_t hi, uint64_t* hs, uint64_t* owned,
-                               uint8_t* scratch) noexcept nogil:
-    """Blocked threaded inserts: one thread's share. It reads the whole batch but sets the bits only of the keys
-    whose block lies in [lo, hi), gathered per chunk without branches; returns how many of them were new. The
-    threads own disjoint ranges of blocks, so none ever writes another's cache lines, and each key is counted
-    by exactly one thread.
+# ---- threaded blocked inserts: a pipeline that hashes every key once -------------------------------------------
+# Each of T threads owns a range of whole blocks (cache lines) and is both a producer and a consumer. The batch is
+# cut into rounds of T shares of `share` keys. Producer t hashes its share of a round once and groups the hashes by
+# the thread that owns their block (a slot of the ring); consumer u then sets the bits of the hashes grouped for
+# it, from every producer's slot of that round in producer order. So each key is hashed once, by one thread; its
+# bits are set by one thread, no two threads write one cache line, and each block sees its keys in batch order:
+# the bits and the count of new keys are those of one thread. A ring of `depth` rounds lets a thread run ahead.
+cdef extern from *:
     """
-    cdef Py_ssize_t start = 0, count, c
-    cdef const uint64_t* src
-    cdef uint64_t new_keys = 0
-    while start < keys.length:
-        count = min(<Py_ssize_t>CHUNK, keys.length - start)
-        if keys.kind == BATCH_HASHES:
-            src = (<const uint64_t*>keys.data) + start
+    #include <sched.h>
+    static inline Py_ssize_t bw_load_acquire(const Py_ssize_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    static inline void bw_store_release(Py_ssize_t *p, Py_ssize_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    /* Waiting for another thread: spin briefly, then yield the core (on a machine with more threads than cores
+     * spinning would burn the time slice of the thread being waited for). */
+    static inline void bw_wait(int *spins) {
+    #if defined(__x86_64__) || defined(__i386__)
+        if (*spins < 64) { (*spins)++; __builtin_ia32_pause(); return; }
+    #endif
+        sched_yield();
+    }
+    """
+    Py_ssize_t bw_load_acquire(const Py_ssize_t* p) noexcept nogil
+    void bw_store_release(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
+    void bw_wait(int* spins) noexcept nogil
+
+cdef extern from "<stdlib.h>" nogil:
+    int posix_memalign(void** memptr, size_t alignment, size_t size)
+
+cdef enum:
+    PIPE_SHARE = 4096       # keys a producer hashes per round (32 KiB of hashes: its L1)
+    PIPE_DEPTH = 4          # rounds in the ring
+    PIPE_SELECT_MAX = 4     # up to 4 threads a producer groups by one selection pass per owner, beyond by owner ids
+    PROGRESS_STRIDE = 8     # Py_ssize_t per counter: each on a cache line of its own
+
+
+cdef struct Pipeline:
+    const Geometry* g
+    uint64_t* words
+    const FixedKeys* keys
+    Hasher hasher
+    Py_ssize_t nthreads, share, rounds, depth
+    Py_ssize_t room             # hashes per slot: 2 * share (a selection pass may store up to `share` past its end)
+    uint64_t* bounds            # [nthreads + 1]: thread u owns blocks [bounds[u], bounds[u + 1])
+    uint64_t* slots             # [depth][nthreads] slots: one producer's share of one round, grouped by owner
+    Py_ssize_t* starts          # [depth][nthreads][nthreads + 1]: where each owner's group begins in a slot
+    uint64_t* hashes            # [nthreads][share]: each producer's own hashes
+    uint8_t* owners             # [nthreads][share]: owner ids (more than PIPE_SELECT_MAX threads)
+    uint8_t* scratch            # [nthreads][scratch_room]: the UTF-8 of one 'U' key
+    Py_ssize_t scratch_room
+    Py_ssize_t* progress        # rounds produced by t: [2 t * STRIDE]; rounds consumed by t: [(2 t + 1) * STRIDE]
+    Py_ssize_t abort            # set when a thread could not start: the others return
+
+
+cdef inline uint64_t owner_of(uint64_t block, uint64_t nthreads, uint64_t num_blocks) noexcept nogil:
+    """The thread whose range [floor(N u / T), floor(N (u+1) / T)) holds block b: floor(((b + 1) T - 1) / N)."""
+    return ((block + 1) * nthreads - 1) // num_blocks
+
+
+cdef void pipe_produce(Pipeline* p, Py_ssize_t t, Py_ssize_t r) noexcept nogil:
+    """Producer t, round r: hash its share and group the hashes by owner into its slot of the ring."""
+    cdef Py_ssize_t T = p.nthreads, first = (r * T + t) * p.share, count = 0, u, i, off = 0
+    cdef Py_ssize_t s = (r % p.depth) * T + t
+    cdef uint64_t* out = p.slots + s * p.room
+    cdef Py_ssize_t* starts = p.starts + s * (T + 1)
+    cdef const uint64_t* src = p.hashes + t * p.share
+    cdef uint8_t* owner = p.owners + t * p.share
+    cdef uint64_t nb = p.g.num_blocks
+    if first < p.keys.length:
+        count = min(p.share, p.keys.length - first)
+        if p.keys.kind == BATCH_HASHES:
+            src = (<const uint64_t*>p.keys.data) + first
         else:
-            hash_fixed(keys, start, count, hasher, hs, scratch)
-            src = hs
-        c = select_blocks(src, count, g.num_blocks, lo, hi, owned)
-        new_keys += add_hashes(g, words, owned, c)
-        start += count
+            hash_fixed(p.keys, first, count, p.hasher, p.hashes + t * p.share, p.scratch + t * p.scratch_room)
+    if T <= PIPE_SELECT_MAX:
+        for u in range(T):  # one branch-free selection pass per owner (AVX-512 compress where in use)
+            starts[u] = off
+            if count:
+                off += select_blocks(src, count, nb, p.bounds[u], p.bounds[u + 1], out + off)
+        starts[T] = off
+        return
+    for u in range(T + 1):  # many threads: a counting sort by owner id
+        starts[u] = 0
+    for i in range(count):
+        owner[i] = <uint8_t>owner_of(block_index(p.g, src[i]), T, nb)
+        starts[owner[i] + 1] += 1
+    for u in range(T):  # starts[u]: where group u begins
+        starts[u + 1] += starts[u]
+    for i in range(count):  # starts[u] as group u's next free place: it ends where group u + 1 begins
+        out[starts[owner[i]]] = src[i]
+        starts[owner[i]] += 1
+    for u in range(T, 0, -1):
+        starts[u] = starts[u - 1]
+    starts[0] = 0
+
+
+cdef uint64_t pipe_consume(Pipeline* p, Py_ssize_t u, Py_ssize_t r) noexcept nogil:
+    """Consumer u, round r: set the bits of the hashes every producer grouped for u; how many keys were new."""
+    cdef Py_ssize_t T = p.nthreads, t, s
+    cdef Py_ssize_t* starts
+    cdef uint64_t new_keys = 0
+    for t in range(T):
+        s = (r % p.depth) * T + t
+        starts = p.starts + s * (T + 1)
+        new_keys += add_hashes(p.g, p.words, p.slots + s * p.room + starts[u], starts[u + 1] - starts[u])
     return new_keys
+
+
+cdef inline bint pipe_produced(Pipeline* p, Py_ssize_t r) noexcept nogil:
+    """Whether every producer has grouped its share of round r."""
+    cdef Py_ssize_t t
+    for t in range(p.nthreads):
+        if bw_load_acquire(&p.progress[2 * t * PROGRESS_STRIDE]) <= r:
+            return False
+    return True
+
+
+cdef inline bint pipe_slot_free(Pipeline* p, Py_ssize_t r) noexcept nogil:
+    """Whether round r may be written to the ring: every consumer is done with round r - depth."""
+    cdef Py_ssize_t u
+    for u in range(p.nthreads):
+        if bw_load_acquire(&p.progress[(2 * u + 1) * PROGRESS_STRIDE]) <= r - p.depth:
+            return False
+    return True
+
+
+cdef uint64_t pipe_run(Pipeline* p, Py_ssize_t me) noexcept nogil:
+    """Thread `me` of a pipelined insert: consume the next round as soon as every share of it is grouped, else
+    produce ahead while the ring has room, else wait. Returns how many of its keys were new (-1: aborted)."""
+    cdef Py_ssize_t produced = 0, consumed = 0
+    cdef uint64_t new_keys = 0
+    cdef int spins = 0
+    while consumed < p.rounds:
+        if consumed < produced and pipe_produced(p, consumed):
+            new_keys += pipe_consume(p, me, consumed)
+            consumed += 1
+            bw_store_release(&p.progress[(2 * me + 1) * PROGRESS_STRIDE], consumed)
+            spins = 0
+        elif produced < p.rounds and pipe_slot_free(p, produced):
+            pipe_produce(p, me, produced)
+            produced += 1
+            bw_store_release(&p.progress[2 * me * PROGRESS_STRIDE], produced)
+            spins = 0
+        elif bw_load_acquire(&p.abort):
+            return <uint64_t>-1
+        else:
+            bw_wait(&spins)
+    return new_keys
+
+
+@cython.auto_pickle(False)
+cdef class BlockedInsert:
+    """The memory and the threads of one pipelined blocked insert (the caller holds the filter's writer lock)."""
+    cdef Pipeline p
+    cdef Geometry g
+    cdef void* memory
+    cdef object batch           # keeps the keys' buffer alive
+
+    def __cinit__(self, Batch batch, int nthreads):
+        cdef Py_ssize_t T = nthreads, n = batch.keys.length
+        cdef size_t total
+        cdef uintptr_t at
+        self.batch = batch
+        memset(&self.p, 0, sizeof(Pipeline))
+        self.p.keys = &batch.keys
+        self.p.nthreads = T
+        self.p.share = max(1, min(<Py_ssize_t>PIPE_SHARE, (n + T - 1) // T))
+        self.p.rounds = (n + T * self.p.share - 1) // (T * self.p.share)
+        self.p.depth = max(1, min(<Py_ssize_t>PIPE_DEPTH, self.p.rounds))
+        self.p.room = 2 * self.p.share
+        self.p.scratch_room = (4 * batch.keys.width + 4 + 63) // 64 * 64
+        sizes = [
+            (2 * T) * PROGRESS_STRIDE * sizeof(Py_ssize_t),        # progress
+            (T + 1) * sizeof(uint64_t),                            # bounds
+            self.p.depth * T * self.p.room * sizeof(uint64_t),     # slots
+            self.p.depth * T * (T + 1) * sizeof(Py_ssize_t),       # starts
+            T * self.p.share * sizeof(uint64_t),                   # hashes
+            T * self.p.share,                                      # owners
+            T * self.p.scratch_room,                               # scratch
+        ]
+        sizes = [(size + 63) // 64 * 64 for size in sizes]
+        total = sum(sizes)
+        if posix_memalign(&self.memory, 64, total) != 0:
+            self.memory = NULL
+            raise MemoryError(f"cannot allocate {total} bytes for a threaded insert")
+        at = <uintptr_t>self.memory
+        self.p.progress = <Py_ssize_t*><void*>at; at += sizes[0]
+        self.p.bounds = <uint64_t*><void*>at; at += sizes[1]
+        self.p.slots = <uint64_t*><void*>at; at += sizes[2]
+        self.p.starts = <Py_ssize_t*><void*>at; at += sizes[3]
+        self.p.hashes = <uint64_t*><void*>at; at += sizes[4]
+        self.p.owners = <uint8_t*><void*>at; at += sizes[5]
+        self.p.scratch = <uint8_t*><void*>at
+        memset(self.p.progress, 0, sizes[0])
+
+    cdef int attach(self, const Geometry* g, uint64_t* words, Hasher hasher) except -1:
+        """The filter to fill: its geometry (copied), bits and hashing; each thread's range of blocks."""
+        cdef Py_ssize_t u, T = self.p.nthreads
+        self.g = g[0]
+        self.p.g = &self.g
+        self.p.words = words
+        self.p.hasher = hasher
+        for u in range(T + 1):
+            self.p.bounds[u] = self.g.num_blocks * <uint64_t>u // <uint64_t>T
+        return 0
+
+    def __dealloc__(self):
+        free(self.memory)
+
+    def _work(self, Py_ssize_t me):
+        cdef uint64_t new_keys
+        with nogil:
+            new_keys = pipe_run(&self.p, me)
+        return None if new_keys == <uint64_t>-1 else new_keys
+
+    def _abort(self):
+        bw_store_release(&self.p.abort, 1)
+
+    def run_serial(self):
+        """Every thread's part, one after the other in this thread (tests, and the cost of the pipeline's work
+        without its synchronisation); returns each part's count of new keys."""
+        cdef Py_ssize_t r, t, T = self.p.nthreads
+        cdef uint64_t[::1] counts = numpy().zeros(T, dtype=numpy().uint64)
+        with nogil:
+            for r in range(self.p.rounds):
+                for t in range(T):
+                    pipe_produce(&self.p, t, r)
+                for t in range(T):
+                    counts[t] += pipe_consume(&self.p, t, r)
+        return [int(c) for c in counts]
+
+    def run(self):
+        """Run thread 0 here and the others in new threads; returns each thread's count of new keys."""
+        import threading
+        cdef Py_ssize_t t, T = self.p.nthreads
+        counts = [None] * T
+
+        def work(t):
+            try:
+                counts[t] = self._work(t)
+            except BaseException:
+                self._abort()
+                raise
+
+        started = []
+        try:
+            for t in range(1, T):
+                thread = threading.Thread(target=work, args=(t,), name=f"bloomwise-insert-{t}", daemon=True)
+                thread.start()
+                started.append(thread)
+        except BaseException:  # a thread could not start: the others give up before setting any bit
+            self._abort()
+            for thread in started:
+                thread.join()
+            raise
+        work(0)
+        for thread in started:
+            thread.join()
+        if any(c is None for c in counts):
+            raise RuntimeError("a thread of the threaded insert failed")
+        return counts
 
 
 # ---- the filter ---------------------------------------------------------------------------------------------
@@ -376,31 +621,39 @@ cdef class BloomCore(PositionsCore):
     def _update_threaded(self, Batch batch, int nthreads):
         """Insert a batch with nthreads threads; no two threads ever write the same word at the same time.
 
-        Blocked: each thread owns a range of whole blocks (cache lines) and sets the bits of the keys whose block
-        lies in it (add_owned_blocks). Every thread reads the whole batch: numpy integers it hashes itself (eight
-        at a time, cheaper than sharing the hashes); other keys are hashed once beforehand, in parallel. Each key
-        has one owner, so the count of new keys stays exact. Classic and partitioned (k words all over the array
-        per key): a filter no larger than the batch's hashes (8 bytes a key) is filled by slices of the keys, one
-        thread in this filter and each other one in a private zeroed copy, OR-merged at the end; a larger one is
-        cut into ranges of whole words, and each thread sets, for every key, the bits that fall in its range.
+        Blocked: each thread owns a range of whole blocks (cache lines); the keys are hashed once, each share by
+        one thread, grouped by owner, and every thread sets the bits of the keys grouped for it (BlockedInsert).
+        Each key has one owner and each block sees its keys in batch order, so the count of new keys stays exact.
+        Classic and partitioned (k words all over the array per key): a filter no larger than the batch's hashes
+        (8 bytes a key) is filled by slices of the keys, one thread in this filter and each other one in a private
+        zeroed copy, OR-merged at the end; a larger one is cut into ranges of whole words, and each thread sets,
+        for every key, the bits that fall in its range.
         """
+        cdef BlockedInsert pipeline
         if batch.keys.kind == BATCH_OBJECTS:  # Python objects are hashed once, with the GIL
             batch = prehashed_batch(hash_batch(batch, self._hasher, self._key_func))
         blocked = self._g.layout == LAYOUT_BLOCKED
-        private_copies = not blocked and self._nbytes <= 8 * <uint64_t>batch.keys.length
-        integers = batch.keys.kind == BATCH_UINT64 or batch.keys.kind == BATCH_INT64
-        if batch.keys.kind != BATCH_HASHES and not private_copies and not (blocked and integers):
+        if blocked:
+            pipeline = BlockedInsert(batch, nthreads)
+            pipeline.attach(&self._g, self._words, self._hasher)
+            if isinstance(self._storage, AlignedBuffer) and batch.keys.length >= self._g.num_blocks // 8:
+                with nogil:  # the batch touches (nearly) every page anyway
+                    (<AlignedBuffer>self._storage).populate()
+            with nogil:
+                bw_lock(&self._lock)
+            try:
+                counts = pipeline.run()
+            finally:
+                bw_unlock(&self._lock)
+            self._count_new(sum(counts))
+            return
+        private_copies = self._nbytes <= 8 * <uint64_t>batch.keys.length
+        if batch.keys.kind != BATCH_HASHES and not private_copies:
             hashes = scratch_uint64(batch.keys.length)
             run_threads(nthreads, batch.keys.length,
                         lambda lo, hi: hash_range(batch, self._hasher.seed, self._hasher.scheme, hashes, lo, hi))
             batch = prehashed_batch(hashes)
-        if blocked:
-            if isinstance(self._storage, AlignedBuffer) and batch.keys.length >= self._g.num_blocks // 8:
-                with nogil:  # the batch touches (nearly) every page anyway
-                    (<AlignedBuffer>self._storage).populate()
-            blocks = [self._g.num_blocks * t // nthreads for t in range(nthreads + 1)]
-            work = lambda t, _: self._add_owned(batch, blocks[t], blocks[t + 1])
-        elif private_copies:
+        if private_copies:
             helpers = [self] + [self._empty_like() for _ in range(nthreads - 1)]
             bounds = [batch.keys.length * t // nthreads for t in range(nthreads + 1)]
             work = lambda t, _: helpers[t]._add_slice_unlocked(batch, bounds[t], bounds[t + 1])
@@ -416,10 +669,30 @@ cdef class BloomCore(PositionsCore):
                     self._or_unlocked(helper)
         finally:
             bw_unlock(&self._lock)
-        if blocked or private_copies:  # blocked: one owner per key; private copies: a repeat may count twice
+        if private_copies:  # a repeat may count twice
             self._count_new(sum(counts))
         else:  # a key's bits are spread over the threads: count the batch as new when any bit changed
             self._count_new(batch.keys.length if any(counts) else 0)
+
+    def _update_pipelined_serially(self, keys, int nthreads):
+        """Tests: a blocked threaded insert's work for nthreads threads, done by this thread in order."""
+        cdef BlockedInsert pipeline
+        cdef Batch batch = make_batch(keys, self._key_func is not None)
+        self._check_writable()
+        if self._g.layout != LAYOUT_BLOCKED or not 1 <= nthreads <= 64:
+            raise ValueError("the pipelined insert is for the blocked layout and 1 to 64 threads")
+        if batch.keys.kind == BATCH_OBJECTS:
+            batch = prehashed_batch(hash_batch(batch, self._hasher, self._key_func))
+        self._insertions += <uint64_t>batch.keys.length
+        pipeline = BlockedInsert(batch, nthreads)
+        pipeline.attach(&self._g, self._words, self._hasher)
+        self._lock_writer()
+        try:
+            counts = pipeline.run_serial()
+        finally:
+            bw_unlock(&self._lock)
+        self._count_new(sum(counts))
+        return counts
 
     def _empty_like(self):
         """A zeroed BloomCore of the same geometry and hashing (a private copy for one inserting thread)."""
@@ -450,16 +723,6 @@ cdef class BloomCore(PositionsCore):
         units = (self._g.num_bits + 63) // 64
         cuts = [units * t // nthreads * 64 for t in range(nthreads + 1)]
         return [(cuts[t], cuts[t + 1]) for t in range(nthreads)]
-
-    def _add_owned(self, Batch batch, uint64_t lo, uint64_t hi):
-        """One thread of a blocked threaded insert: the keys whose block is in [lo, hi)."""
-        cdef uint64_t new_keys
-        cdef HashStream stream = HashStream(batch, self._hasher.seed, self._hasher.scheme, None)  # its buffers
-        cdef uint64_t[::1] owned = scratch_uint64(CHUNK)
-        with nogil:
-            new_keys = add_owned_blocks(&self._g, self._words, &batch.keys, self._hasher, lo, hi, stream.hashes,
-                                        &owned[0], stream.scratch)
-        return new_keys
 
     def _add_prehashed_range(self, hashes, uint64_t lo, uint64_t hi):
         cdef uint64_t[::1] hv = hashes
@@ -643,8 +906,8 @@ cdef class BloomCore(PositionsCore):
 
 
 def _select_blocks(hashes, uint64_t num_blocks, uint64_t lo, uint64_t hi):
-    """Tests: the hashes (numpy uint64) whose block lies in [lo, hi), as a threaded blocked insert picks a thread's
-    keys (with the AVX-512 kernel unless _use_simd(False))."""
+    """Tests: the hashes (numpy uint64) whose block lies in [lo, hi), as a threaded blocked insert groups a thread's
+    keys (with the kernels in use: AVX-512, AVX2 or scalar)."""
     cdef const uint64_t[::1] hs = hashes
     out = numpy().empty(hs.shape[0], dtype=numpy().uint64)
     cdef uint64_t[::1] o = out
