@@ -180,20 +180,25 @@ cdef inline size_t select_blocks(const uint64_t* hs, size_t n, uint64_t num_bloc
     return bw_select_blocks(hs, n, num_blocks, lo, hi, out)
 
 
-# ---- threaded blocked inserts: a pipeline that hashes every key once -------------------------------------------
-# Each of T threads owns a range of whole blocks (cache lines) and is both a producer and a consumer. The batch is
-# cut into rounds of T shares of `share` keys. Producer t hashes its share of a round once and groups the hashes by
-# the thread that owns their block (a slot of the ring); consumer u then sets the bits of the hashes grouped for
-# it, from every producer's slot of that round in producer order. So each key is hashed once, by one thread; its
-# bits are set by one thread, no two threads write one cache line, and each block sees its keys in batch order:
-# the bits and the count of new keys are those of one thread. A ring of `depth` rounds lets a thread run ahead.
+# ---- threaded blocked inserts: every key hashed once -------------------------------------------------------------
+# T threads; "owner" u owns the blocks [floor(N u / T), floor(N (u + 1) / T)) (N blocks, whole cache lines). The batch
+# is cut into rounds of T shares of `share` keys, and the work into two kinds of tasks, which any thread may run:
+# - produce share t of round r: hash it (once) and group the hashes by owner into its slot of a ring of `depth`
+#   rounds. Shares are claimed in order, and only once every owner is done with the round that used the slot before;
+# - consume round r for owner u: set the bits of the hashes every share of round r grouped for u, in share order.
+#   An owner's rounds are consumed in order, by one thread at a time (a flag per owner).
+# So no two threads ever write one cache line at once, and each block sees its keys in batch order: the bits and the
+# count of new keys are those of one thread. As any thread runs any task, a thread the OS has descheduled holds up
+# the others only while it is inside a task (microseconds), not for its whole time off the CPU.
 cdef extern from *:
     """
     #include <sched.h>
     static inline Py_ssize_t bw_load_acquire(const Py_ssize_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
     static inline void bw_store_release(Py_ssize_t *p, Py_ssize_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-    /* Waiting for another thread: spin briefly, then yield the core (on a machine with more threads than cores
-     * spinning would burn the time slice of the thread being waited for). */
+    static inline int bw_claim(Py_ssize_t *p, Py_ssize_t expected) {
+        return __atomic_compare_exchange_n(p, &expected, expected + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+    }
+    /* Nothing to do: spin briefly, then yield the core (the thread awaited may be waiting for this very core). */
     static inline void bw_wait(int *spins) {
     #if defined(__x86_64__) || defined(__i386__)
         if (*spins < 64) { (*spins)++; __builtin_ia32_pause(); return; }
@@ -203,16 +208,17 @@ cdef extern from *:
     """
     Py_ssize_t bw_load_acquire(const Py_ssize_t* p) noexcept nogil
     void bw_store_release(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
+    bint bw_claim(Py_ssize_t* p, Py_ssize_t expected) noexcept nogil
     void bw_wait(int* spins) noexcept nogil
 
 cdef extern from "<stdlib.h>" nogil:
     int posix_memalign(void** memptr, size_t alignment, size_t size)
 
 cdef enum:
-    PIPE_SHARE = 4096       # keys a producer hashes per round (32 KiB of hashes: its L1)
-    PIPE_DEPTH = 4          # rounds in the ring
-    PIPE_SELECT_MAX = 4     # up to 4 threads a producer groups by one selection pass per owner, beyond by owner ids
-    PROGRESS_STRIDE = 8     # Py_ssize_t per counter: each on a cache line of its own
+    PIPE_SHARE = 4096       # keys per share (32 KiB of hashes: a core's L1)
+    PIPE_DEPTH = 8          # rounds in the ring
+    PIPE_SELECT_MAX = 4     # up to 4 owners: one selection pass per owner; beyond, a counting sort by owner id
+    LINE = 8                # Py_ssize_t per shared counter: each on a cache line of its own
 
 
 cdef struct Pipeline:
@@ -220,47 +226,51 @@ cdef struct Pipeline:
     uint64_t* words
     const FixedKeys* keys
     Hasher hasher
-    Py_ssize_t nthreads, share, rounds, depth
+    Py_ssize_t nthreads, share, rounds, depth, tasks
     Py_ssize_t room             # hashes per slot: 2 * share (a selection pass may store up to `share` past its end)
-    uint64_t* bounds            # [nthreads + 1]: thread u owns blocks [bounds[u], bounds[u + 1])
-    uint64_t* slots             # [depth][nthreads] slots: one producer's share of one round, grouped by owner
+    uint64_t* bounds            # [nthreads + 1]: owner u's blocks are [bounds[u], bounds[u + 1])
+    uint64_t* slots             # [depth][nthreads] slots: one share of one round, grouped by owner
     Py_ssize_t* starts          # [depth][nthreads][nthreads + 1]: where each owner's group begins in a slot
-    uint64_t* hashes            # [nthreads][share]: each producer's own hashes
-    uint8_t* owners             # [nthreads][share]: owner ids (more than PIPE_SELECT_MAX threads)
+    uint64_t* hashes            # [nthreads][share]: each thread's own hash buffer
+    uint8_t* owners             # [nthreads][share]: owner ids (more than PIPE_SELECT_MAX owners)
     uint8_t* scratch            # [nthreads][scratch_room]: the UTF-8 of one 'U' key
     Py_ssize_t scratch_room
-    Py_ssize_t* progress        # rounds produced by t: [2 t * STRIDE]; rounds consumed by t: [(2 t + 1) * STRIDE]
-    Py_ssize_t abort            # set when a thread could not start: the others return
+    Py_ssize_t* stamps          # [depth][nthreads][LINE]: round + 1 once that share of the round is grouped
+    Py_ssize_t* consumed        # [nthreads][LINE]: rounds owner u is done with
+    Py_ssize_t* busy            # [nthreads][LINE]: 1 while a thread consumes for owner u
+    Py_ssize_t* shared          # [0]: the next share to produce (round * nthreads + t)
+    Py_ssize_t* new_keys        # [nthreads][LINE]: new keys counted by each thread
 
 
 cdef inline uint64_t owner_of(uint64_t block, uint64_t nthreads, uint64_t num_blocks) noexcept nogil:
-    """The thread whose range [floor(N u / T), floor(N (u+1) / T)) holds block b: floor(((b + 1) T - 1) / N)."""
+    """The u with floor(N u / T) <= b < floor(N (u + 1) / T), that is floor(((b + 1) T - 1) / N)."""
     return ((block + 1) * nthreads - 1) // num_blocks
 
 
-cdef void pipe_produce(Pipeline* p, Py_ssize_t t, Py_ssize_t r) noexcept nogil:
-    """Producer t, round r: hash its share and group the hashes by owner into its slot of the ring."""
-    cdef Py_ssize_t T = p.nthreads, first = (r * T + t) * p.share, count = 0, u, i, off = 0
-    cdef Py_ssize_t s = (r % p.depth) * T + t
+cdef void pipe_produce(Pipeline* p, Py_ssize_t task, Py_ssize_t me) noexcept nogil:
+    """Share `task` (round task // T, share task % T), run by thread `me`: hash it and group it by owner."""
+    cdef Py_ssize_t T = p.nthreads, first = task * p.share, count = 0, u, i, off = 0
+    cdef Py_ssize_t s = (task // T % p.depth) * T + task % T
     cdef uint64_t* out = p.slots + s * p.room
     cdef Py_ssize_t* starts = p.starts + s * (T + 1)
-    cdef const uint64_t* src = p.hashes + t * p.share
-    cdef uint8_t* owner = p.owners + t * p.share
+    cdef uint64_t* mine = p.hashes + me * p.share
+    cdef const uint64_t* src = mine
+    cdef uint8_t* owner = p.owners + me * p.share
     cdef uint64_t nb = p.g.num_blocks
     if first < p.keys.length:
         count = min(p.share, p.keys.length - first)
         if p.keys.kind == BATCH_HASHES:
             src = (<const uint64_t*>p.keys.data) + first
         else:
-            hash_fixed(p.keys, first, count, p.hasher, p.hashes + t * p.share, p.scratch + t * p.scratch_room)
+            hash_fixed(p.keys, first, count, p.hasher, mine, p.scratch + me * p.scratch_room)
     if T <= PIPE_SELECT_MAX:
-        for u in range(T):  # one branch-free selection pass per owner (AVX-512 compress where in use)
+        for u in range(T):  # one branch-free selection pass per owner (AVX-512 or AVX2 where in use)
             starts[u] = off
             if count:
                 off += select_blocks(src, count, nb, p.bounds[u], p.bounds[u + 1], out + off)
         starts[T] = off
         return
-    for u in range(T + 1):  # many threads: a counting sort by owner id
+    for u in range(T + 1):  # a counting sort by owner id
         starts[u] = 0
     for i in range(count):
         owner[i] = <uint8_t>owner_of(block_index(p.g, src[i]), T, nb)
@@ -276,7 +286,7 @@ cdef void pipe_produce(Pipeline* p, Py_ssize_t t, Py_ssize_t r) noexcept nogil:
 
 
 cdef uint64_t pipe_consume(Pipeline* p, Py_ssize_t u, Py_ssize_t r) noexcept nogil:
-    """Consumer u, round r: set the bits of the hashes every producer grouped for u; how many keys were new."""
+    """Owner u, round r: set the bits of the hashes every share grouped for u; how many keys were new."""
     cdef Py_ssize_t T = p.nthreads, t, s
     cdef Py_ssize_t* starts
     cdef uint64_t new_keys = 0
@@ -288,50 +298,65 @@ cdef uint64_t pipe_consume(Pipeline* p, Py_ssize_t u, Py_ssize_t r) noexcept nog
 
 
 cdef inline bint pipe_produced(Pipeline* p, Py_ssize_t r) noexcept nogil:
-    """Whether every producer has grouped its share of round r."""
-    cdef Py_ssize_t t
+    """Whether every share of round r is grouped."""
+    cdef Py_ssize_t t, base = (r % p.depth) * p.nthreads
     for t in range(p.nthreads):
-        if bw_load_acquire(&p.progress[2 * t * PROGRESS_STRIDE]) <= r:
+        if bw_load_acquire(&p.stamps[(base + t) * LINE]) != r + 1:
             return False
     return True
 
 
 cdef inline bint pipe_slot_free(Pipeline* p, Py_ssize_t r) noexcept nogil:
-    """Whether round r may be written to the ring: every consumer is done with round r - depth."""
+    """Whether round r may be written to the ring: every owner is done with round r - depth."""
     cdef Py_ssize_t u
     for u in range(p.nthreads):
-        if bw_load_acquire(&p.progress[(2 * u + 1) * PROGRESS_STRIDE]) <= r - p.depth:
+        if bw_load_acquire(&p.consumed[u * LINE]) <= r - p.depth:
             return False
     return True
 
 
-cdef uint64_t pipe_run(Pipeline* p, Py_ssize_t me) noexcept nogil:
-    """Thread `me` of a pipelined insert: consume the next round as soon as every share of it is grouped, else
-    produce ahead while the ring has room, else wait. Returns how many of its keys were new (-1: aborted)."""
-    cdef Py_ssize_t produced = 0, consumed = 0
-    cdef uint64_t new_keys = 0
+cdef bint pipe_step(Pipeline* p, Py_ssize_t me) noexcept nogil:
+    """Run one task if one is ready: a round for an owner (this thread's own first), else the next share. Returns
+    whether it ran one."""
+    cdef Py_ssize_t T = p.nthreads, i, u, r, task
+    for i in range(T):
+        u = (me + i) % T
+        r = bw_load_acquire(&p.consumed[u * LINE])
+        if r < p.rounds and pipe_produced(p, r) and bw_claim(&p.busy[u * LINE], 0):
+            r = bw_load_acquire(&p.consumed[u * LINE])  # another thread may have consumed it meanwhile
+            if r < p.rounds and pipe_produced(p, r):
+                p.new_keys[me * LINE] += pipe_consume(p, u, r)
+                bw_store_release(&p.consumed[u * LINE], r + 1)
+                bw_store_release(&p.busy[u * LINE], 0)
+                return True
+            bw_store_release(&p.busy[u * LINE], 0)
+    task = bw_load_acquire(&p.shared[0])
+    if task < p.tasks and pipe_slot_free(p, task // T) and bw_claim(&p.shared[0], task):
+        pipe_produce(p, task, me)
+        bw_store_release(&p.stamps[((task // T % p.depth) * T + task % T) * LINE], task // T + 1)
+        return True
+    return False
+
+
+cdef void pipe_run(Pipeline* p, Py_ssize_t me) noexcept nogil:
+    """Thread `me`: run tasks until every owner has consumed every round (one thread alone would do them all)."""
+    cdef Py_ssize_t u
     cdef int spins = 0
-    while consumed < p.rounds:
-        if consumed < produced and pipe_produced(p, consumed):
-            new_keys += pipe_consume(p, me, consumed)
-            consumed += 1
-            bw_store_release(&p.progress[(2 * me + 1) * PROGRESS_STRIDE], consumed)
+    while True:
+        if pipe_step(p, me):
             spins = 0
-        elif produced < p.rounds and pipe_slot_free(p, produced):
-            pipe_produce(p, me, produced)
-            produced += 1
-            bw_store_release(&p.progress[2 * me * PROGRESS_STRIDE], produced)
-            spins = 0
-        elif bw_load_acquire(&p.abort):
-            return <uint64_t>-1
+            continue
+        for u in range(p.nthreads):
+            if bw_load_acquire(&p.consumed[u * LINE]) < p.rounds:
+                break
         else:
-            bw_wait(&spins)
-    return new_keys
+            return
+        bw_wait(&spins)
 
 
 @cython.auto_pickle(False)
 cdef class BlockedInsert:
-    """The memory and the threads of one pipelined blocked insert (the caller holds the filter's writer lock)."""
+    """The memory and the threads of one threaded blocked insert (the caller holds the filter's writer lock)."""
     cdef Pipeline p
     cdef Geometry g
     cdef void* memory
@@ -347,11 +372,17 @@ cdef class BlockedInsert:
         self.p.nthreads = T
         self.p.share = max(1, min(<Py_ssize_t>PIPE_SHARE, (n + T - 1) // T))
         self.p.rounds = (n + T * self.p.share - 1) // (T * self.p.share)
+        self.p.tasks = self.p.rounds * T
         self.p.depth = max(1, min(<Py_ssize_t>PIPE_DEPTH, self.p.rounds))
         self.p.room = 2 * self.p.share
         self.p.scratch_room = (4 * batch.keys.width + 4 + 63) // 64 * 64
-        sizes = [
-            (2 * T) * PROGRESS_STRIDE * sizeof(Py_ssize_t),        # progress
+        line = LINE * sizeof(Py_ssize_t)
+        sizes = [  # the counters first (zeroed), then the buffers
+            self.p.depth * T * line,                               # stamps
+            T * line,                                              # consumed
+            T * line,                                              # busy
+            line,                                                  # shared
+            T * line,                                              # new_keys
             (T + 1) * sizeof(uint64_t),                            # bounds
             self.p.depth * T * self.p.room * sizeof(uint64_t),     # slots
             self.p.depth * T * (T + 1) * sizeof(Py_ssize_t),       # starts
@@ -364,15 +395,19 @@ cdef class BlockedInsert:
         if posix_memalign(&self.memory, 64, total) != 0:
             self.memory = NULL
             raise MemoryError(f"cannot allocate {total} bytes for a threaded insert")
+        memset(self.memory, 0, sum(sizes[:5]))
         at = <uintptr_t>self.memory
-        self.p.progress = <Py_ssize_t*><void*>at; at += sizes[0]
-        self.p.bounds = <uint64_t*><void*>at; at += sizes[1]
-        self.p.slots = <uint64_t*><void*>at; at += sizes[2]
-        self.p.starts = <Py_ssize_t*><void*>at; at += sizes[3]
-        self.p.hashes = <uint64_t*><void*>at; at += sizes[4]
-        self.p.owners = <uint8_t*><void*>at; at += sizes[5]
+        self.p.stamps = <Py_ssize_t*><void*>at; at += sizes[0]
+        self.p.consumed = <Py_ssize_t*><void*>at; at += sizes[1]
+        self.p.busy = <Py_ssize_t*><void*>at; at += sizes[2]
+        self.p.shared = <Py_ssize_t*><void*>at; at += sizes[3]
+        self.p.new_keys = <Py_ssize_t*><void*>at; at += sizes[4]
+        self.p.bounds = <uint64_t*><void*>at; at += sizes[5]
+        self.p.slots = <uint64_t*><void*>at; at += sizes[6]
+        self.p.starts = <Py_ssize_t*><void*>at; at += sizes[7]
+        self.p.hashes = <uint64_t*><void*>at; at += sizes[8]
+        self.p.owners = <uint8_t*><void*>at; at += sizes[9]
         self.p.scratch = <uint8_t*><void*>at
-        memset(self.p.progress, 0, sizes[0])
 
     cdef int attach(self, const Geometry* g, uint64_t* words, Hasher hasher) except -1:
         """The filter to fill: its geometry (copied), bits and hashing; each thread's range of blocks."""
@@ -389,57 +424,40 @@ cdef class BlockedInsert:
         free(self.memory)
 
     def _work(self, Py_ssize_t me):
-        cdef uint64_t new_keys
         with nogil:
-            new_keys = pipe_run(&self.p, me)
-        return None if new_keys == <uint64_t>-1 else new_keys
+            pipe_run(&self.p, me)
 
-    def _abort(self):
-        bw_store_release(&self.p.abort, 1)
+    def _counts(self):
+        """The new keys each thread counted."""
+        return [self.p.new_keys[t * LINE] for t in range(self.p.nthreads)]
 
     def run_serial(self):
-        """Every thread's part, one after the other in this thread (tests, and the cost of the pipeline's work
-        without its synchronisation); returns each part's count of new keys."""
-        cdef Py_ssize_t r, t, T = self.p.nthreads
-        cdef uint64_t[::1] counts = numpy().zeros(T, dtype=numpy().uint64)
+        """Every task, in this thread (tests, and the cost of the work without its synchronisation)."""
         with nogil:
-            for r in range(self.p.rounds):
-                for t in range(T):
-                    pipe_produce(&self.p, t, r)
-                for t in range(T):
-                    counts[t] += pipe_consume(&self.p, t, r)
-        return [int(c) for c in counts]
+            while pipe_step(&self.p, 0):
+                pass
+        return self._counts()
 
     def run(self):
-        """Run thread 0 here and the others in new threads; returns each thread's count of new keys."""
+        """Run thread 0 here and the others in new threads; returns each thread's count of new keys.
+
+        Every thread runs tasks until all are done, so the insert completes whatever the threads that could be
+        started: if the OS refuses one, those running do its share."""
         import threading
-        cdef Py_ssize_t t, T = self.p.nthreads
-        counts = [None] * T
-
-        def work(t):
-            try:
-                counts[t] = self._work(t)
-            except BaseException:
-                self._abort()
-                raise
-
+        cdef Py_ssize_t t
         started = []
         try:
-            for t in range(1, T):
-                thread = threading.Thread(target=work, args=(t,), name=f"bloomwise-insert-{t}", daemon=True)
+            for t in range(1, self.p.nthreads):
+                thread = threading.Thread(target=self._work, args=(t,), name=f"bloomwise-insert-{t}", daemon=True)
                 thread.start()
                 started.append(thread)
-        except BaseException:  # a thread could not start: the others give up before setting any bit
-            self._abort()
+        except RuntimeError:  # "can't start new thread": fewer threads do all the tasks
+            pass
+        finally:  # even on an interrupt: the filter's lock is released only once no thread writes any more
+            self._work(0)
             for thread in started:
                 thread.join()
-            raise
-        work(0)
-        for thread in started:
-            thread.join()
-        if any(c is None for c in counts):
-            raise RuntimeError("a thread of the threaded insert failed")
-        return counts
+        return self._counts()
 
 
 # ---- the filter ---------------------------------------------------------------------------------------------
