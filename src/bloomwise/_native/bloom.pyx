@@ -247,33 +247,22 @@ cdef inline uint64_t owner_of(uint64_t block, uint64_t nthreads, uint64_t num_bl
     return ((block + 1) * nthreads - 1) // num_blocks
 
 
-cdef void pipe_produce(Pipeline* p, Py_ssize_t task, Py_ssize_t me) noexcept nogil:
-    """Share `task` (round task // T, share task % T), run by thread `me`: hash it and group it by owner."""
-    cdef Py_ssize_t T = p.nthreads, first = task * p.share, count = 0, u, i, off = 0
-    cdef Py_ssize_t s = (task // T % p.depth) * T + task % T
-    cdef uint64_t* out = p.slots + s * p.room
-    cdef Py_ssize_t* starts = p.starts + s * (T + 1)
-    cdef uint64_t* mine = p.hashes + me * p.share
-    cdef const uint64_t* src = mine
-    cdef uint8_t* owner = p.owners + me * p.share
-    cdef uint64_t nb = p.g.num_blocks
-    if first < p.keys.length:
-        count = min(p.share, p.keys.length - first)
-        if p.keys.kind == BATCH_HASHES:
-            src = (<const uint64_t*>p.keys.data) + first
-        else:
-            hash_fixed(p.keys, first, count, p.hasher, mine, p.scratch + me * p.scratch_room)
+cdef void group_by_owner(const uint64_t* src, Py_ssize_t count, const Geometry* g, const uint64_t* bounds,
+                         Py_ssize_t T, uint64_t* out, Py_ssize_t* starts, uint8_t* owner) noexcept nogil:
+    """Copy src[0..count) to out grouped by owner, in order within each group; group u is out[starts[u]..starts[u+1]).
+    out: room for 2 * count; owner: for count ids (more than PIPE_SELECT_MAX owners)."""
+    cdef Py_ssize_t u, i, off = 0
     if T <= PIPE_SELECT_MAX:
         for u in range(T):  # one branch-free selection pass per owner (AVX-512 or AVX2 where in use)
             starts[u] = off
             if count:
-                off += select_blocks(src, count, nb, p.bounds[u], p.bounds[u + 1], out + off)
+                off += select_blocks(src, count, g.num_blocks, bounds[u], bounds[u + 1], out + off)
         starts[T] = off
         return
     for u in range(T + 1):  # a counting sort by owner id
         starts[u] = 0
     for i in range(count):
-        owner[i] = <uint8_t>owner_of(block_index(p.g, src[i]), T, nb)
+        owner[i] = <uint8_t>owner_of(block_index(g, src[i]), T, g.num_blocks)
         starts[owner[i] + 1] += 1
     for u in range(T):  # starts[u]: where group u begins
         starts[u + 1] += starts[u]
@@ -283,6 +272,22 @@ cdef void pipe_produce(Pipeline* p, Py_ssize_t task, Py_ssize_t me) noexcept nog
     for u in range(T, 0, -1):
         starts[u] = starts[u - 1]
     starts[0] = 0
+
+
+cdef void pipe_produce(Pipeline* p, Py_ssize_t task, Py_ssize_t me) noexcept nogil:
+    """Share `task` (round task // T, share task % T), run by thread `me`: hash it and group it by owner."""
+    cdef Py_ssize_t T = p.nthreads, first = task * p.share, count = 0
+    cdef Py_ssize_t s = (task // T % p.depth) * T + task % T
+    cdef uint64_t* mine = p.hashes + me * p.share
+    cdef const uint64_t* src = mine
+    if first < p.keys.length:
+        count = min(p.share, p.keys.length - first)
+        if p.keys.kind == BATCH_HASHES:
+            src = (<const uint64_t*>p.keys.data) + first
+        else:
+            hash_fixed(p.keys, first, count, p.hasher, mine, p.scratch + me * p.scratch_room)
+    group_by_owner(src, count, p.g, p.bounds, T, p.slots + s * p.room, p.starts + s * (T + 1),
+                   p.owners + me * p.share)
 
 
 cdef uint64_t pipe_consume(Pipeline* p, Py_ssize_t u, Py_ssize_t r) noexcept nogil:
@@ -933,6 +938,27 @@ def _select_blocks(hashes, uint64_t num_blocks, uint64_t lo, uint64_t hi):
     if hs.shape[0]:
         count = select_blocks(&hs[0], hs.shape[0], num_blocks, lo, hi, &o[0])
     return out[:count]
+
+
+def _group_by_owner(hashes, uint64_t num_blocks, int nthreads):
+    """Tests: the hashes (numpy uint64) grouped by the thread that owns their block, as a threaded blocked insert
+    of nthreads threads groups a share (with the kernels in use); a list of nthreads arrays."""
+    cdef const uint64_t[::1] hs = hashes
+    cdef Py_ssize_t n = hs.shape[0], u
+    cdef Geometry g
+    if not 1 <= nthreads <= 64 or not 1 <= num_blocks < 2**32:
+        raise ValueError("nthreads must be in [1, 64] and num_blocks in [1, 2**32)")
+    geometry_init(&g, num_blocks * BLOCK_BITS, 8, LAYOUT_BLOCKED)
+    np = numpy()
+    out = np.zeros(2 * n + 1, dtype=np.uint64)
+    bounds = np.array([num_blocks * u // nthreads for u in range(nthreads + 1)], dtype=np.uint64)
+    starts = np.zeros(nthreads + 1, dtype=np.intp)
+    owner = np.zeros(n + 1, dtype=np.uint8)
+    cdef uint64_t[::1] o = out, b = bounds
+    cdef Py_ssize_t[::1] st = starts
+    cdef uint8_t[::1] ow = owner
+    group_by_owner(&hs[0] if n else NULL, n, &g, &b[0], nthreads, &o[0], &st[0], &ow[0])
+    return [out[starts[u]:starts[u + 1]] for u in range(nthreads)]
 
 
 def run_threads(int nthreads, total, work):
