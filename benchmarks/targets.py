@@ -112,3 +112,29 @@ def check_decisions(data: dict, ratios: list[tuple[str, str, str, float]]) -> li
     rows.append(_row("non-ASCII update: resident memory left behind (a UTF-8 copy per key would be ~70 MiB per 1M)",
                      max(1.0, keys / 1e6), " MiB", inst))
     return rows
+
+
+def check_threads_by_kernel_set(data: dict) -> list[dict]:
+    """The Speed issue's threads row, once per kernel set of the run (benchmarks/run.py --kernels): blocked
+    ``update(numpy uint64, threads=N) / threads=1``, at least 1.4x. Each instance is the median over the runs of the
+    ratio within a run (the two calls alternate in every run); the other sets' rows carry the tag " [set]"."""
+    import statistics
+
+    meta = data["meta"]
+    threads = max(meta["threads"])
+    sets = meta.get("kernel_sets") or [meta.get("batch_kernels", "?")]
+    rows = []
+    for i, kernels in enumerate(sets):
+        tag = "" if i == 0 else f" [{kernels}]"
+        one, many = BLOCKED + tag, f"{BLOCKED} threads={threads}" + tag
+        inst = []
+        for wname, fpr, libs in _cells(data, prefix="numpy"):
+            a, b = (libs.get(name, {}).get("batch_add") for name in (one, many))
+            if a and b and threads > 1:
+                ratios = [x / y for x, y in zip(a["runs"], b["runs"]) if y]
+                inst.append((f"{wname} {float(fpr):.1%}", statistics.median(ratios)))
+        note = "" if any(w.startswith("numpy-u64-10M") for w, _ in inst) else "the target is for 10M keys"
+        row = _row(f"update(numpy uint64, threads={threads}) / threads=1, blocked", 1.4, "x", inst, higher=True,
+                   note=note)
+        rows.append({"kernels": kernels, **row})
+    return rows

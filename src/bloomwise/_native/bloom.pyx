@@ -227,7 +227,7 @@ cdef struct Pipeline:
     const FixedKeys* keys
     Hasher hasher
     Py_ssize_t nthreads, share, rounds, depth, tasks
-    Py_ssize_t room             # hashes per slot: 2 * share (a selection pass may store up to `share` past its end)
+    Py_ssize_t room             # hashes per slot: share + 8 (a selection pass stores up to 8 past what it keeps)
     uint64_t* bounds            # [nthreads + 1]: owner u's blocks are [bounds[u], bounds[u + 1])
     uint64_t* slots             # [depth][nthreads] slots: one share of one round, grouped by owner
     Py_ssize_t* starts          # [depth][nthreads][nthreads + 1]: where each owner's group begins in a slot
@@ -250,7 +250,8 @@ cdef inline uint64_t owner_of(uint64_t block, uint64_t nthreads, uint64_t num_bl
 cdef void group_by_owner(const uint64_t* src, Py_ssize_t count, const Geometry* g, const uint64_t* bounds,
                          Py_ssize_t T, uint64_t* out, Py_ssize_t* starts, uint8_t* owner) noexcept nogil:
     """Copy src[0..count) to out grouped by owner, in order within each group; group u is out[starts[u]..starts[u+1]).
-    out: room for 2 * count; owner: for count ids (more than PIPE_SELECT_MAX owners)."""
+    out: room for count + 8 (a selection pass stores at most 8 hashes past those it keeps, which the next pass
+    overwrites); owner: room for count ids (more than PIPE_SELECT_MAX owners)."""
     cdef Py_ssize_t u, i, off = 0
     if T <= PIPE_SELECT_MAX:
         for u in range(T):  # one branch-free selection pass per owner (AVX-512 or AVX2 where in use)
@@ -359,12 +360,42 @@ cdef void pipe_run(Pipeline* p, Py_ssize_t me) noexcept nogil:
         bw_wait(&spins)
 
 
+# The last threaded insert's memory, kept for the next (taken and given back with the GIL held): memory a process has
+# not used yet costs page faults, about 2 ms per MB on a virtual machine, more than a 100k-key insert itself.
+cdef void* kept_memory = NULL
+cdef size_t kept_size = 0
+cdef size_t KEEP_AT_MOST = 8 << 20
+
+
+cdef void* take_memory(size_t size) except NULL:
+    global kept_memory, kept_size
+    cdef void* memory = NULL
+    if kept_memory != NULL and kept_size >= size:
+        memory, kept_memory, kept_size = kept_memory, NULL, 0
+        return memory
+    if posix_memalign(&memory, 64, size) != 0:
+        raise MemoryError(f"cannot allocate {size} bytes for a threaded insert")
+    return memory
+
+
+cdef void give_memory(void* memory, size_t size) noexcept:
+    global kept_memory, kept_size
+    if memory == NULL:
+        return
+    if size <= KEEP_AT_MOST and size > kept_size:
+        free(kept_memory)
+        kept_memory, kept_size = memory, size
+    else:
+        free(memory)
+
+
 @cython.auto_pickle(False)
 cdef class BlockedInsert:
     """The memory and the threads of one threaded blocked insert (the caller holds the filter's writer lock)."""
     cdef Pipeline p
     cdef Geometry g
     cdef void* memory
+    cdef size_t size
     cdef object batch           # keeps the keys' buffer alive
 
     def __cinit__(self, Batch batch, int nthreads):
@@ -379,7 +410,7 @@ cdef class BlockedInsert:
         self.p.rounds = (n + T * self.p.share - 1) // (T * self.p.share)
         self.p.tasks = self.p.rounds * T
         self.p.depth = max(1, min(<Py_ssize_t>PIPE_DEPTH, self.p.rounds))
-        self.p.room = 2 * self.p.share
+        self.p.room = self.p.share + 8
         self.p.scratch_room = (4 * batch.keys.width + 4 + 63) // 64 * 64
         line = LINE * sizeof(Py_ssize_t)
         sizes = [  # the counters first (zeroed), then the buffers
@@ -397,9 +428,8 @@ cdef class BlockedInsert:
         ]
         sizes = [(size + 63) // 64 * 64 for size in sizes]
         total = sum(sizes)
-        if posix_memalign(&self.memory, 64, total) != 0:
-            self.memory = NULL
-            raise MemoryError(f"cannot allocate {total} bytes for a threaded insert")
+        self.memory = take_memory(total)
+        self.size = total
         memset(self.memory, 0, sum(sizes[:5]))
         at = <uintptr_t>self.memory
         self.p.stamps = <Py_ssize_t*><void*>at; at += sizes[0]
@@ -426,7 +456,7 @@ cdef class BlockedInsert:
         return 0
 
     def __dealloc__(self):
-        free(self.memory)
+        give_memory(self.memory, self.size)
 
     def _work(self, Py_ssize_t me):
         with nogil:
@@ -950,7 +980,7 @@ def _group_by_owner(hashes, uint64_t num_blocks, int nthreads):
         raise ValueError("nthreads must be in [1, 64] and num_blocks in [1, 2**32)")
     geometry_init(&g, num_blocks * BLOCK_BITS, 8, LAYOUT_BLOCKED)
     np = numpy()
-    out = np.zeros(2 * n + 1, dtype=np.uint64)
+    out = np.zeros(n + 8, dtype=np.uint64)  # as a slot of the ring: room for n + 8
     bounds = np.array([num_blocks * u // nthreads for u in range(nthreads + 1)], dtype=np.uint64)
     starts = np.zeros(nthreads + 1, dtype=np.intp)
     owner = np.zeros(n + 1, dtype=np.uint8)

@@ -191,9 +191,9 @@ static void bw_simd_hash_i64(const int64_t *in, uint64_t *out, size_t n, uint64_
 }
 
 /* ---- threaded blocked inserts: the hashes of keys whose block a thread owns ----------------------------- */
-/* bw_select_blocks (common.h) with AVX-512F (out: room for n hashes): eight block indices at once (a 32x32-bit
- * multiply per lane); the owned hashes are compressed in a register and stored unaligned (a compressing store
- * straight to memory is microcoded and slow on AMD Zen 4). Every store stays below out + n: count <= i. */
+/* bw_select_blocks (common.h) with AVX-512F: eight block indices at once (a 32x32-bit multiply per lane); the owned
+ * hashes are compressed in a register and stored unaligned (a compressing store straight to memory is microcoded
+ * and slow on AMD Zen 4). Every store stays below out + n (count <= i) and below out + (the count returned) + 8. */
 __attribute__((target("avx512f")))
 static size_t bw_simd_select_blocks(const uint64_t *hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
                                     uint64_t *out) {
@@ -212,7 +212,7 @@ static size_t bw_simd_select_blocks(const uint64_t *hs, size_t n, uint64_t num_b
 
 /* The same selection with AVX2, four hashes at a time. AVX2 has no compress: the owned lanes are moved to the front
  * by a permutation from a table indexed by the 4-bit mask of owned lanes. Block indices are below 2^32, so the
- * signed 64-bit compares are exact. Every store stays below out + n, as above. */
+ * signed 64-bit compares are exact. Every store stays below out + n and out + (the count returned) + 4. */
 static const uint32_t BW_COMPRESS4[16][8] = {
     {0, 1, 0, 1, 0, 1, 0, 1}, {0, 1, 0, 1, 0, 1, 0, 1}, {2, 3, 0, 1, 0, 1, 0, 1}, {0, 1, 2, 3, 0, 1, 0, 1},
     {4, 5, 0, 1, 0, 1, 0, 1}, {0, 1, 4, 5, 0, 1, 0, 1}, {2, 3, 4, 5, 0, 1, 0, 1}, {0, 1, 2, 3, 4, 5, 0, 1},
