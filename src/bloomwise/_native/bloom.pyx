@@ -486,7 +486,7 @@ cdef class BlockedInsert:
                 thread = threading.Thread(target=self._work, args=(t,), name=f"bloomwise-insert-{t}", daemon=True)
                 thread.start()
                 started.append(thread)
-        except RuntimeError:  # "can't start new thread": fewer threads do all the tasks
+        except Exception:  # "can't start new thread" (RuntimeError), or no memory for one: fewer threads do it all
             pass
         finally:  # even on an interrupt: the filter's lock is released only once no thread writes any more
             self._work(0)
