@@ -127,13 +127,19 @@ def check_threads_by_kernel_set(data: dict) -> list[dict]:
     for i, kernels in enumerate(sets):
         tag = "" if i == 0 else f" [{kernels}]"
         one, many = BLOCKED + tag, f"{BLOCKED} threads={threads}" + tag
-        inst = []
+        inst, work = [], []
         for wname, fpr, libs in _cells(data, prefix="numpy"):
             a, b = (libs.get(name, {}).get("batch_add") for name in (one, many))
             if a and b and threads > 1:
                 ratios = [x / y for x, y in zip(a["runs"], b["runs"]) if y]
                 inst.append((f"{wname} {float(fpr):.1%}", statistics.median(ratios)))
-        note = "" if any(w.startswith("numpy-u64-10M") for w, _ in inst) else "the target is for 10M keys"
+            a, b = (libs.get(name, {}).get("batch_add_cpu") for name in (one, many))
+            if a and b and threads > 1:
+                work.append(statistics.median([y / x for x, y in zip(a["runs"], b["runs"]) if x]))
+        notes = [] if any(w.startswith("numpy-u64-10M") for w, _ in inst) else ["the target is for 10M keys"]
+        if work:  # what threading adds to the work: the speed-up two idle cores would allow is about 2 / this
+            notes.append(f"CPU time threads={threads} / threads=1: {max(work):.2f}x")
+        note = "; ".join(notes)
         row = _row(f"update(numpy uint64, threads={threads}) / threads=1, blocked", 1.4, "x", inst, higher=True,
                    note=note)
         rows.append({"kernels": kernels, **row})
