@@ -92,7 +92,8 @@ def workload_table(libs: dict, peers: list[str], spread: bool, floor: float | No
         for key, _ in columns:
             mine, theirs = value(rec, key), best.get(key)
             ratio.append(f"{mine / theirs[1]:.2f}× {theirs[0]}" if mine and theirs and key in RATIO_KEYS else "")
-        rows.append(["↳ vs best peer"] + ratio)
+        if any(ratio):  # no row when no peer was measured (--libs bloomwise)
+            rows.append(["↳ vs best peer"] + ratio)
         if floor:
             rows.append(["↳ vs floor"] + [f"{value(rec, key) / floor:.2f}×" if value(rec, key) and key in
                                           ("batch_add", "batch_query") else "" for key, _ in columns])
