@@ -188,8 +188,8 @@ cdef inline size_t select_blocks(const uint64_t* hs, size_t n, uint64_t num_bloc
 # - consume round r for owner u: set the bits of the hashes every share of round r grouped for u, in share order.
 #   An owner's rounds are consumed in order, by one thread at a time (a flag per owner).
 # So no two threads ever write one cache line at once, and each block sees its keys in batch order: the bits and the
-# count of new keys are those of one thread. As any thread runs any task, a thread the OS has descheduled holds up
-# the others only while it is inside a task (microseconds), not for its whole time off the CPU.
+# count of new keys are those of one thread. As any thread runs any task, a thread the OS deschedules between tasks
+# holds up no one; one descheduled inside a task holds up only what depends on that task, once the ring is full.
 cdef extern from *:
     """
     #include <sched.h>
