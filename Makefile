@@ -27,7 +27,7 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(VENV)/.installed-bench
-	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/suite.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info src/bloomwise/_native/*.c src/bloomwise/_native/*.so

@@ -27,6 +27,7 @@ def native(name: str, extra_args=()) -> Extension:
 setup(
     ext_modules=cythonize(
         [native("core"), native("storage"), native("hashes"), native("bloom"), native("counting"), native("served"),
+         native("scalable"),
          # the selective filters' decisions: the same double operations as numpy, so no fused multiply-adds
          native("decide", ["-ffp-contract=off"])],
         compiler_directives={

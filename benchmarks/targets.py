@@ -114,6 +114,23 @@ def check_decisions(data: dict, ratios: list[tuple[str, str, str, float]]) -> li
     return rows
 
 
+def check_scalable(data: dict, limit: float) -> list[dict]:
+    """The targets of benchmarks/scalable.py (each ratio the median over the runs of the ratio within a run): add and
+    `in` of the scalable filter (10 stages) within ``limit`` times the single filter's (the issue's row), and its
+    batches no slower than the floor, 10 plain filters of the stages' sizes queried in turn."""
+    rows = []
+    measured = data["ratios"]
+    for op in ("add", "in present", "in absent"):
+        name = f"{op}: scalable / single"
+        inst = [("median of runs", measured[name]["median"])] if name in measured else []
+        rows.append(_row(f"ScalableBloomFilter {op} (10 stages) vs BloomFilter", limit, "x", inst))
+    for op in ("contains_many str", "contains_many u64"):
+        name = f"{op}: scalable / floor"
+        inst = [("median of runs", measured[name]["median"])] if name in measured else []
+        rows.append(_row(f"ScalableBloomFilter {op} vs 10 plain filters queried in turn", 1.0, "x", inst))
+    return rows
+
+
 def check_threads_by_kernel_set(data: dict) -> list[dict]:
     """The Speed issue's threads row, once per kernel set of the run (benchmarks/run.py --kernels): blocked
     ``update(numpy uint64, threads=N) / threads=1``, at least 1.4x. Each instance is the median over the runs of the

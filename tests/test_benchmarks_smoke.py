@@ -68,3 +68,38 @@ def test_small_decisions_benchmark_writes_its_targets(tmp_path):
     statuses = {row["target"]: row["status"] for row in data["targets"]}
     assert statuses["SelectiveBloomFilter.query vs `in`"] in ("PASS", "FAIL")
     assert "| target | limit |" in run.stdout
+
+
+def test_suite_collects_every_steps_targets(tmp_path):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "suite.py"), "--quick", "--only",
+                          "decisions", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [table] = tmp_path.glob("*-targets-*.md")
+    data = json.loads(table.with_suffix(".json").read_text())
+    [decisions] = [p for p in tmp_path.glob("*-decisions-*.json")]
+    step_rows = json.loads(decisions.read_text())["targets"]
+    assert len(data["targets"]) == len(step_rows) and data["failures"] == []
+    assert {row["source"] for row in data["targets"]} == {decisions.name}
+    assert all(row["kernels"] for row in data["targets"])
+    assert "| target | kernels | limit | measured | status | from |" in table.read_text()
+
+
+def test_suite_names_its_steps_when_asked_for_an_unknown_one(tmp_path):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "suite.py"), "--only", "decisons",
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert "unknown step(s) decisons" in run.stderr and "decisions" in run.stderr.split("the steps are")[1]
+
+
+def test_small_scalable_benchmark_writes_its_targets(tmp_path):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "scalable.py"), "--keys", "20000",
+                          "--runs", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [raw] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
+    assert raw.stem.split("-")[3] == "scalable" and raw.with_suffix(".md").is_file()
+    data = json.loads(raw.read_text())
+    assert data["meta"]["kernels"] in ("avx2+avx512", "avx2", "scalar") and data["meta"]["stages"] == 10
+    statuses = {row["target"]: row["status"] for row in data["targets"]}
+    assert len(statuses) == 5 and set(statuses.values()) <= {"PASS", "FAIL"}
+    assert statuses["ScalableBloomFilter in absent (10 stages) vs BloomFilter"] in ("PASS", "FAIL")
+    assert data["figures"]["scalable: add"]["median"] > 0 and "| target | limit |" in run.stdout

@@ -316,3 +316,49 @@ def test_class_prior_defaults_and_missing_classes():
             f.query("zz")
         with pytest.raises(KeyError, match="no prior for class"):
             f.query_many(["k1", "u1"])
+
+
+def test_class_prior_label_errors_propagate():
+    class Broken:
+        def __hash__(self):
+            raise ValueError("label hash failed")
+
+    def classify(key):
+        return Broken() if key == "bad" else key[:2]
+
+    for make in (lambda p: SelectiveBloomFilter({"num_cells": 4096, "num_hashes": 3}, p, 5.0),
+                 lambda p: SelectiveCountingBloomFilter({"num_cells": 4096, "num_hashes": 3}, p, 5.0)):
+        f = make(ClassPrior(classify, {"k1": 0.5}, default=0.02))
+        f.update(["k1", "k2"])
+        with pytest.raises(ValueError, match="label hash failed"):
+            f.query("bad")
+        with pytest.raises(ValueError, match="label hash failed"):
+            f.query_many(["k1", "bad"])
+        reference = ref.bloom_query if isinstance(f, SelectiveBloomFilter) else ref.counting_query
+        assert_same_decision(f.query("k1"), reference(f, "k1"))  # and it goes on answering
+
+
+def test_class_prior_table_changed_by_the_classifier_mid_batch():
+    # labels are small ints (the same objects every time); the table changes at the tenth key of the query batch
+    def make():
+        queried = []  # the keys classified since the filter was built
+
+        def classify(key):
+            if queried is not None:
+                queried.append(key)
+                if len(queried) == 10:
+                    prior.table[0] = 1e-9
+                    prior.table[1] = 0.9
+            return int(key[-1]) % 2
+
+        prior = ClassPrior(classify, {0: 0.5, 1: 0.01})
+        f = SelectiveBloomFilter({"num_cells": 4096, "num_hashes": 3}, prior, 5.0)
+        queried = None
+        f.update(keys[:30])
+        queried = []
+        return f
+
+    keys = query_keys(30, 30)
+    got = make().query_many(keys)
+    assert_same_decisions(got, ref.bloom_query_many(make(), keys))
+    assert got.posterior[2] != got.posterior[12]  # the same label (0) before and after the change

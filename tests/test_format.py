@@ -73,7 +73,7 @@ def test_ids_are_append_only():
         Structure: {"BLOOM": 1, "COUNTING": 2, "VARIABLE_INCREMENT": 3, "SCALABLE": 4,
                     "GENERALIZED": 5, "RETOUCHED": 6, "SUMMARY_UPDATE": 7},
         Layout: {"NONE": 0, "CLASSIC": 1, "PARTITIONED": 2, "BLOCKED": 3},
-        HashScheme: {"CUSTOM": 0, "XXH64_V1": 1},
+        HashScheme: {"CUSTOM": 0, "XXH64_V1": 1, "XXH3_V1": 2, "XXH64_STAGES_V1": 3, "XXH3_STAGES_V1": 4},
         Flags: {"OPEN_FOR_WRITING": 1, "KEYED": 2},
     }
     for enum_type, table in pinned.items():
@@ -252,7 +252,7 @@ def test_unknown_version():
     (dict(structure=0), r"unknown structure id 0; this bloomwise knows 1 \(BLOOM\)"),
     (dict(structure=200), "unknown structure id 200"),
     (dict(layout=4), "unknown layout id 4"),
-    (dict(hash=3), "unknown hash id 3"),
+    (dict(hash=5), "unknown hash id 5"),
     (dict(flags=4), "reserved flag bits set: flags are 0x04"),
     (dict(flags=0x80), "reserved flag bits"),
     (dict(num_bits=0), "num_bits is 0"),

@@ -72,3 +72,10 @@ def test_filters_leave_nothing_in_the_callers_strings():
     h = bloomwise.BloomFilter(5000, 0.01)
     h.update([k.encode() for k in keys])
     assert g == f and g.to_bytes() == h.to_bytes()  # f also counted the 500 repeated add() calls
+
+
+@given(st.text(st.sampled_from("abc/.é\x80ÿ") | st.characters(max_codepoint=255), max_size=70),
+       st.integers(0, 2**64 - 1))
+def test_latin1_text_hashes_as_its_utf8(text, seed):
+    """One-byte (UCS1) strings: the eight-at-a-time encoder, its tail store and Latin-1 letters anywhere."""
+    assert key_hash(text, seed) == xxhash.xxh3_64_intdigest(text.encode(), seed)

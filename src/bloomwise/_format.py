@@ -110,11 +110,17 @@ class HashScheme(enum.IntEnum):
     CUSTOM: index functions supplied by the caller (``BloomFilter.from_hash_functions``); such a file can only be
     loaded by passing the same functions again. XXH64_V1 and XXH3_V1: the key encoding of docs/architecture.md,
     hashed with XXH64 or with XXH3-64 (the default since bloomwise 0.2: faster on short keys).
+    XXH64_STAGES_V1 and XXH3_STAGES_V1 (scalable filters only): the key is hashed once, as by XXH64_V1 or XXH3_V1
+    with the filter's seed, and stage i's hash is SplitMix64's output number i + 1 seeded with that hash
+    (``bloomwise._native.scalable``); a scalable filter saved with XXH64_V1 or XXH3_V1 hashes the key again in
+    each stage, with that stage's seed.
     """
 
     CUSTOM = 0
     XXH64_V1 = 1
     XXH3_V1 = 2
+    XXH64_STAGES_V1 = 3
+    XXH3_STAGES_V1 = 4
 
 
 #: the ``hash_scheme=`` names users pass, and the schemes they select
@@ -141,6 +147,22 @@ def keyed_hash_scheme(header: "Header", what: str) -> int:
     if header.hash_scheme not in HASH_SCHEME_NAMES.values():
         raise FormatError(f"{what} needs hash scheme XXH3_V1 or XXH64_V1, the file says {header.hash_scheme.name}")
     return int(header.hash_scheme)
+
+
+#: a scalable filter's key hash -> the scheme id saved when its stages derive their hashes from it
+STAGE_HASH_SCHEMES = {HashScheme.XXH64_V1: HashScheme.XXH64_STAGES_V1, HashScheme.XXH3_V1: HashScheme.XXH3_STAGES_V1}
+
+
+def scalable_hash_scheme(header: "Header") -> tuple[int, bool]:
+    """A scalable filter file's hashing: (the key hash's scheme id, 1 or 2; whether the stages derive their hashes
+    from it). FormatError for a scheme a scalable filter cannot use."""
+    for base, staged in STAGE_HASH_SCHEMES.items():
+        if header.hash_scheme == staged:
+            return int(base), True
+    if header.hash_scheme not in HASH_SCHEME_NAMES.values():
+        raise FormatError(f"a scalable filter needs hash scheme XXH3_STAGES_V1, XXH64_STAGES_V1, XXH3_V1 or "
+                          f"XXH64_V1, the file says {header.hash_scheme.name}")
+    return int(header.hash_scheme), False
 
 
 class Flags(enum.IntFlag):

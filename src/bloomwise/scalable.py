@@ -14,6 +14,7 @@ and the measured rate is ``1 - prod_i (1 - FPR_i)``.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Callable, Optional
 
 from bloomwise import _format
@@ -21,14 +22,18 @@ from bloomwise._base import (
     LAYOUTS, DeprecatedAlias, check_capacity, check_target_fpr, check_threads, renamed_keyword,
 )
 from bloomwise.bloom import BloomFilter
+from bloomwise._native.scalable import ScalableCore
 from bloomwise._compatibility import Compatible
 from bloomwise._persistence import Persistent, check_keyed, header_flags
 from bloomwise.errors import FormatError
 
 __all__ = ["ScalableBloomFilter"]
 
-#: Stage i hashes with seed (seed + i * STAGE_SEED_STEP) mod 2**64 (the 64-bit golden ratio: stages never share one).
+#: Stage hashing "seeded" (files of bloomwise 0.2): stage i hashes with seed (seed + i * STAGE_SEED_STEP) mod 2**64
+#: (the 64-bit golden ratio: stages never share one).
 STAGE_SEED_STEP = 0x9E3779B97F4A7C15
+#: ``stage_hashing=`` choices: "derived" (the default: one hash per key) and "seeded" (a hash per key and stage).
+STAGE_HASHINGS = ("derived", "seeded")
 _STAGE_ALIGNMENT = 64
 _STAGE_FIELDS = ("capacities", "fprs", "num_bits", "num_hashes", "seeds", "keys")
 
@@ -48,13 +53,15 @@ def _real(name: str, value, low: float, high: float, *, low_open: bool, high_ope
     return value
 
 
-class ScalableBloomFilter(Persistent, Compatible):
+class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
     """A set of keys of unknown size: "certainly absent" or "might be present", at a false-positive rate that
     stays at or below ``fpr`` however many keys are added.
 
     Keys are those of BloomFilter (str as UTF-8, bytes, int of any size, numpy batches; ``key=`` for other
     objects). ``add`` first asks every stage, so a key already (or apparently) present is not added again and
-    does not use up capacity. A query asks each stage: O(s k) for s stages, and s grows like log_growth(n).
+    does not use up capacity. A key is hashed once; stage i's hash is derived from that hash (``stage_hashing``).
+    A query asks the stages newest first: a present key stops at the stage that holds it, an absent one is tested
+    in every stage (s of them, s growing like log_growth(n)), each test stopping at its first zero bit.
 
     >>> f = ScalableBloomFilter(capacity=100, fpr=0.01)
     >>> f.update(range(1000))
@@ -64,11 +71,12 @@ class ScalableBloomFilter(Persistent, Compatible):
     True
     """
 
-    __slots__ = ("_initial_capacity", "_fpr", "_growth", "_ratio", "_layout", "_seed", "_key", "_scheme", "_stages",
-                 "_stage_keys", "_insertions", "__weakref__")
+    __slots__ = ("_initial_capacity", "_fpr", "_growth", "_ratio", "_layout", "_seed", "_key", "_stages",
+                 "__weakref__")
 
     def __init__(self, capacity=None, fpr=0.01, *, growth=2, ratio=0.5, layout="blocked", seed=0,
-                 key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3", initial_capacity=None):
+                 key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3", initial_capacity=None,
+                 stage_hashing="derived"):
         """
         :param capacity: keys the first stage holds (an int >= 1; default 1024; ``initial_capacity=`` is its
             deprecated name). Later stages hold more: the filter has no upper limit.
@@ -77,16 +85,22 @@ class ScalableBloomFilter(Persistent, Compatible):
         :param ratio: each stage's target FPR is ``ratio`` times the one before (in (0, 1); default 0.5); the
             first stage's is ``fpr * (1 - ratio)``.
         :param layout: the stages' layout: ``"blocked"`` (default), ``"classic"`` or ``"partitioned"``.
-        :param seed: hash seed of the first stage, an int in [0, 2**64) (stage i: ``seed + i * STAGE_SEED_STEP``).
+        :param seed: the key hash's seed, an int in [0, 2**64).
         :param key: optional function turning any key into bytes.
-        :param hash_scheme: every stage's: ``"xxh3"`` (default) or ``"xxh64"`` (bloomwise 0.1's hashing).
+        :param hash_scheme: the key hash: ``"xxh3"`` (default) or ``"xxh64"`` (bloomwise 0.1's hashing).
+        :param stage_hashing: ``"derived"`` (default): a key is hashed once and stage i's hash is derived from it
+            (``bloomwise._native.scalable``); ``"seeded"``: stage i hashes the key again with seed
+            ``seed + i * STAGE_SEED_STEP`` (the filters bloomwise 0.2 saved; slower, one hash per stage).
         """
         capacity = renamed_keyword("capacity", capacity, "initial_capacity", initial_capacity, "ScalableBloomFilter")
+        if stage_hashing not in STAGE_HASHINGS:
+            raise ValueError(f"stage_hashing must be one of {', '.join(map(repr, STAGE_HASHINGS))}, "
+                             f"got {stage_hashing!r}")
         self._configure(1024 if capacity is None else capacity, fpr, growth, ratio, layout, seed, key,
-                        _format.hash_scheme_id(hash_scheme))
+                        _format.hash_scheme_id(hash_scheme), stage_hashing == "derived")
         self._add_stage()
 
-    def _configure(self, initial_capacity, fpr, growth, ratio, layout, seed, key, scheme) -> None:
+    def _configure(self, initial_capacity, fpr, growth, ratio, layout, seed, key, scheme, derived) -> None:
         """Check and set the parameters; no stage yet."""
         self._initial_capacity = check_capacity(initial_capacity, "capacity")
         self._fpr = check_target_fpr(fpr)
@@ -98,12 +112,18 @@ class ScalableBloomFilter(Persistent, Compatible):
             raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
         if key is not None and not callable(key):
             raise TypeError(f"key must be a function turning a key into bytes, got {type(key).__name__}")
-        self._layout, self._seed, self._key, self._scheme = layout, seed, key, scheme
+        self._layout, self._seed, self._key = layout, seed, key
+        self._init_scalable(seed, key, scheme, derived)
         self._stages: list[BloomFilter] = []
-        self._stage_keys: list[int] = []
-        self._insertions = 0
 
     # -- stages --------------------------------------------------------------------------------------------------------
+    @property
+    def stage_hashing(self) -> str:
+        """How the stages hash a key: ``"derived"`` (one hash of the key, stage i's derived from it; file hash
+        schemes XXH3_STAGES_V1 / XXH64_STAGES_V1) or ``"seeded"`` (each stage hashes the key with its own seed;
+        bloomwise 0.2's files, schemes XXH3_V1 / XXH64_V1). A loaded filter keeps its file's."""
+        return "derived" if self._derived_stages else "seeded"
+
     def stage_capacity(self, index: int) -> int:
         """capacity_i = ceil(capacity * growth^i)."""
         return math.ceil(self._initial_capacity * self._growth ** index)
@@ -113,70 +133,83 @@ class ScalableBloomFilter(Persistent, Compatible):
         return self._fpr * (1.0 - self._ratio) * self._ratio ** index
 
     def stage_seed(self, index: int) -> int:
+        """The seed stage ``index`` hashes keys with: the filter's (derived stage hashing: every stage starts from
+        the same key hash), or ``(seed + index * STAGE_SEED_STEP) mod 2**64`` (seeded)."""
+        if self._derived_stages:
+            return self._seed
         return (self._seed + index * STAGE_SEED_STEP) % 2 ** 64
 
     def _add_stage(self) -> None:
+        """Append an empty stage (sized by its layout's formula for capacity_i keys at fpr_i)."""
         index = len(self._stages)
-        self._stages.append(BloomFilter(self.stage_capacity(index), self.stage_fpr(index), layout=self._layout,
-                                        seed=self.stage_seed(index), key=self._key,
-                                        hash_scheme=_format.hash_scheme_name(self._scheme)))
-        self._stage_keys.append(0)
+        cls = _DerivedStage if self._derived_stages else BloomFilter
+        stage = cls(self.stage_capacity(index), self.stage_fpr(index), layout=self._layout,
+                    seed=self.stage_seed(index), key=self._key, hash_scheme=self.hash_scheme)
+        self._append_stage(stage, stage.capacity, 0)
 
-    def _room(self) -> int:
-        """Keys the newest stage still takes; a new stage when it is full."""
-        room = self._stages[-1].capacity - self._stage_keys[-1]
-        if room <= 0:
-            self._add_stage()
-            room = self._stages[-1].capacity
-        return room
+    def _append_stage(self, stage: BloomFilter, capacity: int, keys: int) -> None:
+        if isinstance(stage, _DerivedStage):
+            stage._parent, stage._index = weakref.ref(self), len(self._stages)
+        self._attach_stage(stage, capacity, keys)
+        self._stages.append(stage)
 
     @property
     def stages(self) -> tuple:
-        """The stages, oldest first (BloomFilters: read them, do not add to them)."""
+        """The stages, oldest first, as BloomFilters: read them, do not add to them. With derived stage hashing
+        a stage answers ``in`` and ``contains_many`` through this filter (its bits are addressed by the derived
+        hash), and cannot be saved or pickled on its own."""
         return tuple(self._stages)
 
     @property
     def num_stages(self) -> int:
         return len(self._stages)
 
-    # -- keys ----------------------------------------------------------------------------------------------------------
-    def add(self, key) -> bool:
-        """Add a key. Returns True when it was certainly not present before (then it went into the newest stage)."""
-        self._insertions += 1
-        if key in self:
+    @property
+    def _stage_keys(self) -> list:
+        return list(self.stage_keys)
+
+    # -- keys: seeded stage hashing (the compiled core handles derived stage hashing) ----------------------------------
+    def _seeded_room(self) -> int:
+        """Keys the newest stage still takes; a new stage when it is full."""
+        room = self._stages[-1].capacity - self.stage_keys[-1]
+        if room <= 0:
+            self._add_stage()
+            room = self._stages[-1].capacity
+        return room
+
+    def _seeded_add(self, key) -> bool:
+        present = key in self  # first: a key that is refused (TypeError) is not counted
+        self._set_insertions(self.num_keys + 1)
+        if present:
             return False
-        self._room()
+        self._seeded_room()
         self._stages[-1].add(key)
-        self._stage_keys[-1] += 1
+        self._count_stage_keys(len(self._stages) - 1, 1)
         return True
 
-    def __contains__(self, key) -> bool:
-        """`key in f`: False means certainly absent; True means "might be present". O(s k)."""
+    def _seeded_contains(self, key) -> bool:
         return any(key in stage for stage in reversed(self._stages))
 
-    def update(self, keys, *, threads=None) -> None:
-        """Add every key of an iterable or numpy array; keys that might already be present are skipped.
-        ``threads=``: each stage's batch query and insert use that many threads."""
+    def _seeded_update(self, keys, *, threads=None) -> None:
         keys = self._materialise(keys)
         check_threads(threads)
-        self._insertions += len(keys) if not hasattr(keys, "size") else int(keys.size)
         if len(keys) == 0:
             return
-        present = self.contains_many(keys, threads=threads).reshape(-1)
+        present = self.contains_many(keys, threads=threads).reshape(-1)  # first: refused keys change nothing
+        self._set_insertions(self.num_keys + (len(keys) if not hasattr(keys, "size") else int(keys.size)))
         if hasattr(keys, "dtype"):
             new = keys.reshape(-1)[~present]
         else:
             new = [k for k, seen in zip(keys, present.tolist()) if not seen]
         start = 0
         while start < len(new):
-            room = self._room()
+            room = self._seeded_room()
             chunk = new[start:start + room]
             self._stages[-1].update(chunk, threads=threads)
-            self._stage_keys[-1] += len(chunk)  # duplicates inside a batch count twice: conservative
+            self._count_stage_keys(len(self._stages) - 1, len(chunk))  # repeats in a batch count twice
             start += room
 
-    def contains_many(self, keys, *, threads=None):
-        """A numpy bool array: whether each key might be present (the shape of a numpy input)."""
+    def _seeded_contains_many(self, keys, *, threads=None):
         keys = self._materialise(keys)
         result = self._stages[-1].contains_many(keys, threads=threads)
         for stage in self._stages[-2::-1]:
@@ -198,7 +231,9 @@ class ScalableBloomFilter(Persistent, Compatible):
 
     def clear(self) -> None:
         """Remove every key: back to one empty stage."""
-        self._stages, self._stage_keys, self._insertions = [], [], 0
+        self._detach_stages()
+        self._stages = []
+        self._set_insertions(0)
         self._add_stage()
 
     # -- description and statistics ------------------------------------------------------------------------------------
@@ -213,17 +248,6 @@ class ScalableBloomFilter(Persistent, Compatible):
     def fpr(self) -> float:
         """The target: the compound false-positive rate the filter stays below."""
         return self._fpr
-
-    @property
-    def num_keys(self) -> int:
-        """Keys added: one per ``add()`` and one per key of ``update()``, repeats included (saved with the filter;
-        a loaded filter counts from the keys its stages took). ``stage_keys`` counts what each stage took."""
-        return self._insertions
-
-    @property
-    def stage_keys(self) -> tuple[int, ...]:
-        """Keys each stage took (those not already, or apparently, present), oldest first."""
-        return tuple(self._stage_keys)
 
     @property
     def num_hashes(self) -> int:
@@ -245,10 +269,6 @@ class ScalableBloomFilter(Persistent, Compatible):
     @property
     def seed(self) -> int:
         return self._seed
-
-    @property
-    def _hash_scheme_id(self) -> int:
-        return self._scheme
 
     @property
     def num_cells(self) -> int:
@@ -291,7 +311,8 @@ class ScalableBloomFilter(Persistent, Compatible):
     # -- comparison and copies -----------------------------------------------------------------------------------------
     def _parameters(self) -> dict:
         return {"capacity": self._initial_capacity, "fpr": self._fpr, "growth": self._growth,
-                "ratio": self._ratio, "layout": self._layout, "seed": self._seed, "hash_scheme": self.hash_scheme}
+                "ratio": self._ratio, "layout": self._layout, "seed": self._seed, "hash_scheme": self.hash_scheme,
+                "stage_hashing": self.stage_hashing}
 
     def is_compatible(self, other) -> bool:
         """True when ``other`` is a ScalableBloomFilter with the same parameters (so the same stages)."""
@@ -300,26 +321,31 @@ class ScalableBloomFilter(Persistent, Compatible):
     def __eq__(self, other):
         if not isinstance(other, ScalableBloomFilter):
             return NotImplemented
-        return (self.is_compatible(other) and self._stage_keys == other._stage_keys
+        return (self.is_compatible(other) and self.stage_keys == other.stage_keys
                 and all(a == b for a, b in zip(self._stages, other._stages)))
 
-    def copy(self) -> "ScalableBloomFilter":
+    def _empty_like(self) -> "ScalableBloomFilter":
+        """A filter of the same parameters and no stage."""
         clone = type(self).__new__(type(self))
-        for name in ("_initial_capacity", "_fpr", "_growth", "_ratio", "_layout", "_seed", "_key", "_scheme"):
-            setattr(clone, name, getattr(self, name))
-        clone._stages = [stage.copy() for stage in self._stages]
-        clone._stage_keys = list(self._stage_keys)
-        clone._insertions = self._insertions
+        clone._configure(self._initial_capacity, self._fpr, self._growth, self._ratio, self._layout, self._seed,
+                         self._key, self._hash_scheme_id, self._derived_stages)
+        return clone
+
+    def copy(self) -> "ScalableBloomFilter":
+        clone = self._empty_like()
+        for stage, keys in zip(self._stages, self.stage_keys):
+            clone._append_stage(stage.copy(), stage.capacity, keys)
+        clone._set_insertions(self.num_keys)
         return clone
 
     def __ior__(self, other):
         self._check_compatible(other, "union")
         for index in range(len(self._stages), len(other._stages)):
             self._add_stage()
-        for index, stage in enumerate(other._stages):
+        for index, (stage, keys) in enumerate(zip(other._stages, other.stage_keys)):
             self._stages[index] |= stage
-            self._stage_keys[index] += other._stage_keys[index]
-        self._insertions += other._insertions
+            self._count_stage_keys(index, keys)
+        self._set_insertions(self.num_keys + other.num_keys)
         return self
 
     def __or__(self, other):
@@ -359,6 +385,7 @@ class ScalableBloomFilter(Persistent, Compatible):
         return self._key
 
     def _header(self) -> _format.Header:
+        keys = list(self.stage_keys)
         meta = {
             "initial_capacity": self._initial_capacity, "fpr": self._fpr, "growth": self._growth,
             "ratio": self._ratio,
@@ -367,15 +394,18 @@ class ScalableBloomFilter(Persistent, Compatible):
             "num_bits": [stage.num_cells for stage in self._stages],
             "num_hashes": [stage.num_hashes for stage in self._stages],
             "seeds": [stage.seed for stage in self._stages],
-            "keys": list(self._stage_keys),
-            "num_keys": self._insertions,
+            "keys": keys,
+            "num_keys": self.num_keys,
         }
-        flags = header_flags(self._key)
+        scheme = _format.HashScheme(self._hash_scheme_id)
+        if self._derived_stages:
+            scheme = _format.STAGE_HASH_SCHEMES[scheme]
         return _format.Header(
             structure=self._STRUCTURE, layout=_format.Layout(LAYOUTS[self._layout]),
-            hash_scheme=_format.HashScheme(self._scheme), seed=self._seed, num_bits=self.num_cells,
-            num_hashes=self._stages[0].num_hashes, keys_added=sum(self._stage_keys),
-            payload_length=sum(_aligned(stage.nbytes) for stage in self._stages), meta=meta, flags=flags)
+            hash_scheme=scheme, seed=self._seed, num_bits=self.num_cells,
+            num_hashes=self._stages[0].num_hashes, keys_added=sum(keys),
+            payload_length=sum(_aligned(stage.nbytes) for stage in self._stages), meta=meta,
+            flags=header_flags(self._key))
 
     def _payload(self) -> bytes:
         parts = []
@@ -388,7 +418,7 @@ class ScalableBloomFilter(Persistent, Compatible):
     @classmethod
     def _from_parts(cls, header: _format.Header, payload, *, key) -> "ScalableBloomFilter":
         check_keyed(header, key)
-        scheme = _format.keyed_hash_scheme(header, "a scalable filter")
+        scheme, derived = _format.scalable_hash_scheme(header)
         if header.layout == _format.Layout.NONE:
             raise FormatError("a scalable filter needs a layout, the file says NONE")
         meta = header.meta
@@ -396,7 +426,7 @@ class ScalableBloomFilter(Persistent, Compatible):
         self = cls.__new__(cls)
         try:
             self._configure(meta["initial_capacity"], meta["fpr"], meta["growth"], meta["ratio"], layout, header.seed,
-                            key, scheme)
+                            key, scheme, derived)
             columns = [meta[name] for name in _STAGE_FIELDS]
             if not all(isinstance(column, list) for column in columns) or len({len(c) for c in columns}) != 1:
                 raise ValueError("the stage lists must be lists of one length")
@@ -407,6 +437,8 @@ class ScalableBloomFilter(Persistent, Compatible):
                                       ("num_hashes", num_hashes, 1), ("seeds", seeds, 0), ("keys", keys, 0)):
                 if any(isinstance(v, bool) or not isinstance(v, int) or not low <= v < 2 ** 64 for v in column):
                     raise ValueError(f"stage {name} must be ints >= {low}")
+            if derived and any(seed != header.seed for seed in seeds):
+                raise ValueError(f"with derived stage hashing every stage's seed is the filter's ({header.seed})")
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"invalid scalable-filter metadata: {exc}") from None
         # Sizes first, from the checked payload length: nothing is allocated from an unchecked number.
@@ -415,10 +447,11 @@ class ScalableBloomFilter(Persistent, Compatible):
             raise FormatError(f"the stages need {sum(sizes)} bytes, the payload holds {header.payload_length}")
         if sum(num_bits) != header.num_bits or sum(keys) != header.keys_added:
             raise FormatError("the header's bit or key totals do not match the stages")
+        stage_class = _DerivedStage if derived else BloomFilter
         offset = 0
         for capacity, bits, hashes, seed, count, size in zip(capacities, num_bits, num_hashes, seeds, keys, sizes):
             try:
-                stage = BloomFilter.from_size(bits, hashes, layout=layout, seed=seed, key=key,
+                stage = stage_class.from_size(bits, hashes, layout=layout, seed=seed, key=key,
                                               hash_scheme=_format.hash_scheme_name(scheme))
             except (TypeError, ValueError) as exc:
                 raise FormatError(f"the file describes an impossible stage: {exc}") from None
@@ -428,14 +461,60 @@ class ScalableBloomFilter(Persistent, Compatible):
             stage._copy_bits_from(chunk[:stage.nbytes])
             stage._capacity = capacity
             stage._set_capacity_limit(capacity)
-            self._stages.append(stage)
-            self._stage_keys.append(count)
+            self._append_stage(stage, capacity, count)
             offset += size
         insertions = meta.get("num_keys", header.keys_added)
         if isinstance(insertions, bool) or not isinstance(insertions, int) or insertions < header.keys_added:
             raise FormatError(f"meta num_keys must be an int >= the keys of the stages, the file says {insertions!r}")
-        self._insertions = insertions
+        self._set_insertions(insertions)
         return self
 
 
 ScalableBloomFilter._FAMILY = ScalableBloomFilter
+
+
+class _DerivedStage(BloomFilter):
+    """A stage of a ScalableBloomFilter with derived stage hashing: a BloomFilter whose bits are addressed by the
+    stage hash (``bloomwise._native.scalable``), not by its own hash of the key. It answers keys through its
+    filter, refuses to take keys itself, and is saved and pickled only as part of its filter."""
+
+    __slots__ = ("_parent", "_index")
+
+    def _owner(self) -> ScalableBloomFilter:
+        parent = getattr(self, "_parent", None)
+        owner = parent() if parent is not None else None
+        stages = owner._stages if owner is not None else ()
+        if not (self._index < len(stages) and stages[self._index] is self):
+            raise TypeError("this stage of a ScalableBloomFilter (derived stage hashing) was copied out of, or "
+                            "outlived, its filter: its bits are addressed by the filter's stage hash, so only the "
+                            "filter answers keys")
+        return owner
+
+    def __contains__(self, key) -> bool:
+        return self._owner()._stage_contains(key, self._index)
+
+    def contains_many(self, keys, *, threads=None):
+        check_threads(threads)
+        return self._owner()._stage_contains_many(keys, self._index)
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("a stage of a ScalableBloomFilter takes keys only through the filter (f.add, f.update)")
+
+    add = update = _refuse
+
+    def _bit_indices(self, key):
+        raise TypeError("a stage of a ScalableBloomFilter (derived stage hashing) has no key positions of its own: "
+                        "they come from the filter's stage hash (ScalableBloomFilter._stage_hash)")
+
+    def _parameters(self) -> dict:
+        return {**super()._parameters(), "stage_hashing": "derived"}
+
+    def _copy_extra_from(self, other) -> None:
+        self._parent, self._index = None, other._index
+
+    def _header(self):
+        raise TypeError("a stage of a ScalableBloomFilter (derived stage hashing) is saved only with its filter: "
+                        "its bits mean nothing to a BloomFilter")
+
+    def __reduce__(self):
+        self._header()

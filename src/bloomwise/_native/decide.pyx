@@ -33,7 +33,9 @@ from libc.math cimport exp, log, log1p, fabs, INFINITY
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 
 from bloomwise._native.hashing cimport Hasher, hash_object
-from bloomwise._native.layouts cimport Geometry, geometry_init, positions, bw_prefetch_read, MAX_HASHES
+from bloomwise._native.layouts cimport (
+    Geometry, geometry_init, positions, test_bits, prefetch_key, bw_prefetch_read, MAX_HASHES,
+)
 from bloomwise._native.support cimport numpy
 
 cdef extern from "Python.h":
@@ -60,6 +62,13 @@ cdef extern from *:
     unsigned long long BW_DICT_VERSION(PyObject* d) noexcept
     PyObject** _PyObject_GetDictPtr(object)
     PyObject* PyDict_GetItemWithError(object, object) except? NULL
+    PyObject* dict_lookup "PyDict_GetItemWithError"(object, object)  # NULL: missing, or an error (see PyErr_Occurred)
+    object PyObject_CallOneArg(object, object)
+    double PyFloat_AS_DOUBLE(object) noexcept
+    bint PyFloat_CheckExact(object) noexcept
+    PyObject* PyErr_Occurred() noexcept
+    int PyErr_ExceptionMatches(object) noexcept
+    void PyErr_Clear() noexcept
 
 
 cdef inline PyObject* instance_dict(object obj) noexcept:
@@ -75,6 +84,7 @@ cdef inline unsigned long long dict_version(object obj) noexcept:
 
 from bloomwise._native.hashes import hash_many
 from bloomwise._native.counting import CountingCore
+from bloomwise._native.bloom import BloomCore
 
 
 cdef object _decision_type = None   # bloomwise.paradox.decisions.Decision (a NamedTuple), imported on first use
@@ -160,19 +170,34 @@ cdef inline bint prior_unchanged(int kind, object prior, object value, dict clas
 cdef inline double class_prior(object prior, dict table, object classify, object default, object key,
                                bint single) except -1.0:
     """ClassPrior.probability(key) (single) or its per-key step of probabilities() (batch), the same look-up."""
-    label = classify(key)
+    cdef object label = PyObject_CallOneArg(classify, key)  # vectorcall, as Python's own call of it
     if single and isinstance(label, numpy().generic):
         label = label.item()
-    cdef PyObject* value
-    try:
-        value = PyDict_GetItemWithError(table, label)
-    except TypeError:  # an unhashable label: ClassPrior._lookup says what happens (the default, or KeyError)
-        return PyFloat_AsDouble(prior._lookup(label, key))
+    return label_prior(prior, table, default, label, key, NULL)
+
+
+cdef inline double label_prior(object prior, dict table, object default, object label, object key,
+                               bint* from_table) except -1.0:
+    """The prior of a class label: its table value, else the default, else ClassPrior._lookup's answer (KeyError).
+    ``from_table`` (if given) is set when the value is the table's own."""
+    cdef PyObject* value = dict_lookup(table, label)  # no try block on the common path (it costs a state save)
     if value != NULL:
-        return PyFloat_AsDouble(<object>value)
+        if from_table != NULL:
+            from_table[0] = True
+        return PyFloat_AS_DOUBLE(<object>value) if PyFloat_CheckExact(<object>value) else PyFloat_AsDouble(<object>value)
+    if PyErr_Occurred() != NULL:
+        if not PyErr_ExceptionMatches(TypeError):
+            raise_current()
+        PyErr_Clear()  # an unhashable label: ClassPrior._lookup says what happens (the default, or KeyError)
+        return PyFloat_AsDouble(prior._lookup(label, key))
     if default is not None:  # a missing label: the default (without _lookup's KeyError, raised and caught)
         return PyFloat_AsDouble(default)
     return PyFloat_AsDouble(prior._lookup(label, key))
+
+
+cdef int raise_current() except -1:
+    """Propagate the exception already set (a classifier label whose __hash__ or __eq__ raised)."""
+    return -1
 
 
 cdef double checked_prior(object value, object prior) except -1.0:
@@ -183,8 +208,17 @@ cdef double checked_prior(object value, object prior) except -1.0:
     return p
 
 
+cdef enum:
+    LABEL_SLOTS = 16  # batch_priors: the table values of the last labels seen, by the label object's address
+
+
 cdef object batch_priors(object prior, int kind, object keys, Py_ssize_t n):
-    """One prior per key as a float64 array (ClassPrior: the same look-ups as ClassPrior.probabilities)."""
+    """One prior per key as a float64 array (ClassPrior: the same look-ups as ClassPrior.probabilities).
+
+    Classifiers mostly return a few label objects over and over (small ints, one-letter or interned strings, enum
+    members): within one batch, a label object seen before gets its table value again without a dict look-up, as
+    long as the table is unchanged (its dict version; CPython 3.11; later versions look every label up). The labels
+    are held meanwhile, so an address cannot be reused by another object."""
     if kind != PRIOR_CLASS:
         return prior.probabilities(keys)
     np = numpy()
@@ -192,9 +226,27 @@ cdef object batch_priors(object prior, int kind, object keys, Py_ssize_t n):
     cdef double[::1] o = out
     cdef dict table = prior.table
     classify, default = prior.classify, prior.default
-    cdef Py_ssize_t i = 0
+    cdef Py_ssize_t i = 0, slot
+    cdef PyObject* seen[LABEL_SLOTS]
+    cdef double seen_value[LABEL_SLOTS]
+    cdef list held = [None] * LABEL_SLOTS
+    cdef unsigned long long version = BW_DICT_VERSION(<PyObject*>table)
+    cdef bint cache = BW_HAVE_DICT_VERSION, from_table
+    cdef object label
+    for slot in range(LABEL_SLOTS):
+        seen[slot] = NULL
     for key in keys:
-        o[i] = class_prior(prior, table, classify, default, key, False)
+        label = PyObject_CallOneArg(classify, key)
+        slot = (<Py_ssize_t>(<size_t><PyObject*>label >> 4)) & (LABEL_SLOTS - 1)
+        if cache and seen[slot] == <PyObject*>label and BW_DICT_VERSION(<PyObject*>table) == version:
+            o[i] = seen_value[slot]
+        else:
+            from_table = False
+            o[i] = label_prior(prior, table, default, label, key, &from_table)
+            if cache and from_table and BW_DICT_VERSION(<PyObject*>table) == version:
+                held[slot] = label
+                seen[slot] = <PyObject*>label
+                seen_value[slot] = o[i]
         i += 1
     return out
 
@@ -417,6 +469,8 @@ def bloom_query_many(sel, keys):
         if constant:
             if consult:
                 answer_arr = np.asarray(s.filter.contains_many(keys), dtype=bool)
+        elif type(keys) is list and isinstance(s.filter, BloomCore):
+            _bloom_answers_where(s.filter, <list>keys, consulted_arr.view(np.uint8), answer_arr.view(np.uint8))
         elif consulted_arr.all():
             answer_arr = np.asarray(s.filter.contains_many(keys), dtype=bool)
         elif consulted_arr.any():
@@ -462,6 +516,53 @@ def bloom_query_many(sel, keys):
             po[i] = post
             ex[i] = (1.0 - post) * fp if member else post * fn
     return _decisions_type(member_arr, post_arr, answer_arr, consulted_arr, expected_arr)
+
+
+cdef enum:
+    ANSWER_CHUNK = 256     # keys hashed (with the GIL) before their bits are tested (without it)
+    ANSWER_PREFETCH = 8    # the bits of the key this many ahead are requested early
+
+
+cdef int _bloom_answers_where(object filter, list keys, const uint8_t[::1] consulted, uint8_t[::1] answers) except -1:
+    """``answers[i] = keys[i] in filter`` where ``consulted[i]``, for a bloomwise Bloom filter: each consulted key
+    hashed once and its bits tested in place (the same hashing and bit tests as ``contains_many``), with no list of
+    the consulted keys and no second pass."""
+    cdef Geometry g
+    cdef Hasher hasher
+    cdef object key_func = filter._key_function
+    cdef uint64_t hs[ANSWER_CHUNK]
+    cdef Py_ssize_t idx[ANSWER_CHUNK]
+    cdef Py_ssize_t start = 0, i, t, m, n = len(keys)
+    cdef Py_buffer view
+    cdef const uint64_t* words
+    if n != consulted.shape[0]:
+        raise RuntimeError("the list of keys changed size during the operation")
+    geometry_init(&g, filter.num_cells, filter.num_hashes, filter._layout_id)
+    hasher.seed = filter.seed
+    hasher.scheme = filter._hash_scheme_id
+    PyObject_GetBuffer(filter._payload(), &view, PyBUF_SIMPLE)  # held for the call: the bits cannot go away
+    try:
+        words = <const uint64_t*>view.buf
+        while start < n:
+            m = 0
+            i = start
+            while i < n and m < ANSWER_CHUNK:
+                if consulted[i]:
+                    hash_object(keys[i], hasher, key_func, &hs[m])
+                    idx[m] = i
+                    m += 1
+                i += 1
+            start = i
+            with nogil:
+                for t in range(min(m, <Py_ssize_t>ANSWER_PREFETCH)):
+                    prefetch_key(&g, words, hs[t], False)
+                for t in range(m):
+                    if t + ANSWER_PREFETCH < m:
+                        prefetch_key(&g, words, hs[t + ANSWER_PREFETCH], False)
+                    answers[idx[t]] = test_bits(&g, words, hs[t])
+    finally:
+        PyBuffer_Release(&view)
+    return 0
 
 
 cdef void _bloom_consulted(const double[::1] priors, uint8_t[::1] out, double skipped, double thr, bint use_skipped,
@@ -518,14 +619,15 @@ cdef class CountingState:
     def __reduce__(self):  # a copy or pickle of the selective filter recomputes its state
         return (type(None), ())
 
-    cdef bint valid(self, dict d, object filter):
+    cdef bint valid(self, dict d):
+        # (an unchanged dict version, or the same _filter entry, means self.filter is the selective filter's filter)
         if BW_HAVE_DICT_VERSION and self.version:
             return (BW_DICT_VERSION(<PyObject*>d) == self.version and dict_version(self.prior) == self.prior_version
-                    and <uint64_t>filter.num_keys == self.num_items)
+                    and <uint64_t>self.filter.num_keys == self.num_items)
         if not (same(d, "_filter", self.filter) and same(d, "prior", self.prior) and same(d, "cost", self.cost)
                 and same(d, "selective_query", self.selective_query) and same(d, "exact", self.exact)):
             return False
-        if <uint64_t>filter.num_keys != self.num_items:
+        if <uint64_t>self.filter.num_keys != self.num_items:
             return False
         return prior_unchanged(self.prior_kind, self.prior, self.prior_value, self.class_table, self.class_default)
 
@@ -567,14 +669,15 @@ cdef CountingState counting_state(object sel):
     """The valid state of ``sel``, or None when the compiled decisions do not apply (see counting_supported)."""
     cdef dict d = <dict>instance_dict(sel)
     cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
-    cdef object filter = d["_filter"]
+    cdef object filter
     cdef Unsupported no
     cdef CountingState s
     if found != NULL:
-        if type(<object>found) is CountingState and (<CountingState>found).valid(d, filter):
+        if type(<object>found) is CountingState and (<CountingState>found).valid(d):
             return <CountingState>found
-        if type(<object>found) is Unsupported and (<Unsupported>found).filter is filter:
+        if type(<object>found) is Unsupported and (<Unsupported>found).filter is d["_filter"]:
             return None
+    filter = d["_filter"]
     _imports()
     if not counting_supported(sel):
         no = Unsupported.__new__(Unsupported)

@@ -111,22 +111,53 @@ cdef inline Py_ssize_t encode_utf8(int kind, const void* data, Py_ssize_t n, uin
     raises UnicodeEncodeError for it)."""
     cdef Py_ssize_t i = 0, j = 0, ascii_run
     cdef uint32_t c
-    cdef uint64_t word
+    cdef uint64_t word, word2
     cdef const uint8_t* s1
     if kind == 1:
         s1 = <const uint8_t*>data
+        while i + 16 <= n:  # sixteen characters at a time while they last, then eight, then the tail
+            memcpy(&word, s1 + i, 8)
+            memcpy(&word2, s1 + i + 8, 8)
+            memcpy(out + j, &word, 8)  # (out has room: j + 16 <= 2 i + 16 <= 2 n)
+            memcpy(out + j + 8, &word2, 8)
+            if not ((word | word2) & 0x8080808080808080ULL):
+                i += 16
+                j += 16
+                continue
+            word &= 0x8080808080808080ULL
+            ascii_run = (__builtin_ctzll(word) >> 3) if word else 8 + (
+                __builtin_ctzll(word2 & 0x8080808080808080ULL) >> 3)
+            i += ascii_run
+            j += ascii_run
+            c = s1[i]  # U+0080..U+00FF: two bytes
+            out[j] = <uint8_t>(0xC0 | (c >> 6))
+            out[j + 1] = <uint8_t>(0x80 | (c & 0x3F))
+            j += 2
+            i += 1
+        while i + 8 <= n:  # eight characters at a time: the ASCII ones before the first other one are copied
+            memcpy(&word, s1 + i, 8)
+            memcpy(out + j, &word, 8)  # (out has room: j + 8 <= 2 i + 8 <= 2 n)
+            word &= 0x8080808080808080ULL
+            if not word:
+                i += 8
+                j += 8
+                continue
+            ascii_run = __builtin_ctzll(word) >> 3  # little-endian: the lowest set bit is the first byte >= 0x80
+            i += ascii_run
+            j += ascii_run
+            c = s1[i]  # U+0080..U+00FF: two bytes
+            out[j] = <uint8_t>(0xC0 | (c >> 6))
+            out[j + 1] = <uint8_t>(0x80 | (c & 0x3F))
+            j += 2
+            i += 1
+        if i < n and n >= 8:
+            # fewer than eight left: if the last eight characters are all ASCII, one store of them ends the output
+            # (those before i among them were written at the same offset j - i, so they are written again as is)
+            memcpy(&word, s1 + n - 8, 8)
+            if not (word & 0x8080808080808080ULL):
+                memcpy(out + (j - i) + (n - 8), &word, 8)
+                return j + (n - i)
         while i < n:
-            if i + 8 <= n:  # eight characters at a time: the ASCII ones before the first other one are copied
-                memcpy(&word, s1 + i, 8)
-                memcpy(out + j, &word, 8)  # (out has room: j + 8 <= 2 i + 8 <= 2 n)
-                word &= 0x8080808080808080ULL
-                if not word:
-                    i += 8
-                    j += 8
-                    continue
-                ascii_run = __builtin_ctzll(word) >> 3  # little-endian: the lowest set bit is the first byte >= 0x80
-                i += ascii_run
-                j += ascii_run
             c = s1[i]
             if c < 0x80:
                 out[j] = <uint8_t>c

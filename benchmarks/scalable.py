@@ -1,0 +1,249 @@
+"""ScalableBloomFilter against one BloomFilter sized for the same keys, side by side in one run (the Speed issue's
+row: "<= 1.5x the single filter; hash a key once").
+
+    .venv/bin/python benchmarks/scalable.py              # 1M keys, 10 stages, 3 runs (a few minutes)
+    .venv/bin/python benchmarks/scalable.py --quick      # 100k keys, 10 stages, 1 run: a smoke test
+    .venv/bin/python benchmarks/scalable.py --keys 20000 --runs 1 --out /tmp/x   # any size: still 10 stages
+
+The scalable filter: ``ScalableBloomFilter(capacity=ceil(n / 1023), fpr=0.01)`` (978 for 1M; growth 2, ratio 0.5,
+blocked), so n keys make 10 stages (stage i holds capacity * 2^i keys: 1,023 x capacity >= n > 511 x capacity).
+Against it:
+
+* the single filter: ``BloomFilter(n, 0.01)`` (blocked), sized for the same n and final error rate;
+* the floor: 10 plain BloomFilters of the stages' sizes (the same bits and k, each filled with the keys its stage
+  took), queried in turn, each hashing the key again: what any stage-by-stage design pays (single keys: a Python
+  loop over the stages, newest first, stopping at a hit; batches: one ``contains_many`` per stage);
+* ``stage_hashing="seeded"``: the same filter with bloomwise 0.2's per-stage hashing (the old path, kept for its
+  files).
+
+Figures (ns/key, medians of the runs; the two sides of every ratio are timed one after the other in the same run):
+``add`` (new str keys, one by one, the filter growing from empty), ``in`` present and absent (str), ``update`` (lists
+of str; numpy uint64 arrays; 20 batches of n/20 keys), ``contains_many`` (half present; list of str and numpy
+uint64). Every str operation gets new str objects equal to the keys. The compared filters take each operation in
+turns of n/20 keys (``interleaved``), so that a burst of load on a shared machine falls on all of them alike, and
+the time is this thread's CPU time (time descheduled is not counted). Results: ``<out>/YYYY-MM-DD-scalable-<cpu>.md``
+and ``.json`` (with the kernel set and the load average); ``--quick`` writes to ``results/quick/`` unless ``--out``
+is given.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import measure  # noqa: E402
+import targets  # noqa: E402
+import workloads  # noqa: E402
+
+from bloomwise import BloomFilter, ScalableBloomFilter  # noqa: E402
+
+STAGES = 10
+FPR = 0.01
+
+
+def fresh(keys: list[str]) -> list[str]:
+    return [(k + ".")[:-1] for k in keys]
+
+
+def loop_add(f, keys):
+    add = f.add
+    for k in keys:
+        add(k)
+
+
+def loop_in(f, keys):
+    for k in keys:
+        k in f  # noqa: B015
+
+
+def floor_in(stages, keys):
+    """The stage-by-stage query: newest first, each stage hashing the key itself, stopping at a hit."""
+    for k in keys:
+        for stage in stages:
+            if k in stage:
+                break
+
+
+def floor_many(stages, keys):
+    result = stages[0].contains_many(keys)
+    for stage in stages[1:]:
+        result |= stage.contains_many(keys)
+    return result
+
+
+def capacity_for(n: int) -> int:
+    """The first stage's capacity so that n keys make exactly STAGES stages (growth 2)."""
+    return -(-n // (2 ** STAGES - 1))
+
+
+def floor_filters(f: ScalableBloomFilter, keys) -> list[BloomFilter]:
+    """Plain BloomFilters of f's stages' sizes, stage i filled with the next stage_keys[i] keys; newest first."""
+    plain, start = [], 0
+    for i, (stage, count) in enumerate(zip(f.stages, f.stage_keys)):
+        g = BloomFilter.from_size(stage.num_cells, stage.num_hashes, layout=stage.layout, seed=1000 + i)
+        g.update(keys[start:start + count])
+        start += count
+        plain.append(g)
+    return plain[::-1]
+
+
+def cpu_timed(fn, arg) -> int:
+    """CPU nanoseconds of this thread for one call, with the cyclic GC off: time spent descheduled while other
+    processes run on this shared machine is not counted (their effect on the caches is)."""
+    gc.disable()
+    try:
+        t0 = time.thread_time_ns()
+        fn(arg)
+        return time.thread_time_ns() - t0
+    finally:
+        gc.enable()
+
+
+def interleaved(calls: dict, items, n: int, fresh_str: bool) -> dict[str, float]:
+    """ns/key (CPU time) of each call over the same items, taken in slices of n/20 (at least 5,000 keys) in turn,
+    the first to go rotating, so that a burst of load falls on every side alike. ``calls[name](slice)``; str slices
+    are new objects for every call (made outside the timing)."""
+    totals = dict.fromkeys(calls, 0)
+    names = list(calls)
+    step = max(5000, n // 20)
+    for i, start in enumerate(range(0, n, step)):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            part = items[start:start + step]
+            if fresh_str:
+                part = fresh(part)
+            totals[name] += cpu_timed(calls[name], part)
+    return {name: total / n for name, total in totals.items()}
+
+
+def one_run(n: int) -> dict:
+    out: dict[str, float] = {}
+    capacity = capacity_for(n)
+    keys = workloads.url_keys(0, n)
+    absent = workloads.url_keys(n, 2 * n)
+    half = [k for pair in zip(workloads.url_keys(0, n // 2), workloads.url_keys(n, n + n // 2)) for k in pair]
+    u64 = workloads.u64_keys(0, n)
+    u64_half = np.empty(n // 2 * 2, dtype=np.uint64)
+    u64_half[0::2], u64_half[1::2] = workloads.u64_keys(0, n // 2), workloads.u64_keys(n, n + n // 2)
+    makers = {"scalable": lambda: ScalableBloomFilter(capacity, FPR),
+              "seeded": lambda: ScalableBloomFilter(capacity, FPR, stage_hashing="seeded"),
+              "single": lambda: BloomFilter(n, FPR)}
+    for make in makers.values():  # warm-up: first-use imports and allocations are not the operations' cost
+        warm = make()
+        loop_add(warm, fresh(keys[:2000]))
+        loop_in(warm, fresh(absent[:2000]))
+        warm.contains_many(u64_half[:2000])
+    built = {name: make() for name, make in makers.items()}
+    adds = interleaved({name: (lambda ks, f=f: loop_add(f, ks)) for name, f in built.items()}, keys, n, True)
+    out.update({f"{name}: add": v for name, v in adds.items()})
+    s = built["scalable"]
+    assert s.num_stages == STAGES, f"{s.num_stages} stages, expected {STAGES}"
+    out["scalable: MiB"] = s.nbytes / 2**20
+    out["single: MiB"] = built["single"].nbytes / 2**20
+    floor = floor_filters(s, keys)
+    singles = {name: (lambda ks, f=f: loop_in(f, ks)) for name, f in built.items()}
+    singles["floor"] = lambda ks: floor_in(floor, ks)
+    batches = {name: f.contains_many for name, f in built.items()}
+    batches["floor"] = lambda ks: floor_many(floor, ks)
+    for label, items, calls, is_str in (("in present", keys, singles, True), ("in absent", absent, singles, True),
+                                        ("contains_many str", half, batches, True),
+                                        ("contains_many u64", u64_half, batches, False)):
+        out.update({f"{name}: {label}": v for name, v in interleaved(calls, items, len(items), is_str).items()})
+    for label, items, is_str in (("update str", keys, True), ("update u64", u64, False)):
+        fresh_filters = {name: make() for name, make in makers.items()}
+        calls = {name: f.update for name, f in fresh_filters.items()}
+        out.update({f"{name}: {label}": v for name, v in interleaved(calls, items, n, is_str).items()})
+    for name in ("scalable", "single", "seeded"):  # no false negatives, whatever the path
+        assert built[name].contains_many(keys).all()
+    return out
+
+
+OPERATIONS = ["add", "in present", "in absent", "update str", "update u64", "contains_many str",
+              "contains_many u64"]
+ISSUE_TARGET = 1.5  # "<= 1.5x the single filter"
+
+
+def ratio_table(runs: list[dict]) -> dict:
+    """Per operation: scalable / single, scalable / floor, seeded / single (each the median of the runs' ratios)."""
+    ratios = {}
+    for op in OPERATIONS:
+        for num, den in (("scalable", "single"), ("scalable", "floor"), ("seeded", "single")):
+            a, b = f"{num}: {op}", f"{den}: {op}"
+            if a in runs[0] and b in runs[0]:
+                ratios[f"{op}: {num} / {den}"] = measure.summary([run[a] / run[b] for run in runs])
+    return ratios
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--keys", type=int, default=1_000_000)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="100k keys, 1 run")
+    p.add_argument("--out", type=Path, default=None, help="where the results go (default results/, or "
+                                                          "results/quick/ with --quick)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.keys, args.runs = 100_000, 1
+    here = Path(__file__).resolve().parent
+    out_dir = args.out or (here / "results" / "quick" if args.quick else here / "results")
+    load_before = measure.loadavg()
+    runs = []
+    for r in range(args.runs):
+        runs.append(one_run(args.keys))
+        print(f"run {r + 1}/{args.runs} done", file=sys.stderr)
+    figures = {name: measure.summary([run[name] for run in runs]) for name in runs[0]}
+    data = {"meta": {"machine": measure.machine(), "kernels": measure.bloomwise_kernels(), "keys": args.keys,
+                     "runs": args.runs, "stages": STAGES, "capacity": capacity_for(args.keys), "fpr": FPR,
+                     "load_before": load_before, "load_after": measure.loadavg(),
+                     "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                     "command": " ".join(sys.argv)},
+            "figures": figures, "ratios": ratio_table(runs)}
+    data["targets"] = targets.check_scalable(data, ISSUE_TARGET)
+    text = markdown(data)
+    print(text)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cpu = re.sub(r"[^a-z0-9]+", "-", data["meta"]["machine"]["cpu"].lower()).strip("-")[:40]
+    stem = out_dir / f"{dt.date.today().isoformat()}-scalable-{cpu}"
+    stem.with_suffix(".md").write_text(text)
+    stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    return 0
+
+
+def markdown(data: dict) -> str:
+    m = data["meta"]
+    mach = m["machine"]
+    f = data["figures"]
+    lines = [f"# ScalableBloomFilter vs one BloomFilter: {m['keys']:,} keys, {m['stages']} stages, {m['runs']} run(s), "
+             f"{m['date']}", "",
+             f"ScalableBloomFilter(capacity={m['capacity']:,}, fpr={m['fpr']}) (growth 2, ratio 0.5, blocked): "
+             f"{f['scalable: MiB']['median']:.2f} MiB; BloomFilter({m['keys']:,}, {m['fpr']}): "
+             f"{f['single: MiB']['median']:.2f} MiB.", "",
+             f"CPU {mach['cpu']} ({mach['cpus']} CPUs; AVX-512: {'yes' if mach['avx512'] else 'no'}); "
+             f"bloomwise kernels: {m['kernels']}; Python {mach['python']}, numpy {mach['numpy']}; "
+             f"load average before {m['load_before']}, after {m['load_after']}. Command: `{m['command']}`.", "",
+             "ns/key, medians of the runs (floor: 10 plain filters of the stages' sizes queried in turn; seeded: "
+             "the per-stage hashing of bloomwise 0.2's files).", "",
+             "| operation | scalable | single | floor | seeded | scalable / single | scalable / floor |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    r = data["ratios"]
+    for op in OPERATIONS:
+        cells = [f"{f[k]['median']:.1f}" if k in f else "—" for k in
+                 (f"scalable: {op}", f"single: {op}", f"floor: {op}", f"seeded: {op}")]
+        ratio = [f"{r[k]['median']:.2f}x" if k in r else "—" for k in
+                 (f"{op}: scalable / single", f"{op}: scalable / floor")]
+        lines.append(f"| {op} | " + " | ".join(cells + ratio) + " |")
+    lines += ["", "| target | limit | measured (median of the runs' ratios) | status |", "|---|---|---|---|"]
+    for row in data["targets"]:
+        lines.append(f"| {row['target']} | {row['limit']} | {row['measured']} | {row['status']} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
