@@ -168,7 +168,8 @@ for layout in ("blocked", "classic"):
         f.update(keys, threads=threads)
         f.update(keys.astype(np.int64) - 25_000, threads=threads)
         digests[f"{layout} threads={threads}"] = [hashlib.sha256(f._payload()).hexdigest(), f._keys_added_count]
-print(json.dumps({"kernels": bloom.batch_kernels(), "sets": list(bloom.kernel_sets()),
+from bloomwise._native import scalable
+print(json.dumps({"kernels": bloom.batch_kernels(), "sets": list(bloom.kernel_sets()), "scalable": scalable.kernels(),
                   "hashes": hashlib.sha256(bloom.hash_many(keys).tobytes()).hexdigest(), "digests": digests}))
 """
 
@@ -203,6 +204,8 @@ def test_the_environment_variable_chooses_the_kernel_set_and_no_bit_changes(valu
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert got["kernels"] == (AVAILABLE[0] if name in ("", "auto") else name)
+    # the scalable filter's own kernels follow the same choice (it names them "avx512", "avx2", "scalar")
+    assert got["scalable"] == {"avx2+avx512": "avx512"}.get(got["kernels"], got["kernels"])
     assert got["sets"] == list(AVAILABLE)
     keys = np.arange(50_000, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     assert got["hashes"] == hashlib.sha256(bloom_native.hash_many(keys).tobytes()).hexdigest()
