@@ -144,12 +144,32 @@ def machine() -> dict:
 
 
 def bloomwise_kernels() -> str:
-    """Which batch kernels bloomwise's blocked layout uses here ("avx2" or "scalar")."""
+    """Which batch kernels bloomwise uses in this process ("avx2+avx512", "avx2" or "scalar")."""
     try:
         from bloomwise._native.bloom import batch_kernels
     except ImportError as e:
         return f"unavailable ({e})"
     return batch_kernels()
+
+
+def kernel_sets() -> list[str]:
+    """The kernel sets bloomwise can run on this CPU, best first ($BLOOMWISE_KERNELS picks one per process)."""
+    try:
+        from bloomwise._native.bloom import kernel_sets as sets
+    except ImportError:
+        return ["scalar"]
+    return list(sets())
+
+
+def use_kernels(name: str) -> None:
+    """Switch bloomwise's kernel set in this process (its private switches; --same-process runs): the same as
+    starting the process with BLOOMWISE_KERNELS=name, as far as that set goes (it cannot exceed the import's)."""
+    from bloomwise._native import bloom, hashes
+    bloom._use_simd(name != "scalar")
+    hashes._use_simd512(name == "avx2+avx512")
+    if bloom.batch_kernels() != name:
+        raise SystemExit(f"cannot switch to the {name} kernels in this process (it runs {bloom.batch_kernels()}; "
+                         "started with BLOOMWISE_KERNELS?)")
 
 
 def loadavg() -> str:

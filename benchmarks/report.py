@@ -83,6 +83,8 @@ def workload_table(libs: dict, peers: list[str], spread: bool, floor: float | No
     rows = []
     for name, rec in libs.items():
         label = f"**{name}**" if name.startswith("bloomwise") else name
+        if rec.get("kernels") and f"[{rec['kernels']}]" not in name:  # every bloomwise row names its kernel set
+            label += f" [{rec['kernels']}]"
         rows.append([label] + [cell(rec, key, spread) for key, _ in columns])
         if not name.startswith("bloomwise") or "unavailable" in rec:
             continue
@@ -90,7 +92,8 @@ def workload_table(libs: dict, peers: list[str], spread: bool, floor: float | No
         for key, _ in columns:
             mine, theirs = value(rec, key), best.get(key)
             ratio.append(f"{mine / theirs[1]:.2f}× {theirs[0]}" if mine and theirs and key in RATIO_KEYS else "")
-        rows.append(["↳ vs best peer"] + ratio)
+        if any(ratio):  # no row when no peer was measured (--libs bloomwise)
+            rows.append(["↳ vs best peer"] + ratio)
         if floor:
             rows.append(["↳ vs floor"] + [f"{value(rec, key) / floor:.2f}×" if value(rec, key) and key in
                                           ("batch_add", "batch_query") else "" for key, _ in columns])
@@ -131,16 +134,17 @@ def markdown(data: dict, json_name: str) -> str:
             ["OS", f"Linux {m['kernel']}, transparent huge pages: {m['thp']}"],
             ["Python", f"{m['python']}, numpy {m['numpy']}"],
             ["libraries", ", ".join(f"{k} {v}" for k, v in meta["versions"].items())],
-            ["bloomwise batch kernels", meta.get("batch_kernels", "?")],
+            ["bloomwise batch kernels", kernels_text(meta)],
             ["load average", f"{meta['load_before']} before, {meta['load_after']} after (shared machine)"],
             ["peak memory", meta["peak_memory_method"]],
         ]),
         "",
         "## Targets of the Speed issue",
         "",
-        _table(["target", "limit", "measured", "status"],
-               [[t["target"], t["limit"], t["measured"] + (f" ({t['note']})" if t["note"] else ""),
-                 f"**{t['status']}**"] for t in data["targets"]]),
+        _table(["target", "kernels", "limit", "measured", "status"],
+               [[t["target"], t.get("kernels", "?"), t["limit"],
+                 t["measured"] + (f" ({t['note']})" if t["note"] else ""), f"**{t['status']}**"]
+                for t in data["targets"]]),
         "",
         "## Machine floor: independent random cache-line reads (numpy gather), ns per read",
         "",
@@ -165,9 +169,19 @@ def markdown(data: dict, json_name: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def kernels_text(meta: dict) -> str:
+    """The run's kernel sets: the primary one (every workload), then the others (numpy workloads, bloomwise only)."""
+    sets = meta.get("kernel_sets") or [meta.get("batch_kernels", "?")]
+    text = f"{sets[0]} (every workload)"
+    if len(sets) > 1:
+        text += "; " + ", ".join(sets[1:]) + " (numpy workloads, bloomwise again: its rows tagged [set])"
+    return text
+
+
 def targets_text(rows: list[dict]) -> str:
     width = max(len(r["target"]) for r in rows)
-    return "\n".join(f"{r['status']:4}  {r['target']:{width}}  {r['limit']:>14}  {r['measured']}"
+    return "\n".join(f"{r['status']:4}  {r['target']:{width}}  {r.get('kernels', '?'):11}  {r['limit']:>14}  "
+                     f"{r['measured']}"
                      + (f" ({r['note']})" if r["note"] else "") for r in rows)
 
 

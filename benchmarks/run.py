@@ -3,12 +3,17 @@
     python benchmarks/run.py                 # the full suite (~30 min on 2 cores; see benchmarks/README.md)
     python benchmarks/run.py --quick         # 100k keys, 1 run (<1 min): development and CI smoke
     python benchmarks/run.py --only str-key,numpy --sizes 1M --runs 3
+    python benchmarks/run.py --only numpy --sizes 10M --libs bloomwise --kernels avx2+avx512,avx2
+
+The numpy workloads run under every SIMD kernel set the CPU has (--kernels): bloomwise's rows of each set sit side
+by side in one table, each tagged with its kernel set.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -24,6 +29,7 @@ import workloads
 WARM_UP = 10_000  # keys
 OPS = ("add", "query_present", "query_absent", "batch_add_cold", "batch_add", "batch_query_cold", "batch_query",
        "batch_query_absent")
+CPU_OPS = ("batch_add", "batch_query")  # also timed in process CPU time: "<op>_cpu", ns per key
 
 
 def parse_size(text: str) -> int:
@@ -51,11 +57,37 @@ def parse_args(argv=None):
     p.add_argument("--large", default=None, help="bytes of the large filter, e.g. 1GiB (default), 256MiB")
     p.add_argument("--out", type=Path, default=None, help="directory for the results (default: "
                    "benchmarks/results, or benchmarks/results/quick with --quick)")
+    p.add_argument("--kernels", default="auto", help="bloomwise kernel sets, comma-separated (avx2+avx512, avx2, "
+                   "scalar): the first is that of every workload, the others run bloomwise again on the numpy "
+                   "workloads, their rows tagged [set]; auto (default): every SIMD set this CPU runs, best first")
     p.add_argument("--same-process", action="store_true", help="run every workload in this process (default: "
                    "each workload in a fresh interpreter, so no workload inherits another's heap and page state)")
     p.add_argument("--worker", metavar="WORKLOAD", help=argparse.SUPPRESS)  # internal: run one workload...
     p.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)       # ...and write its results here
+    p.add_argument("--worker-kernels", help=argparse.SUPPRESS)  # ...bloomwise only, rows tagged with this set
     return p.parse_args(argv)
+
+
+def kernel_plan(text: str) -> list[str]:
+    """The kernel sets of a run, its primary one first (--kernels); SystemExit naming the choices otherwise."""
+    available = measure.kernel_sets()
+    if text.strip().lower() == "auto":
+        return [k for k in available if k != "scalar"] or ["scalar"]
+    wanted = [k.strip().lower() for k in text.split(",") if k.strip()]
+    bad = [k for k in wanted if k not in available]
+    if bad or not wanted:
+        raise SystemExit(f"--kernels {text!r}: this CPU runs {', '.join(available)} (or auto)")
+    return list(dict.fromkeys(wanted))
+
+
+def tagged(name: str, kernels: str) -> str:
+    """A library's row name in a run of another kernel set than the primary one: "bloomwise blocked [avx2]"."""
+    return f"{name} [{kernels}]"
+
+
+def extra_kernel_workload(w: workloads.Workload) -> bool:
+    """Whether bloomwise runs ``w`` again under the run's other kernel sets: the numpy (uint64 array) workloads."""
+    return w.kind == "u64"
 
 
 def parse_bytes(text: str) -> int:
@@ -105,11 +137,15 @@ def run_once(a: adapters.Adapter, w: workloads.Workload, keys, absent, fpr: floa
     def op(name, fn, f, ks):
         ks = fresh(ks)  # outside the timer
         try:
+            cpu0 = time.process_time_ns()
             ns, answer = measure.timed(fn, f, ks, w.kind)
+            cpu = time.process_time_ns() - cpu0
         except Exception as e:  # noqa: BLE001 - an API still being written must not stop the run
             out["errors"][name] = f"{type(e).__name__}: {e}"
             return None
         out[name] = ns / len(ks)
+        if name in CPU_OPS:  # the work, whatever share of the cores the process got (all its threads)
+            out[name + "_cpu"] = cpu / len(ks)
         return answer
 
     def queries(f, fn, present, present_name, absent_name, count=None):
@@ -153,7 +189,7 @@ def aggregate(runs: list[dict], w: workloads.Workload, capacity: int) -> dict:
     first = runs[0]
     rec: dict = {"capacity": capacity, "errors": {k: v for r in runs for k, v in r["errors"].items()},
                  "false_negatives": max(r["false_negatives"] for r in runs)}
-    for name in OPS:
+    for name in OPS + tuple(op + "_cpu" for op in CPU_OPS):
         values = [r[name] for r in runs if name in r]
         if values:
             rec[name] = measure.summary(values)
@@ -214,28 +250,75 @@ def run_workload(w: workloads.Workload, libs: list[adapters.Adapter], fprs: list
             print(f"   fpr {fpr:g}: run {r + 1}/{runs} done ({time.perf_counter() - t0:.0f} s)", flush=True)
         for a in live:
             cell[a.name] = aggregate(raw[a.name], w, capacity[a.name])
+            if isinstance(a, adapters.Bloomwise):
+                cell[a.name]["kernels"] = measure.bloomwise_kernels()
         print(report.console_rows(cell), flush=True)
     return results
 
 
-def run_isolated(w: workloads.Workload, argv) -> dict:
-    """One workload in a fresh interpreter (this script with --worker), its output streamed through."""
+def run_isolated(w: workloads.Workload, argv, kernels: str, primary: bool) -> dict:
+    """One workload in a fresh interpreter (this script with --worker) under a kernel set ($BLOOMWISE_KERNELS),
+    its output streamed through; not the primary set: bloomwise only, its rows tagged."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "results.json"
         command = [sys.executable, str(Path(__file__).resolve())] + list(argv) + ["--worker", w.name,
                                                                                   "--worker-out", str(out)]
-        done = subprocess.run(command)
+        if not primary:
+            command += ["--worker-kernels", kernels]
+        done = subprocess.run(command, env={**os.environ, "BLOOMWISE_KERNELS": kernels})
         if done.returncode != 0:
-            raise SystemExit(f"workload {w.name} failed (exit {done.returncode})")
+            raise SystemExit(f"workload {w.name} ({kernels} kernels) failed (exit {done.returncode})")
         return json.loads(out.read_text())
+
+
+def only_bloomwise(libs: list[adapters.Adapter], kernels: str) -> list[adapters.Adapter]:
+    """The bloomwise adapters, renamed with their kernel set tag (a run of another set than the primary one)."""
+    out = [a for a in libs if isinstance(a, adapters.Bloomwise)]
+    for a in out:
+        a.name = tagged(a.name, kernels)
+    return out
 
 
 def run_worker(args, libs, plan, runs) -> int:
     [w] = [w for w in plan if w.name == args.worker]
     fprs = [float(x) for x in args.fpr.split(",")]
+    if args.worker_kernels:
+        libs = only_bloomwise(libs, args.worker_kernels)
     results = run_workload(w, libs, fprs, runs, measure.PeakRSS())
     args.worker_out.write_text(json.dumps(results))
     return 0
+
+
+def merge_kernel_sets(primary: dict, others: list[dict]) -> dict:
+    """One workload's tables: per FPR, the primary run's bloomwise rows, then those of the other kernel sets,
+    then the peers."""
+    merged = {}
+    for fpr, cell in primary.items():
+        rows = list(cell.items())
+        extra = [(name, rec) for other in others for name, rec in other.get(fpr, {}).items()]
+        ours = [(n, r) for n, r in rows if n.startswith("bloomwise")]
+        merged[fpr] = dict(ours + extra + [(n, r) for n, r in rows if not n.startswith("bloomwise")])
+    return merged
+
+
+def run_all(plan, argv, args, make_libs, fprs, runs, kernel_sets: list[str]) -> dict:
+    """Every workload under the primary kernel set, the numpy ones under the others too (bloomwise only)."""
+    results = {}
+    for w in plan:
+        extra_sets = kernel_sets[1:] if extra_kernel_workload(w) else []
+        if args.same_process:  # the kernel set switched in this process (bloomwise's private switch)
+            measure.use_kernels(kernel_sets[0])
+            primary = run_workload(w, make_libs(), fprs, runs, measure.PeakRSS())
+            others = []
+            for kernels in extra_sets:
+                measure.use_kernels(kernels)
+                others.append(run_workload(w, only_bloomwise(make_libs(), kernels), fprs, runs, measure.PeakRSS()))
+            measure.use_kernels(kernel_sets[0])
+        else:
+            primary = run_isolated(w, argv, kernel_sets[0], primary=True)
+            others = [run_isolated(w, argv, kernels, primary=False) for kernels in extra_sets]
+        results[w.name] = merge_kernel_sets(primary, others)
+    return results
 
 
 def main(argv=None) -> int:
@@ -250,12 +333,15 @@ def main(argv=None) -> int:
     threads = sorted({int(t) for t in args.threads.split(",")})
     out_dir = args.out or Path(__file__).parent / "results" / ("quick" if args.quick else "")
 
-    libs = adapters.all_adapters(threads)
-    if args.libs:
-        libs = [a for a in libs if any(word in a.name for word in args.libs.split(","))]
+    def make_libs():
+        libs = adapters.all_adapters(threads)
+        return [a for a in libs if any(word in a.name for word in args.libs.split(","))] if args.libs else libs
+
+    libs = make_libs()
     plan = workloads.plan(sizes, large, args.only.split(",") if args.only else None)
     if args.worker:
         return run_worker(args, libs, plan, runs)
+    kernel_sets = kernel_plan(args.kernels)
     meta = {
         "date": datetime.date.today().isoformat(),
         "command": " ".join([Path(sys.argv[0]).name] + argv), "isolated": not args.same_process,
@@ -265,8 +351,10 @@ def main(argv=None) -> int:
                      for a in libs if a.dist},
         "workloads": [w.name for w in plan], "libraries": [a.name for a in libs],
         "peers": [a.name for a in libs if a.peer],
-        "batch_kernels": measure.bloomwise_kernels(),
+        "batch_kernels": kernel_sets[0],
+        "kernel_sets": kernel_sets,  # the first: every workload; the others: numpy workloads, rows tagged [set]
     }
+    meta["kernels"] = meta["batch_kernels"]
     print(f"bloomwise benchmarks: {meta['machine']['cpu']}, Python {meta['machine']['python']}, "
           f"numpy {meta['machine']['numpy']}; load {meta['load_before']}", flush=True)
     for a in libs:
@@ -287,8 +375,7 @@ def main(argv=None) -> int:
     print("import, ms: " + ", ".join(f"{s!r} {v['median']:.1f}" if isinstance(v, dict) else f"{s!r} {v}"
                                      for s, v in imports.items()), flush=True)
 
-    results = {w.name: run_isolated(w, argv) for w in plan} if not args.same_process else \
-        {w.name: run_workload(w, libs, fprs, runs, measure.PeakRSS()) for w in plan}
+    results = run_all(plan, argv, args, make_libs, fprs, runs, kernel_sets)
     rss_ok = measure.PeakRSS().ok
 
     meta["load_after"] = measure.loadavg()
@@ -299,7 +386,8 @@ def main(argv=None) -> int:
     data = {"meta": meta, "floor_ns": floor, "import_ms": imports, "results": results,
             "workloads": {w.name: {"kind": w.kind, "n": w.n, "n_absent": w.n_absent,
                                    "filter_bytes": w.filter_bytes} for w in plan}}
-    data["targets"] = targets.check(data)
+    data["targets"] = [{"kernels": kernel_sets[0], **row} for row in targets.check(data)]
+    data["targets"] += targets.check_threads_by_kernel_set(data)
     paths = report.write(data, out_dir)
     print("\n" + report.targets_text(data["targets"]))
     print(f"\nwrote {', '.join(str(p) for p in paths)} in {meta['wall_s']:.0f} s")

@@ -140,3 +140,38 @@ def check_counting_batch(data: dict, kinds, kind_names: dict, default: str, peer
         inst = [(f"{data['meta']['keys']:,} keys, median of runs", ratio["median"])] if ratio else []
         rows.append(_row(f"counting update vs fastbloom-rs, {kind_names[kind]}", limit, "x", inst))
     return rows
+
+
+def check_threads_by_kernel_set(data: dict) -> list[dict]:
+    """The Speed issue's threads row, once per kernel set of the run (benchmarks/run.py --kernels): blocked
+    ``update(numpy uint64, threads=N) / threads=1``, at least 1.4x. Each instance is the median over the runs of the
+    ratio within a run (the two calls alternate in every run); the other sets' rows carry the tag " [set]"."""
+    import statistics
+
+    meta = data["meta"]
+    threads = max(meta["threads"])
+    sets = meta.get("kernel_sets") or [meta.get("batch_kernels", "?")]
+    rows = []
+    for i, kernels in enumerate(sets):
+        tag = "" if i == 0 else f" [{kernels}]"
+        one, many = BLOCKED + tag, f"{BLOCKED} threads={threads}" + tag
+        inst, work, cores = [], [], []
+        for wname, fpr, libs in _cells(data, prefix="numpy"):
+            a, b = (libs.get(name, {}).get("batch_add") for name in (one, many))
+            if a and b and threads > 1:
+                ratios = [x / y for x, y in zip(a["runs"], b["runs"]) if y]
+                inst.append((f"{wname} {float(fpr):.1%}", statistics.median(ratios)))
+            ca, cb = (libs.get(name, {}).get("batch_add_cpu") for name in (one, many))
+            if a and b and ca and cb and threads > 1:
+                work.append(statistics.median([y / x for x, y in zip(ca["runs"], cb["runs"]) if x]))
+                cores.append(statistics.median([c / w for c, w in zip(cb["runs"], b["runs"]) if w]))
+        notes = [] if any(w.startswith("numpy-u64-10M") for w, _ in inst) else ["the target is for 10M keys"]
+        if work:  # what threading adds to the work, and how many cores the threaded call got (CPU / wall time)
+            busy = " (about 1: the machine was busy, the ratio says little)" if min(cores) < 1.5 else ""
+            notes.append(f"CPU time threads={threads} / threads=1: {max(work):.2f}x; cores the threaded call got "
+                         f"(CPU / wall time): {min(cores):.2f}-{max(cores):.2f}{busy}")
+        note = "; ".join(notes)
+        row = _row(f"update(numpy uint64, threads={threads}) / threads=1, blocked", 1.4, "x", inst, higher=True,
+                   note=note)
+        rows.append({"kernels": kernels, **row})
+    return rows

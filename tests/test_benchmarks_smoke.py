@@ -20,6 +20,37 @@ def test_quick_benchmark_writes_its_report(tmp_path):
     assert "bloomwise" in table and "ns" in table
 
 
+def test_quick_benchmark_measures_every_kernel_set(tmp_path):
+    """--kernels: the numpy workload's bloomwise rows under each kernel set in one run, each row tagged with its
+    set, and the threads target once per set."""
+    from bloomwise._native.bloom import kernel_sets
+    sets = [k for k in kernel_sets() if k != "scalar"] + ["scalar"]
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "run.py"), "--quick", "--only", "numpy",
+                          "--libs", "bloomwise", "--kernels", ",".join(sets), "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [raw] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
+    data = json.loads(raw.read_text())
+    assert data["meta"]["kernel_sets"] == sets and data["meta"]["kernels"] == sets[0]
+    for by_fpr in data["results"].values():
+        for libs in by_fpr.values():
+            assert libs["bloomwise blocked"]["kernels"] == sets[0]
+            for kernels in sets[1:]:
+                assert libs[f"bloomwise blocked threads=2 [{kernels}]"]["kernels"] == kernels
+    rows = [t for t in data["targets"] if t["target"].startswith("update(numpy uint64, threads=2) / threads=1")]
+    assert [t["kernels"] for t in rows] == sets
+    assert all(t["status"] in ("PASS", "FAIL") for t in rows)
+    table = next(p for p in tmp_path.iterdir() if p.suffix == ".md").read_text()
+    assert f"**bloomwise blocked** [{sets[0]}]" in table and f"**bloomwise blocked [{sets[-1]}]**" in table
+
+
+def test_an_unknown_kernel_set_stops_the_benchmark_with_the_choices(tmp_path):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "run.py"), "--quick", "--kernels", "avx3",
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0
+    assert "--kernels 'avx3': this CPU runs" in run.stderr
+
+
 def test_quick_anatomy_prints_its_table():
     run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "anatomy.py"), "--quick"],
                          capture_output=True, text=True, timeout=300)

@@ -24,6 +24,7 @@ from bloomwise._native.storage cimport scratch_uint64
 from bloomwise._native.support cimport numpy
 
 cdef extern from "simd.h" nogil:
+    int bw_simd_available()
     int bw_simd512_available()
     void bw_simd_hash_u64(const uint64_t* keys, uint64_t* out, size_t n, uint64_t seed)
     void bw_simd_hash_i64(const int64_t* keys, uint64_t* out, size_t n, uint64_t seed_nonneg, uint64_t seed_neg)
@@ -31,8 +32,40 @@ cdef extern from "simd.h" nogil:
 cdef enum:
     OBJECT_PREFETCH_DISTANCE = 8  # list items ahead whose objects are requested
 
-cdef bint SIMD512_AVAILABLE = bw_simd512_available()
-cdef bint use_simd512 = SIMD512_AVAILABLE  # numpy integer batches: XXH3 eight keys at a time (the same hashes)
+# ---- the kernel set ----------------------------------------------------------------------------------------------
+KERNEL_SETS = ("avx2+avx512", "avx2", "scalar")  # best first; every set computes the same bits and hashes
+ENV_KERNELS = "BLOOMWISE_KERNELS"
+
+
+def kernel_sets():
+    """The kernel sets this CPU can run, best first (a subset of KERNEL_SETS; "scalar" always)."""
+    avx2 = bw_simd_available()
+    return tuple(name for name, runs in zip(KERNEL_SETS, (avx2 and bw_simd512_available(), avx2, True)) if runs)
+
+
+def _chosen_kernels():
+    """The kernel set named by $BLOOMWISE_KERNELS ("auto" or unset: the best this CPU runs).
+
+    A value that names no set, or a set this CPU lacks, raises ValueError at import: the variable pins what runs
+    (benchmarks, reproducing one code path), so a typo must not silently run another set."""
+    import os
+    raw = os.environ.get(ENV_KERNELS, "")
+    name = raw.strip().lower()
+    available = kernel_sets()
+    if name in ("", "auto"):
+        return available[0]
+    if name not in KERNEL_SETS:
+        raise ValueError(f"{ENV_KERNELS}={raw!r} is not a kernel set: expected one of auto, "
+                         + ", ".join(KERNEL_SETS))
+    if name not in available:
+        raise ValueError(f"{ENV_KERNELS}={raw!r}: this CPU cannot run that kernel set; it runs "
+                         + ", ".join(available) + " (or auto)")
+    return name
+
+
+KERNELS = _chosen_kernels()  # the set chosen at import; bloom.batch_kernels() reports what is in use now
+cdef bint SIMD512_ALLOWED = KERNELS == "avx2+avx512"
+cdef bint use_simd512 = SIMD512_ALLOWED  # numpy integer batches: XXH3 eight keys at a time (the same hashes)
 
 
 cdef bint simd512_in_use() noexcept nogil:
@@ -41,9 +74,10 @@ cdef bint simd512_in_use() noexcept nogil:
 
 
 def _use_simd512(bint enabled):
-    """Tests (through ``bloom._use_simd``): switch the AVX-512 kernels off, or back on where the CPU has them."""
+    """Tests (through ``bloom._use_simd``): switch the AVX-512 kernels off, or back on where the chosen kernel set
+    has them."""
     global use_simd512
-    use_simd512 = enabled and SIMD512_AVAILABLE
+    use_simd512 = enabled and SIMD512_ALLOWED
 
 
 # ---- one key, byte buffers ---------------------------------------------------------------------------------------

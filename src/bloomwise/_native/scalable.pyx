@@ -72,8 +72,9 @@ cdef enum:
     PREFETCH_DISTANCE = 32           # keys ahead whose cache lines are requested
     PREFETCH_FROM_BYTES = 32 << 10   # stages beyond the L1 data cache: all stages together may not fit in L2
 
-cdef bint SIMD_AVAILABLE = bw_simd_available()
-cdef bint SIMD512_AVAILABLE = bw_simd512_available()
+from bloomwise._native.hashes import KERNELS  # the kernel set chosen at import ($BLOOMWISE_KERNELS)
+cdef bint SIMD_AVAILABLE = bw_simd_available() and KERNELS != "scalar"
+cdef bint SIMD512_AVAILABLE = bw_simd512_available() and KERNELS == "avx2+avx512"
 cdef bint use_simd = SIMD_AVAILABLE        # blocked stages: the AVX2 bit kernels of simd.h (the same bits)
 cdef bint use_simd512 = SIMD512_AVAILABLE  # stage hashes 8 at a time, blocked stages' tests (scalable.h)
 

@@ -12,7 +12,8 @@
  *    Integer keys hash their 8 little-endian bytes, which XXH3 reads as two 32-bit halves swapped (its 4-8 byte
  *    path), then mixes with rrmxmx: the same arithmetic, lane by lane, as bw_xxh3_u64.
  *
- * 3. Threaded blocked inserts: which hashes fall in the blocks a thread owns, eight at a time (AVX-512F).
+ * 3. Threaded blocked inserts: which hashes fall in the blocks a thread owns, eight at a time (AVX-512F) or four
+ *    (AVX2).
  *
  * Built with __attribute__((target(...))), so the module stays portable x86-64: bw_simd_available() and
  * bw_simd512_available() ask the CPU once, and the Cython callers fall back to the scalar loops elsewhere
@@ -190,9 +191,9 @@ static void bw_simd_hash_i64(const int64_t *in, uint64_t *out, size_t n, uint64_
 }
 
 /* ---- threaded blocked inserts: the hashes of keys whose block a thread owns ----------------------------- */
-/* bw_select_blocks (common.h) with AVX-512F (out: room for n hashes): eight block indices at once (a 32x32-bit
- * multiply per lane); the owned hashes are compressed in a register and stored unaligned (a compressing store
- * straight to memory is microcoded and slow on AMD Zen 4). Every store stays below out + n: count <= i. */
+/* bw_select_blocks (common.h) with AVX-512F: eight block indices at once (a 32x32-bit multiply per lane); the owned
+ * hashes are compressed in a register and stored unaligned (a compressing store straight to memory is microcoded
+ * and slow on AMD Zen 4). Every store stays below out + n (count <= i) and below out + (the count returned) + 8. */
 __attribute__((target("avx512f")))
 static size_t bw_simd_select_blocks(const uint64_t *hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
                                     uint64_t *out) {
@@ -205,6 +206,34 @@ static size_t bw_simd_select_blocks(const uint64_t *hs, size_t n, uint64_t num_b
         const __mmask8 mine = _mm512_cmpge_epu64_mask(block, vlo) & _mm512_cmplt_epu64_mask(block, vhi);
         _mm512_storeu_si512(out + count, _mm512_maskz_compress_epi64(mine, h));
         count += (size_t)__builtin_popcount(mine);
+    }
+    return count + bw_select_blocks(hs + i, n - i, num_blocks, lo, hi, out + count);
+}
+
+/* The same selection with AVX2, four hashes at a time. AVX2 has no compress: the owned lanes are moved to the front
+ * by a permutation from a table indexed by the 4-bit mask of owned lanes. Block indices are below 2^32, so the
+ * signed 64-bit compares are exact. Every store stays below out + n and out + (the count returned) + 4. */
+static const uint32_t BW_COMPRESS4[16][8] = {
+    {0, 1, 0, 1, 0, 1, 0, 1}, {0, 1, 0, 1, 0, 1, 0, 1}, {2, 3, 0, 1, 0, 1, 0, 1}, {0, 1, 2, 3, 0, 1, 0, 1},
+    {4, 5, 0, 1, 0, 1, 0, 1}, {0, 1, 4, 5, 0, 1, 0, 1}, {2, 3, 4, 5, 0, 1, 0, 1}, {0, 1, 2, 3, 4, 5, 0, 1},
+    {6, 7, 0, 1, 0, 1, 0, 1}, {0, 1, 6, 7, 0, 1, 0, 1}, {2, 3, 6, 7, 0, 1, 0, 1}, {0, 1, 2, 3, 6, 7, 0, 1},
+    {4, 5, 6, 7, 0, 1, 0, 1}, {0, 1, 4, 5, 6, 7, 0, 1}, {2, 3, 4, 5, 6, 7, 0, 1}, {0, 1, 2, 3, 4, 5, 6, 7},
+};
+
+__attribute__((target("avx2")))
+static size_t bw_avx2_select_blocks(const uint64_t *hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
+                                    uint64_t *out) {
+    const __m256i nb = _mm256_set1_epi64x((long long)num_blocks);
+    const __m256i vlo = _mm256_set1_epi64x((long long)lo), vhi = _mm256_set1_epi64x((long long)hi);
+    size_t i = 0, count = 0;
+    for (; i + 4 <= n; i += 4) {
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(hs + i));
+        const __m256i block = _mm256_srli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(h, 32), nb), 32);
+        const __m256i mine = _mm256_andnot_si256(_mm256_cmpgt_epi64(vlo, block), _mm256_cmpgt_epi64(vhi, block));
+        const int mask = _mm256_movemask_pd(_mm256_castsi256_pd(mine));
+        const __m256i order = _mm256_loadu_si256((const __m256i *)BW_COMPRESS4[mask]);
+        _mm256_storeu_si256((__m256i *)(out + count), _mm256_permutevar8x32_epi32(h, order));
+        count += (size_t)__builtin_popcount((unsigned)mask);
     }
     return count + bw_select_blocks(hs + i, n - i, num_blocks, lo, hi, out + count);
 }
@@ -227,6 +256,10 @@ static void bw_simd_hash_i64(const int64_t *in, uint64_t *out, size_t n, uint64_
     (void)in; (void)out; (void)n; (void)seed_nonneg; (void)seed_neg;
 }
 static size_t bw_simd_select_blocks(const uint64_t *hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
+                                    uint64_t *out) {
+    return bw_select_blocks(hs, n, num_blocks, lo, hi, out);
+}
+static size_t bw_avx2_select_blocks(const uint64_t *hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
                                     uint64_t *out) {
     return bw_select_blocks(hs, n, num_blocks, lo, hi, out);
 }
