@@ -473,6 +473,11 @@ cdef class CounterArrayCore(PositionsCore):
 
 
 
+cdef uint64_t counter_array_num_keys(object core) noexcept:
+    """``core.num_keys`` of a CounterArrayCore (the caller has checked the type), read in place."""
+    return (<CounterArrayCore>core)._num_keys
+
+
 cdef inline void prefetch_key(CounterArrayCore f, uint64_t h) noexcept nogil:
     """Request the cache lines of a key's k cells (batch kernels, a few keys ahead)."""
     cdef uint64_t pos[MAX_HASHES]

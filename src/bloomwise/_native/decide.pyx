@@ -37,6 +37,7 @@ from bloomwise._native.layouts cimport (
     Geometry, geometry_init, positions, test_bits, prefetch_key, bw_prefetch_read, MAX_HASHES,
 )
 from bloomwise._native.support cimport numpy
+from bloomwise._native.counting cimport counter_array_num_keys
 
 cdef extern from "Python.h":
     object PyFloat_FromDouble(double)
@@ -623,11 +624,11 @@ cdef class CountingState:
         # (an unchanged dict version, or the same _filter entry, means self.filter is the selective filter's filter)
         if BW_HAVE_DICT_VERSION and self.version:
             return (BW_DICT_VERSION(<PyObject*>d) == self.version and dict_version(self.prior) == self.prior_version
-                    and <uint64_t>self.filter.num_keys == self.num_items)
+                    and counter_array_num_keys(self.filter) == self.num_items)
         if not (same(d, "_filter", self.filter) and same(d, "prior", self.prior) and same(d, "cost", self.cost)
                 and same(d, "selective_query", self.selective_query) and same(d, "exact", self.exact)):
             return False
-        if <uint64_t>self.filter.num_keys != self.num_items:
+        if counter_array_num_keys(self.filter) != self.num_items:
             return False
         return prior_unchanged(self.prior_kind, self.prior, self.prior_value, self.class_table, self.class_default)
 
