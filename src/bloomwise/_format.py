@@ -55,6 +55,7 @@ except ImportError:  # pragma: no cover - non-POSIX: no writer lock, a flagged f
     fcntl = None
 
 from bloomwise._native.hashes import xxh64 as _xxh64  # the compiled XXH64 (releases the GIL on large payloads)
+from bloomwise._native.storage import read_payload as _read_payload  # pread into aligned memory, hashed on the way
 
 __all__ = [
     "MAGIC", "FORMAT_VERSION", "SUPPORTED_VERSIONS", "HEADER_SIZE", "ALIGNMENT", "MAX_META_LENGTH", "MAX_NUM_BITS",
@@ -78,7 +79,6 @@ _U64 = 2**64
 _HEADER = struct.Struct("<8sHBBBBHQQIIQQQ")
 assert _HEADER.size == HEADER_SIZE
 _CRC_OFFSET = 36
-_READ_CHUNK = 1 << 24
 
 
 # --- ids: part of the format, append-only ---------------------------------------------------------------------
@@ -415,8 +415,11 @@ def _decode_meta(data: bytes) -> dict:
 def _verify_payload(payload: memoryview, stored: int) -> None:
     computed = _xxh64(payload, 0)
     if computed != stored:
-        raise FormatError(f"corrupted: payload checksum mismatch (stored XXH64 {stored:#018x}, "
-                          f"computed {computed:#018x})")
+        raise FormatError(_checksum_mismatch(stored, computed))
+
+
+def _checksum_mismatch(stored: int, computed: int) -> str:
+    return f"corrupted: payload checksum mismatch (stored XXH64 {stored:#018x}, computed {computed:#018x})"
 
 
 def _unclean(structure: Structure) -> str:
@@ -649,11 +652,14 @@ def _unless_changing(fd: int, check):
 
 
 def load(path, *, structure: Optional[Structure] = None, verify: bool = True) -> tuple[Header, memoryview]:
-    """Read and check a file; return its header and a (writable) view of its payload in a private copy.
+    """Read and check a file; return its header and a writable view of its payload in memory of its own.
 
     The header is read and checked against the size the file system reports before the payload is read, so a
-    header that declares a huge payload never causes a huge allocation. ``structure`` and ``verify`` as in
-    :func:`loads`; a file that another process has open for writing needs ``verify=False`` (an unverified snapshot).
+    header that declares a huge payload never causes a huge allocation. The payload is then read once, straight
+    into the 64-byte aligned memory a filter keeps (the view's ``obj``; nothing zero-fills it first), and its
+    checksum is computed as it arrives, by a helper thread from 8 MiB on. ``structure`` and ``verify`` as in
+    :func:`loads`; a file that another process has open for writing needs ``verify=False`` (an unverified
+    snapshot).
     """
     path = _fspath(path)
     with open(path, "rb") as file:
@@ -667,35 +673,25 @@ def load(path, *, structure: Optional[Structure] = None, verify: bool = True) ->
         def check() -> tuple[Header, memoryview]:
             size = os.fstat(fd).st_size
             start = os.pread(fd, min(size, payload_offset(MAX_META_LENGTH)), 0)
-            header, _, _, flagged = _parse(memoryview(start), structure=structure, file_size=size)
+            header, offset, stored, flagged = _parse(memoryview(start), structure=structure, file_size=size)
             check_open_flag(header, flagged)
-            # The header agrees with the real size: read the whole file and check it again, in case it changed.
-            data = _read(fd, size)
-            header, offset, stored, flagged = _parse(memoryview(data), structure=structure)
-            check_open_flag(header, flagged)
-            payload = memoryview(data)[offset:offset + header.payload_length]
-            if verify:
-                _verify_payload(payload, stored)
-            return header, payload
+            # The header agrees with the real size: only now is the payload's memory allocated.
+            buffer, done, computed = _read_payload(fd, offset, header.payload_length, verify)
+            if done < header.payload_length:
+                expected = offset + header.payload_length
+                raise FormatError(f"truncated: the header declares a {header.payload_length}-byte payload at byte "
+                                  f"{offset}, so {expected} bytes, but the file has {offset + done} "
+                                  f"({expected - offset - done} missing)")
+            if os.pread(fd, offset, 0) != start[:offset]:  # a writer rewrote the header meanwhile: read again
+                raise FormatError("the file changed while it was being read")
+            if verify and computed != stored:
+                raise FormatError(_checksum_mismatch(stored, computed))
+            return header, memoryview(buffer)
 
         try:
             return _unless_changing(fd, check)
         except FormatError as exc:
             raise with_path(path, exc) from None
-
-
-def _read(fd: int, size: int) -> bytearray:
-    """Read ``size`` bytes (the size the file system reports) from the start of the file; short if it shrank."""
-    data = bytearray(size)
-    view = memoryview(data)
-    done = 0
-    while done < size:
-        n = os.preadv(fd, [view[done:done + _READ_CHUNK]], done)
-        if n == 0:
-            break
-        done += n
-    view.release()
-    return data if done == size else data[:done]
 
 
 class MappedFile:
