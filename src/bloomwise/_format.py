@@ -40,6 +40,7 @@ import mmap
 import os
 import stat
 import struct
+import threading
 import time
 import types
 import warnings
@@ -55,6 +56,7 @@ except ImportError:  # pragma: no cover - non-POSIX: no writer lock, a flagged f
     fcntl = None
 
 from bloomwise._native.hashes import xxh64 as _xxh64  # the compiled XXH64 (releases the GIL on large payloads)
+from bloomwise._native.storage import HASH_THREAD_MIN as _HASH_THREAD_MIN
 from bloomwise._native.storage import read_payload as _read_payload  # pread into aligned memory, hashed on the way
 
 __all__ = [
@@ -285,9 +287,13 @@ def _byte_view(payload, what: str = "payload") -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def _encode_prefix(header: Header, payload: memoryview) -> bytes:
+def _check_payload_length(header: Header, payload: memoryview) -> None:
     if payload.nbytes != header.payload_length:
         raise ValueError(f"header.payload_length is {header.payload_length} but the payload has {payload.nbytes} bytes")
+
+
+def _encode_prefix(header: Header, payload: memoryview) -> bytes:
+    _check_payload_length(header, payload)
     return _pack_header(header, _encode_meta(header.meta), _xxh64(payload, 0), int(header.flags))
 
 
@@ -447,7 +453,7 @@ def dumps(header: Header, payload) -> bytes:
     (72, b'\\x89BLOOMW\\n')
     """
     view = _byte_view(payload)
-    return _encode_prefix(header, view) + view.tobytes()
+    return b"".join((_encode_prefix(header, view), view))  # the payload is copied once, into the result
 
 
 def loads(data, *, structure: Optional[Structure] = None, verify: bool = True) -> tuple[Header, memoryview]:
@@ -486,14 +492,16 @@ def save(path, header: Header, payload) -> None:
     does, so at most one stale temporary per target outlives a crash. The writer holds an exclusive ``flock`` on
     its temporary file until the rename, so a save never removes the file of another save that is still running.
     A reader that has the old file open or mapped keeps seeing the old file. The payload is written from its
-    buffer, not copied. An existing file keeps its permission bits; a new one gets the usual ones (0o666 minus
-    the umask).
+    buffer, not copied, before the header: from 8 MiB on, a helper thread computes the checksum the header holds
+    while the payload is being written. An existing file keeps its permission bits; a new one gets the usual ones
+    (0o666 minus the umask).
     """
     path = _fspath(path)
     if os.path.islink(path):  # replace the file the link points to, not the link
         path = os.path.realpath(path)
     view = _byte_view(payload)
-    prefix = _encode_prefix(header, view)
+    _check_payload_length(header, view)
+    meta = _encode_meta(header.meta)
     directory, name = os.path.split(os.path.abspath(path))
     try:
         mode = os.stat(path).st_mode & 0o7777
@@ -507,16 +515,20 @@ def save(path, header: Header, payload) -> None:
             break
         except FileExistsError:  # pragma: no cover - 48 random bits
             continue
+    checksum = _Checksum(view)
     try:
         try:
             _lock(fd)
             if mode is not None:
                 os.chmod(fd, mode)
-            _write_all(fd, prefix)
+            os.lseek(fd, payload_offset(len(meta)), os.SEEK_SET)
             _write_all(fd, view)
+            os.lseek(fd, 0, os.SEEK_SET)
+            _write_all(fd, _pack_header(header, meta, checksum.result(), int(header.flags)))
             os.fsync(fd)
             os.replace(temp, path)  # still locked: a concurrent save's clean-up leaves the file alone
         finally:
+            checksum.result()  # the helper thread lets go of the payload before save returns, also on error
             os.close(fd)
     except BaseException:
         try:
@@ -525,6 +537,29 @@ def save(path, header: Header, payload) -> None:
             pass
         raise
     _fsync_directory(directory)
+
+
+class _Checksum:
+    """The XXH64 of a payload: from ``_read_payload``'s HASH_THREAD_MIN bytes on, computed by a helper thread
+    started here (the compiled hash releases the GIL, so it runs while the caller writes); below, at once."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._value: Optional[int] = None
+        self._thread = None
+        if view.nbytes < _HASH_THREAD_MIN:
+            self._value = _xxh64(view, 0)
+        else:
+            self._thread = threading.Thread(target=self._run, args=(view,), name="bloomwise-checksum", daemon=True)
+            self._thread.start()
+
+    def _run(self, view: memoryview) -> None:
+        self._value = _xxh64(view, 0)
+
+    def result(self) -> int:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        return self._value
 
 
 def _lock(fd: int) -> bool:
