@@ -112,3 +112,15 @@ def check_decisions(data: dict, ratios: list[tuple[str, str, str, float]]) -> li
     rows.append(_row("non-ASCII update: resident memory left behind (a UTF-8 copy per key would be ~70 MiB per 1M)",
                      max(1.0, keys / 1e6), " MiB", inst))
     return rows
+
+
+def check_persistence(data: dict) -> list[dict]:
+    """The targets of benchmarks/persistence.py: load() (checksum verified) per byte against reading the file into
+    a preallocated buffer, the median over the runs of the ratio within a run; and the memory one load adds."""
+    ratio = data["ratios"].get("bloomwise load")
+    inst = [(f"{data['meta']['mib']} MiB, median of runs", ratio["median"])] if ratio else []
+    rows = [_row("load (verify) <= 1.3x reading the file", 1.3, "x", inst)]
+    grew = data.get("load_rss_growth")
+    inst = [(f"{data['meta']['mib']} MiB", grew)] if grew is not None else []
+    rows.append(_row("load: peak resident memory added, vs the payload (a second copy would be 2x)", 1.1, "x", inst))
+    return rows

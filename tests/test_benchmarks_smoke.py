@@ -58,3 +58,18 @@ def test_suite_names_its_steps_when_asked_for_an_unknown_one(tmp_path):
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert "unknown step(s) decisons" in run.stderr and "decisions" in run.stderr.split("the steps are")[1]
+
+
+def test_quick_persistence_benchmark_writes_its_targets(tmp_path):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "persistence.py"), "--quick", "--out",
+                          str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [raw] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
+    [report] = [p for p in tmp_path.iterdir() if p.suffix == ".md"]
+    assert report.stem == raw.stem and "-persistence-" in raw.stem
+    data = json.loads(raw.read_text())
+    assert data["meta"]["kernels"] in ("avx2+avx512", "avx2", "scalar") and data["meta"]["mib"] == 64
+    assert {"floor: read", "bloomwise load", "bloomwise save"} <= set(data["figures"])
+    statuses = {row["target"]: row["status"] for row in data["targets"]}
+    assert statuses["load (verify) <= 1.3x reading the file"] in ("PASS", "FAIL")
+    assert "| target | limit |" in run.stdout
