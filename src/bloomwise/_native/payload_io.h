@@ -99,7 +99,8 @@ static inline uint64_t bw_xxh64_in_pieces(const uint8_t *data, size_t len, size_
 /* ---- reading ---------------------------------------------------------------------------------------------- */
 
 #define BW_READ_PIECE ((size_t)1 << 20)        /* read (and hash) 1 MiB at a time: half of one core's L2 */
-#define BW_HASH_THREAD_MIN ((size_t)8 << 20)   /* from 8 MiB on, a helper thread hashes behind the reader */
+#define BW_HASH_THREAD_MIN ((size_t)8 << 20)   /* from 8 MiB on, a helper thread hashes behind the reader, */
+#define BW_HASH_BATCH ((size_t)4 << 20)        /* woken once per 4 MiB read: one wake-up per piece costs more */
 
 typedef struct {
     const uint8_t *buf;
@@ -117,7 +118,7 @@ static void *bw_hash_follow(void *arg) {
     int finished;
     for (;;) {
         pthread_mutex_lock(&f->lock);
-        while (f->readable - f->hashed < 32 && !f->finished)
+        while (f->readable - f->hashed < BW_HASH_BATCH && !f->finished)
             pthread_cond_wait(&f->more, &f->lock);
         readable = f->readable;
         finished = f->finished;
@@ -147,7 +148,7 @@ static inline int64_t bw_pread_piece(int fd, uint8_t *buf, size_t len, int64_t o
  * not at all if it cannot be started). Runs without the GIL. */
 static int64_t bw_read_payload(int fd, uint8_t *buf, size_t len, int64_t offset, int verify, int threaded,
                                uint64_t *checksum) {
-    size_t done = 0, hashed = 0, want, upto;
+    size_t done = 0, hashed = 0, published = 0, want, upto;
     int64_t n = 0;
     int saved_errno, helper = 0;
     pthread_t thread;
@@ -174,10 +175,12 @@ static int64_t bw_read_payload(int fd, uint8_t *buf, size_t len, int64_t offset,
         if (n <= 0) break;
         done += (size_t)n;
         if (helper) {
-            pthread_mutex_lock(&f.lock);
-            f.readable = done;
-            pthread_cond_signal(&f.more);
-            pthread_mutex_unlock(&f.lock);
+            if (done - published >= BW_HASH_BATCH) {
+                pthread_mutex_lock(&f.lock);
+                f.readable = published = done;
+                pthread_cond_signal(&f.more);
+                pthread_mutex_unlock(&f.lock);
+            }
         } else if (verify) {
             upto = done & ~(size_t)31;
             bw_xxh64_piece(&state, buf + hashed, upto - hashed);
@@ -187,6 +190,7 @@ static int64_t bw_read_payload(int fd, uint8_t *buf, size_t len, int64_t offset,
     saved_errno = errno;
     if (helper) {
         pthread_mutex_lock(&f.lock);
+        f.readable = done;
         f.finished = 1;
         pthread_cond_signal(&f.more);
         pthread_mutex_unlock(&f.lock);
