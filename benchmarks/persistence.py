@@ -280,6 +280,10 @@ def markdown(data: dict) -> str:
         lines.append(f"| {name}{note} | {size / 2**20:,.0f} MiB | {s['median'] * 1e3:,.1f} ms | "
                      f"{s['min'] * 1e3:,.1f} | {s['max'] * 1e3:,.1f} | {size / s['median'] / 1e9:.2f} | "
                      f"{'' if ratio is None else format(ratio['median'], '.2f') + 'x vs ' + floor_of(name)} |")
+    target = data["ratios"].get("bloomwise load")
+    if target:
+        lines += ["", "load (verify) over the read floor, run by run: "
+                  + ", ".join(f"{r:.2f}x" for r in target["runs"]) + " (the target takes their median)."]
     lines += ["", f"First load of the process (fresh memory from the system, before the runs): "
                   f"{data['first_load_s'] * 1e3:,.1f} ms.",
               "Peak resident memory added by one load: " + (
