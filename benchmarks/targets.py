@@ -175,3 +175,15 @@ def check_threads_by_kernel_set(data: dict) -> list[dict]:
                    note=note)
         rows.append({"kernels": kernels, **row})
     return rows
+
+
+def check_persistence(data: dict) -> list[dict]:
+    """The targets of benchmarks/persistence.py: load() (checksum verified) per byte against reading the file into
+    a preallocated buffer, the median over the runs of the ratio within a run; and the memory one load adds."""
+    ratio = data["ratios"].get("bloomwise load")
+    inst = [(f"{data['meta']['mib']} MiB, median of runs", ratio["median"])] if ratio else []
+    rows = [_row("load (verify) <= 1.3x reading the file", 1.3, "x", inst)]
+    grew = data.get("load_rss_growth")
+    inst = [(f"{data['meta']['mib']} MiB", grew)] if grew is not None else []
+    rows.append(_row("load: peak resident memory added, vs the payload (a second copy would be 2x)", 1.1, "x", inst))
+    return rows

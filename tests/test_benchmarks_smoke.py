@@ -119,3 +119,18 @@ def test_quick_counting_batch_benchmark_writes_its_targets(tmp_path):
     assert {row["status"] for row in rows.values()} <= {"PASS", "FAIL", "N/A"}
     assert "bloomwise counting 4-bit classic" in raw.with_suffix(".md").read_text()
     assert all(value < 1 for value in data["heap_bytes_per_key"].values())  # no Python object per key
+
+
+def test_quick_persistence_benchmark_writes_its_targets(tmp_path):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "persistence.py"), "--quick", "--out",
+                          str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [raw] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
+    [report] = [p for p in tmp_path.iterdir() if p.suffix == ".md"]
+    assert report.stem == raw.stem and "-persistence-" in raw.stem
+    data = json.loads(raw.read_text())
+    assert data["meta"]["kernels"] in ("avx2+avx512", "avx2", "scalar") and data["meta"]["mib"] == 64
+    assert {"floor: read", "bloomwise load", "bloomwise save"} <= set(data["figures"])
+    statuses = {row["target"]: row["status"] for row in data["targets"]}
+    assert statuses["load (verify) <= 1.3x reading the file"] in ("PASS", "FAIL")
+    assert "| target | limit |" in run.stdout

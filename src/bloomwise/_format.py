@@ -40,6 +40,7 @@ import mmap
 import os
 import stat
 import struct
+import threading
 import time
 import types
 import warnings
@@ -55,6 +56,8 @@ except ImportError:  # pragma: no cover - non-POSIX: no writer lock, a flagged f
     fcntl = None
 
 from bloomwise._native.hashes import xxh64 as _xxh64  # the compiled XXH64 (releases the GIL on large payloads)
+from bloomwise._native.storage import HASH_THREAD_MIN as _HASH_THREAD_MIN
+from bloomwise._native.storage import read_payload as _read_payload  # pread into aligned memory, hashed on the way
 
 __all__ = [
     "MAGIC", "FORMAT_VERSION", "SUPPORTED_VERSIONS", "HEADER_SIZE", "ALIGNMENT", "MAX_META_LENGTH", "MAX_NUM_BITS",
@@ -78,7 +81,6 @@ _U64 = 2**64
 _HEADER = struct.Struct("<8sHBBBBHQQIIQQQ")
 assert _HEADER.size == HEADER_SIZE
 _CRC_OFFSET = 36
-_READ_CHUNK = 1 << 24
 
 
 # --- ids: part of the format, append-only ---------------------------------------------------------------------
@@ -307,9 +309,13 @@ def _byte_view(payload, what: str = "payload") -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def _encode_prefix(header: Header, payload: memoryview) -> bytes:
+def _check_payload_length(header: Header, payload: memoryview) -> None:
     if payload.nbytes != header.payload_length:
         raise ValueError(f"header.payload_length is {header.payload_length} but the payload has {payload.nbytes} bytes")
+
+
+def _encode_prefix(header: Header, payload: memoryview) -> bytes:
+    _check_payload_length(header, payload)
     return _pack_header(header, _encode_meta(header.meta), _xxh64(payload, 0), int(header.flags))
 
 
@@ -437,8 +443,11 @@ def _decode_meta(data: bytes) -> dict:
 def _verify_payload(payload: memoryview, stored: int) -> None:
     computed = _xxh64(payload, 0)
     if computed != stored:
-        raise FormatError(f"corrupted: payload checksum mismatch (stored XXH64 {stored:#018x}, "
-                          f"computed {computed:#018x})")
+        raise FormatError(_checksum_mismatch(stored, computed))
+
+
+def _checksum_mismatch(stored: int, computed: int) -> str:
+    return f"corrupted: payload checksum mismatch (stored XXH64 {stored:#018x}, computed {computed:#018x})"
 
 
 def _unclean(structure: Structure) -> str:
@@ -466,7 +475,7 @@ def dumps(header: Header, payload) -> bytes:
     (72, b'\\x89BLOOMW\\n')
     """
     view = _byte_view(payload)
-    return _encode_prefix(header, view) + view.tobytes()
+    return b"".join((_encode_prefix(header, view), view))  # the payload is copied once, into the result
 
 
 def loads(data, *, structure: Optional[Structure] = None, verify: bool = True) -> tuple[Header, memoryview]:
@@ -505,14 +514,16 @@ def save(path, header: Header, payload) -> None:
     does, so at most one stale temporary per target outlives a crash. The writer holds an exclusive ``flock`` on
     its temporary file until the rename, so a save never removes the file of another save that is still running.
     A reader that has the old file open or mapped keeps seeing the old file. The payload is written from its
-    buffer, not copied. An existing file keeps its permission bits; a new one gets the usual ones (0o666 minus
-    the umask).
+    buffer, not copied, before the header: from 8 MiB on, a helper thread computes the checksum the header holds
+    while the payload is being written. An existing file keeps its permission bits; a new one gets the usual ones
+    (0o666 minus the umask).
     """
     path = _fspath(path)
     if os.path.islink(path):  # replace the file the link points to, not the link
         path = os.path.realpath(path)
     view = _byte_view(payload)
-    prefix = _encode_prefix(header, view)
+    _check_payload_length(header, view)
+    meta = _encode_meta(header.meta)
     directory, name = os.path.split(os.path.abspath(path))
     try:
         mode = os.stat(path).st_mode & 0o7777
@@ -526,16 +537,20 @@ def save(path, header: Header, payload) -> None:
             break
         except FileExistsError:  # pragma: no cover - 48 random bits
             continue
+    checksum = _Checksum(view)
     try:
         try:
             _lock(fd)
             if mode is not None:
                 os.chmod(fd, mode)
-            _write_all(fd, prefix)
+            os.lseek(fd, payload_offset(len(meta)), os.SEEK_SET)
             _write_all(fd, view)
+            os.lseek(fd, 0, os.SEEK_SET)
+            _write_all(fd, _pack_header(header, meta, checksum.result(), int(header.flags)))
             os.fsync(fd)
             os.replace(temp, path)  # still locked: a concurrent save's clean-up leaves the file alone
         finally:
+            checksum.result()  # the helper thread lets go of the payload before save returns, also on error
             os.close(fd)
     except BaseException:
         try:
@@ -544,6 +559,29 @@ def save(path, header: Header, payload) -> None:
             pass
         raise
     _fsync_directory(directory)
+
+
+class _Checksum:
+    """The XXH64 of a payload: from ``_read_payload``'s HASH_THREAD_MIN bytes on, computed by a helper thread
+    started here (the compiled hash releases the GIL, so it runs while the caller writes); below, at once."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._value: Optional[int] = None
+        self._thread = None
+        if view.nbytes < _HASH_THREAD_MIN:
+            self._value = _xxh64(view, 0)
+        else:
+            self._thread = threading.Thread(target=self._run, args=(view,), name="bloomwise-checksum", daemon=True)
+            self._thread.start()
+
+    def _run(self, view: memoryview) -> None:
+        self._value = _xxh64(view, 0)
+
+    def result(self) -> int:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        return self._value
 
 
 def _lock(fd: int) -> bool:
@@ -671,11 +709,14 @@ def _unless_changing(fd: int, check):
 
 
 def load(path, *, structure: Optional[Structure] = None, verify: bool = True) -> tuple[Header, memoryview]:
-    """Read and check a file; return its header and a (writable) view of its payload in a private copy.
+    """Read and check a file; return its header and a writable view of its payload in memory of its own.
 
     The header is read and checked against the size the file system reports before the payload is read, so a
-    header that declares a huge payload never causes a huge allocation. ``structure`` and ``verify`` as in
-    :func:`loads`; a file that another process has open for writing needs ``verify=False`` (an unverified snapshot).
+    header that declares a huge payload never causes a huge allocation. The payload is then read once, straight
+    into the 64-byte aligned memory a filter keeps (the view's ``obj``; nothing zero-fills it first), and its
+    checksum is computed as it arrives, by a helper thread from 8 MiB on. ``structure`` and ``verify`` as in
+    :func:`loads`; a file that another process has open for writing needs ``verify=False`` (an unverified
+    snapshot).
     """
     path = _fspath(path)
     with open(path, "rb") as file:
@@ -689,35 +730,25 @@ def load(path, *, structure: Optional[Structure] = None, verify: bool = True) ->
         def check() -> tuple[Header, memoryview]:
             size = os.fstat(fd).st_size
             start = os.pread(fd, min(size, payload_offset(MAX_META_LENGTH)), 0)
-            header, _, _, flagged = _parse(memoryview(start), structure=structure, file_size=size)
+            header, offset, stored, flagged = _parse(memoryview(start), structure=structure, file_size=size)
             check_open_flag(header, flagged)
-            # The header agrees with the real size: read the whole file and check it again, in case it changed.
-            data = _read(fd, size)
-            header, offset, stored, flagged = _parse(memoryview(data), structure=structure)
-            check_open_flag(header, flagged)
-            payload = memoryview(data)[offset:offset + header.payload_length]
-            if verify:
-                _verify_payload(payload, stored)
-            return header, payload
+            # The header agrees with the real size: only now is the payload's memory allocated.
+            buffer, done, computed = _read_payload(fd, offset, header.payload_length, verify)
+            if done < header.payload_length:
+                expected = offset + header.payload_length
+                raise FormatError(f"truncated: the header declares a {header.payload_length}-byte payload at byte "
+                                  f"{offset}, so {expected} bytes, but the file has {offset + done} "
+                                  f"({expected - offset - done} missing)")
+            if os.pread(fd, offset, 0) != start[:offset]:  # a writer rewrote the header meanwhile: read again
+                raise FormatError("the file changed while it was being read")
+            if verify and computed != stored:
+                raise FormatError(_checksum_mismatch(stored, computed))
+            return header, memoryview(buffer)
 
         try:
             return _unless_changing(fd, check)
         except FormatError as exc:
             raise with_path(path, exc) from None
-
-
-def _read(fd: int, size: int) -> bytearray:
-    """Read ``size`` bytes (the size the file system reports) from the start of the file; short if it shrank."""
-    data = bytearray(size)
-    view = memoryview(data)
-    done = 0
-    while done < size:
-        n = os.preadv(fd, [view[done:done + _READ_CHUNK]], done)
-        if n == 0:
-            break
-        done += n
-    view.release()
-    return data if done == size else data[:done]
 
 
 class MappedFile:

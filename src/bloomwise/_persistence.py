@@ -2,7 +2,9 @@
 
 A structure mixes in ``Persistent`` and defines ``_STRUCTURE`` (its id in the format), ``_header()``,
 ``_payload()`` and the classmethod ``_from_parts(header, payload, *, key, **options)``, which validates what the
-format layer could not (sizes, layouts, structure-specific meta) and builds the object.
+format layer could not (sizes, layouts, structure-specific meta) and builds the object. A structure whose
+``_from_parts`` also takes ``copy=False`` (build on the payload's memory in place) sets ``_LOADS_IN_PLACE``:
+``load()`` then hands it the memory the file was read into, so the payload is read once and never copied.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ class Persistent:
 
     __slots__ = ()
     _STRUCTURE: _format.Structure
+    _LOADS_IN_PLACE = False  # True: _from_parts(..., copy=False) keeps the payload's memory as its own
 
     @property
     def hash_scheme(self) -> str:
@@ -49,6 +52,8 @@ class Persistent:
         ``verify=False`` skips the payload checksum and accepts a file whose writer died (unsafe).
         """
         header, payload = _format.load(path, structure=cls._STRUCTURE, verify=verify)
+        if cls._LOADS_IN_PLACE:  # the payload was read into memory nobody else holds: the structure keeps it
+            options = {**options, "copy": False}
         try:
             return cls._from_parts(header, payload, key=key, **options)
         except FormatError as exc:  # the structure's own checks: name the file too

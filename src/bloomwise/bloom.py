@@ -236,6 +236,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
 
     # -- persistence -------------------------------------------------------------------------------------------
     _STRUCTURE = _format.Structure.BLOOM
+    _LOADS_IN_PLACE = True
 
     @property
     def _hash_scheme(self) -> _format.HashScheme:
@@ -268,6 +269,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
                 raise ValueError("this filter was built from explicit hash functions: "
                                  "pass the same functions=[...] to load it")
             self = cls.from_hash_functions(header.num_bits, functions)
+            copy = True  # it has storage of its own: the bits are copied into it
             if self.num_hashes != header.num_hashes:
                 raise ValueError(f"the file has {header.num_hashes} hash functions, {len(functions)} were given")
         else:

@@ -312,6 +312,7 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
 
     # -- persistence ---------------------------------------------------------------------------------------------------
     _STRUCTURE = _format.Structure.COUNTING
+    _LOADS_IN_PLACE = True
 
     def _header(self) -> _format.Header:
         return cell_array_header(self, self.num_cells, {"counter_bits": self.counter_bits})

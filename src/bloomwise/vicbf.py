@@ -329,6 +329,7 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
 
     # -- persistence ---------------------------------------------------------------------------------------------------
     _STRUCTURE = _format.Structure.VARIABLE_INCREMENT
+    _LOADS_IN_PLACE = True
 
     def _header(self) -> _format.Header:
         return cell_array_header(self, self.num_cells, {
