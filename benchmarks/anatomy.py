@@ -16,7 +16,6 @@ the target at that size on that machine.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 

@@ -25,10 +25,7 @@ kernel set and the load average.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
-import json
-import re
 import sys
 import tracemalloc
 from pathlib import Path
@@ -124,10 +121,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=None, help="where the results go (default results/, "
                    "results/quick/ with --quick)")
     args = p.parse_args(argv)
-    results = Path(__file__).resolve().parent / "results"
     if args.quick:
         args.keys, args.runs = 100_000, 1
-    args.out = args.out or (results / "quick" if args.quick else results)
+    args.out = args.out or measure.default_out(args.quick)
     load_before = measure.loadavg()
     runs, warm = [], {}
     for r in range(args.runs):
@@ -143,20 +139,13 @@ def main(argv=None) -> int:
             ratios[f"{kind}: {DEFAULT} / bloomwise BloomFilter blocked"] = measure.summary(
                 [run[f"{kind}: {DEFAULT}"] / run[f"{kind}: bloomwise BloomFilter blocked"] for run in runs])
     heap = {kind: heap_bytes_per_key(kind, min(args.keys, 200_000)) for kind in KINDS}
-    data = {"meta": {"machine": measure.machine(), "kernels": measure.bloomwise_kernels(), "keys": args.keys,
-                     "runs": args.runs, "fpr": FPR, "load_before": load_before, "load_after": measure.loadavg(),
-                     "fastbloom_rs": getattr(fastbloom_rs, "__version__", None) and fastbloom_rs.__version__,
-                     "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                     "command": " ".join(sys.argv)},
+    data = {"meta": measure.run_meta(load_before, keys=args.keys, runs=args.runs, fpr=FPR,
+                                     fastbloom_rs=getattr(fastbloom_rs, "__version__", None)),
             "figures": figures, "ratios": ratios, "heap_bytes_per_key": heap}
     data["targets"] = targets.check_counting_batch(data, KINDS, KIND_NAMES, DEFAULT, PEER, LIMIT)
     text = markdown(data)
     print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    cpu = re.sub(r"[^a-z0-9]+", "-", data["meta"]["machine"]["cpu"].lower()).strip("-")[:40]
-    stem = args.out / f"{dt.date.today().isoformat()}-counting-batch-{cpu}"
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    measure.write_results(args.out, "counting-batch", data, text)
     return 0
 
 

@@ -20,10 +20,7 @@ Results: ``results/YYYY-MM-DD-decisions-<cpu>.md`` and ``.json`` (with the kerne
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import operator
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -172,10 +169,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=None, help="where the results go (default results/, "
                    "results/quick/ with --quick)")
     args = p.parse_args(argv)
-    results = Path(__file__).resolve().parent / "results"
     if args.quick:
         args.keys, args.runs = 100_000, 1
-    args.out = args.out or (results / "quick" if args.quick else results)
+    args.out = args.out or measure.default_out(args.quick)
     load_before = measure.loadavg()
     runs = []
     for r in range(args.runs):
@@ -194,29 +190,19 @@ def main(argv=None) -> int:
         ratios["class prior query_many beyond the classifier vs contains_many"] = measure.summary(
             [(run["class prior: query_many"] - run["class prior: classifier"]) / run["class prior: contains_many"]
              for run in runs])
-    data = {"meta": {"machine": measure.machine(), "kernels": measure.bloomwise_kernels(), "keys": args.keys,
-                     "runs": args.runs, "load_before": load_before, "load_after": measure.loadavg(),
-                     "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                     "command": " ".join(sys.argv)},
-            "figures": figures, "ratios": ratios}
+    data = {"meta": measure.run_meta(load_before, keys=args.keys, runs=args.runs), "figures": figures,
+            "ratios": ratios}
     data["targets"] = targets.check_decisions(data, RATIOS)
     text = markdown(data)
     print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    cpu = re.sub(r"[^a-z0-9]+", "-", data["meta"]["machine"]["cpu"].lower()).strip("-")[:40]
-    stem = args.out / f"{dt.date.today().isoformat()}-decisions-{cpu}"
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    measure.write_results(args.out, "decisions", data, text)
     return 0
 
 
 def markdown(data: dict) -> str:
     m = data["meta"]
-    mach = m["machine"]
     lines = [f"# Decisions and non-ASCII keys: {m['keys']:,} keys, {m['runs']} run(s), {m['date']}", "",
-             f"CPU {mach['cpu']} ({mach['cpus']} CPUs; AVX-512: {'yes' if mach['avx512'] else 'no'}); "
-             f"bloomwise kernels: {m['kernels']}; Python {mach['python']}, numpy {mach['numpy']}; "
-             f"load average before {m['load_before']}, after {m['load_after']}.", "",
+             measure.machine_line(m), "",
              "| figure | median | min | max |", "|---|---:|---:|---:|"]
     for name, s in data["figures"].items():
         unit = "" if "MiB" in name else " ns/key"

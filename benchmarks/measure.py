@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -174,3 +175,42 @@ def use_kernels(name: str) -> None:
 
 def loadavg() -> str:
     return " ".join(_read("/proc/loadavg").split()[:3])
+
+
+# ---- what every benchmark script writes ------------------------------------------------------------------------------
+def default_out(quick: bool) -> Path:
+    """Where a script's results go unless --out says: results/, or results/quick/ (not committed) with --quick."""
+    results = Path(__file__).resolve().parent / "results"
+    return results / "quick" if quick else results
+
+
+def run_meta(load_before: str, **extra) -> dict:
+    """The "meta" of a result: the machine, bloomwise's kernel set, the load average before and now, the date and
+    the command line, and the script's own fields."""
+    import datetime as dt
+    return {"machine": machine(), "kernels": bloomwise_kernels(), **extra, "load_before": load_before,
+            "load_after": loadavg(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv)}
+
+
+def machine_line(meta: dict) -> str:
+    """One line of a report: CPU, kernel set, Python and numpy, the load average around the run."""
+    mach = meta["machine"]
+    return (f"CPU {mach['cpu']} ({mach['cpus']} CPUs; AVX-512: {'yes' if mach['avx512'] else 'no'}); bloomwise "
+            f"kernels: {meta['kernels']}; Python {mach['python']}, numpy {mach['numpy']}; load average before "
+            f"{meta['load_before']}, after {meta['load_after']}.")
+
+
+def cpu_slug() -> str:
+    return re.sub(r"[^a-z0-9]+", "-", machine()["cpu"].lower()).strip("-")[:40]
+
+
+def write_results(out, name: str, data: dict, text: str):
+    """``<out>/<date>-<name>-<cpu>.md`` (the report) and ``.json`` (every figure); returns the common stem."""
+    import datetime as dt
+    import json
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"{dt.date.today().isoformat()}-{name}-{cpu_slug()}"
+    stem.with_suffix(".md").write_text(text)
+    stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    return stem

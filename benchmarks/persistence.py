@@ -33,13 +33,10 @@ import argparse
 import datetime as dt
 import gc
 import hashlib
-import json
 import os
-import re
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -192,10 +189,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=None, help="where the results go (default results/, "
                    "results/quick/ with --quick)")
     args = p.parse_args(argv)
-    results = Path(__file__).resolve().parent / "results"
     if args.quick:
         args.mib = 64
-    args.out = args.out or (results / "quick" if args.quick else results)
+    args.out = args.out or measure.default_out(args.quick)
     load_before = measure.loadavg()
     where = Path(tempfile.mkdtemp(prefix="bloomwise-persistence-", dir=args.dir))
     try:
@@ -206,11 +202,7 @@ def main(argv=None) -> int:
     data["targets"] = targets.check_persistence(data)
     text = markdown(data)
     print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    cpu = re.sub(r"[^a-z0-9]+", "-", data["meta"]["machine"]["cpu"].lower()).strip("-")[:40]
-    stem = args.out / f"{dt.date.today().isoformat()}-persistence-{cpu}"
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    measure.write_results(args.out, "persistence", data, text)
     return 0
 
 

@@ -28,10 +28,7 @@ is given.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
-import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -191,43 +188,32 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.keys, args.runs = 100_000, 1
-    here = Path(__file__).resolve().parent
-    out_dir = args.out or (here / "results" / "quick" if args.quick else here / "results")
+    out_dir = args.out or measure.default_out(args.quick)
     load_before = measure.loadavg()
     runs = []
     for r in range(args.runs):
         runs.append(one_run(args.keys))
         print(f"run {r + 1}/{args.runs} done", file=sys.stderr)
     figures = {name: measure.summary([run[name] for run in runs]) for name in runs[0]}
-    data = {"meta": {"machine": measure.machine(), "kernels": measure.bloomwise_kernels(), "keys": args.keys,
-                     "runs": args.runs, "stages": STAGES, "capacity": capacity_for(args.keys), "fpr": FPR,
-                     "load_before": load_before, "load_after": measure.loadavg(),
-                     "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                     "command": " ".join(sys.argv)},
+    data = {"meta": measure.run_meta(load_before, keys=args.keys, runs=args.runs, stages=STAGES,
+                                     capacity=capacity_for(args.keys), fpr=FPR),
             "figures": figures, "ratios": ratio_table(runs)}
     data["targets"] = targets.check_scalable(data, ISSUE_TARGET)
     text = markdown(data)
     print(text)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    cpu = re.sub(r"[^a-z0-9]+", "-", data["meta"]["machine"]["cpu"].lower()).strip("-")[:40]
-    stem = out_dir / f"{dt.date.today().isoformat()}-scalable-{cpu}"
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    measure.write_results(out_dir, "scalable", data, text)
     return 0
 
 
 def markdown(data: dict) -> str:
     m = data["meta"]
-    mach = m["machine"]
     f = data["figures"]
     lines = [f"# ScalableBloomFilter vs one BloomFilter: {m['keys']:,} keys, {m['stages']} stages, {m['runs']} run(s), "
              f"{m['date']}", "",
              f"ScalableBloomFilter(capacity={m['capacity']:,}, fpr={m['fpr']}) (growth 2, ratio 0.5, blocked): "
              f"{f['scalable: MiB']['median']:.2f} MiB; BloomFilter({m['keys']:,}, {m['fpr']}): "
              f"{f['single: MiB']['median']:.2f} MiB.", "",
-             f"CPU {mach['cpu']} ({mach['cpus']} CPUs; AVX-512: {'yes' if mach['avx512'] else 'no'}); "
-             f"bloomwise kernels: {m['kernels']}; Python {mach['python']}, numpy {mach['numpy']}; "
-             f"load average before {m['load_before']}, after {m['load_after']}. Command: `{m['command']}`.", "",
+             f"{measure.machine_line(m)} Command: `{m['command']}`.", "",
              "ns/key, medians of the runs (floor: 10 plain filters of the stages' sizes queried in turn; seeded: "
              "the per-stage hashing of bloomwise 0.2's files).", "",
              "| operation | scalable | single | floor | seeded | scalable / single | scalable / floor |",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import re
 import subprocess
 import sys
 import time
@@ -65,10 +64,7 @@ def main(argv=None) -> int:
     rows = collected_targets(out, started)
     text = markdown(rows, failures, time.time() - started, args)
     print(text)
-    cpu = re.sub(r"[^a-z0-9]+", "-", measure.machine()["cpu"].lower()).strip("-")[:40]
-    stem = out / f"{dt.date.today().isoformat()}-targets-{cpu}"
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps({"targets": rows, "failures": failures}, indent=1))
+    measure.write_results(out, "targets", {"targets": rows, "failures": failures}, text)
     return 1 if failures else 0
 
 

@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     print(f"CPU: {info['cpu']} ({info['cpus']} cpus, AVX2 {'yes' if info['avx2'] else 'no'}, "
           f"AVX-512 {'yes' if info['avx512'] else 'no'}), "
           f"Python {info['python']}, numpy {info['numpy']}; load average before {before}, after {loadavg()}")
-    print(f"file sizes: " + ", ".join(f"{name} {size / n:.1f} B/request" for name, size in sizes.items()))
+    print("file sizes: " + ", ".join(f"{name} {size / n:.1f} B/request" for name, size in sizes.items()))
     print()
     print("| operation | requests/s, wall (median) | min | max | requests/s, CPU time (median) | target |")
     print("|---|---:|---:|---:|---:|---|")
