@@ -66,42 +66,48 @@ def build(recipe: dict, keys: list):
     return f
 
 
-def main() -> int:
+def write_golden(manifest_path: str, recipes: dict, build, filename, describe) -> int:
+    """Save one golden file a recipe (``filename(version, name)``; ``build(recipe, keys)`` makes the filter) and add
+    its manifest entry: the recipe, ``describe(filter)``'s fields, the keys, the absent keys and the filter's
+    (false) answers for them. Files and entries that exist are left as they are."""
     import bloomwise
 
     manifest = {"entries": []}
-    if os.path.exists(MANIFEST):
-        with open(MANIFEST, encoding="utf-8") as file:
+    if os.path.exists(manifest_path):
+        with open(manifest_path, encoding="utf-8") as file:
             manifest = json.load(file)
     known = {entry["file"] for entry in manifest["entries"]}
     keys, probes = inserted_keys(), absent_keys()
-    for name, recipe in RECIPES.items():
-        filename = f"golden-{bloomwise.__version__}-{name}.bloom"
-        if filename in known or os.path.exists(os.path.join(HERE, filename)):
-            print(f"{filename}: exists, left as it is")
+    for name, recipe in recipes.items():
+        name_on_disk = filename(bloomwise.__version__, name)
+        if name_on_disk in known or os.path.exists(os.path.join(HERE, name_on_disk)):
+            print(f"{name_on_disk}: exists, left as it is")
             continue
         f = build(recipe, keys)
-        f.save(os.path.join(HERE, filename))
-        with open(os.path.join(HERE, filename), "rb") as file:
+        f.save(os.path.join(HERE, name_on_disk))
+        with open(os.path.join(HERE, name_on_disk), "rb") as file:
             digest = hashlib.sha256(file.read()).hexdigest()
         manifest["entries"].append({
-            "file": filename,
+            "file": name_on_disk,
             "sha256": digest,
             "written_by": bloomwise.__version__,
             "recipe": recipe,
-            "num_bits": f.num_bits,
-            "num_hashes": f.num_hashes,
-            "hash_scheme": f.hash_scheme,
+            **describe(f),
             "keys": [encode_key(k) for k in keys],
             "absent": [encode_key(k) for k in probes],
             "false_positives": "".join("1" if k in f else "0" for k in probes),
         })
-        print(f"{filename}: {f!r}")
-    with open(MANIFEST, "w", encoding="utf-8") as file:  # one entry per line: diffs show what was added
+        print(f"{name_on_disk}: {f!r}")
+    with open(manifest_path, "w", encoding="utf-8") as file:  # one entry per line: diffs show what was added
         file.write('{"entries": [\n')
         file.write(",\n".join(json.dumps(entry, ensure_ascii=False) for entry in manifest["entries"]))
         file.write("\n]}\n")
     return 0
+
+
+def main() -> int:
+    return write_golden(MANIFEST, RECIPES, build, lambda version, name: f"golden-{version}-{name}.bloom",
+                        lambda f: {"num_bits": f.num_bits, "num_hashes": f.num_hashes, "hash_scheme": f.hash_scheme})
 
 
 if __name__ == "__main__":

@@ -10,8 +10,6 @@ rewritten (docs/format.md, "Compatibility promise"). The keys are those of make_
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sys
 
@@ -19,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MANIFEST = os.path.join(HERE, "golden-scalable.json")
 sys.path.insert(0, HERE)
 
-from make_golden import absent_keys, encode_key, inserted_keys  # noqa: E402
+from make_golden import write_golden  # noqa: E402
 
 # name -> ScalableBloomFilter(...) keywords, and how the keys go in ("update": one batch; "add": one by one)
 RECIPES = {
@@ -46,42 +44,9 @@ def build(recipe: dict, keys: list):
 
 
 def main() -> int:
-    import bloomwise
-
-    manifest = {"entries": []}
-    if os.path.exists(MANIFEST):
-        with open(MANIFEST, encoding="utf-8") as file:
-            manifest = json.load(file)
-    known = {entry["file"] for entry in manifest["entries"]}
-    keys, probes = inserted_keys(), absent_keys()
-    for name, recipe in RECIPES.items():
-        filename = f"golden-{bloomwise.__version__}-scalable-{name}.sbf"
-        if filename in known or os.path.exists(os.path.join(HERE, filename)):
-            print(f"{filename}: exists, left as it is")
-            continue
-        f = build(recipe, keys)
-        f.save(os.path.join(HERE, filename))
-        with open(os.path.join(HERE, filename), "rb") as file:
-            digest = hashlib.sha256(file.read()).hexdigest()
-        manifest["entries"].append({
-            "file": filename,
-            "sha256": digest,
-            "written_by": bloomwise.__version__,
-            "recipe": recipe,
-            "num_stages": f.num_stages,
-            "stage_keys": list(f.stage_keys),
-            "num_keys": f.num_keys,
-            "num_cells": f.num_cells,
-            "keys": [encode_key(k) for k in keys],
-            "absent": [encode_key(k) for k in probes],
-            "false_positives": "".join("1" if k in f else "0" for k in probes),
-        })
-        print(f"{filename}: {f!r}")
-    with open(MANIFEST, "w", encoding="utf-8") as file:  # one entry per line: diffs show what was added
-        file.write('{"entries": [\n')
-        file.write(",\n".join(json.dumps(entry, ensure_ascii=False) for entry in manifest["entries"]))
-        file.write("\n]}\n")
-    return 0
+    return write_golden(MANIFEST, RECIPES, build, lambda version, name: f"golden-{version}-scalable-{name}.sbf",
+                        lambda f: {"num_stages": f.num_stages, "stage_keys": list(f.stage_keys),
+                                   "num_keys": f.num_keys, "num_cells": f.num_cells})
 
 
 if __name__ == "__main__":
