@@ -154,7 +154,7 @@ class PyBloomFilterMmap(Adapter):
         return self.mod.BloomFilter(capacity, fpr)  # no filename: in memory
 
     def bits(self, f):
-        return f.num_cells
+        return f.num_bits  # (pybloomfiltermmap3's own name)
 
 
 class FastBloom(Adapter):

@@ -24,7 +24,6 @@ kernel set and the load average.
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import sys
 import tracemalloc
@@ -114,22 +113,10 @@ def one_run(n: int, warm: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--keys", type=int, default=1_000_000)
-    p.add_argument("--runs", type=int, default=7, help="runs (medians over them; default 7: a run takes seconds)")
-    p.add_argument("--quick", action="store_true", help="100k keys, 1 run")
-    p.add_argument("--out", type=Path, default=None, help="where the results go (default results/, "
-                   "results/quick/ with --quick)")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.keys, args.runs = 100_000, 1
-    args.out = args.out or measure.default_out(args.quick)
+    args = measure.keys_runs_args(__doc__, argv, runs=7, runs_help="runs (medians over them; default 7: a run "
+                                  "takes seconds)")
     load_before = measure.loadavg()
-    runs, warm = [], {}
-    for r in range(args.runs):
-        runs.append(one_run(args.keys, warm))
-        print(f"run {r + 1}/{args.runs} done", file=sys.stderr)
-    figures = {name: measure.summary([run[name] for run in runs]) for name in runs[0]}
+    runs, figures = measure.repeat_runs(one_run, args.runs, args.keys, {})
     ratios = {}
     for kind in KINDS:
         for name in contenders(args.keys, kind):
@@ -143,20 +130,13 @@ def main(argv=None) -> int:
                                      fastbloom_rs=getattr(fastbloom_rs, "__version__", None)),
             "figures": figures, "ratios": ratios, "heap_bytes_per_key": heap}
     data["targets"] = targets.check_counting_batch(data, KINDS, KIND_NAMES, DEFAULT, PEER, LIMIT)
-    text = markdown(data)
-    print(text)
-    measure.write_results(args.out, "counting-batch", data, text)
-    return 0
+    return measure.finish(args.out, "counting-batch", data, markdown)
 
 
 def markdown(data: dict) -> str:
     m = data["meta"]
-    mach = m["machine"]
     lines = [f"# Counting filter batch insert: {m['keys']:,} keys, FPR {m['fpr']:.0%}, {m['runs']} run(s), "
-             f"{m['date']}", "",
-             f"CPU {mach['cpu']} ({mach['cpus']} CPUs; caches {mach['caches']}; AVX-512: "
-             f"{'yes' if mach['avx512'] else 'no'}); bloomwise kernels: {m['kernels']}; Python {mach['python']}, "
-             f"numpy {mach['numpy']}; load average before {m['load_before']}, after {m['load_after']}.", "",
+             f"{m['date']}", "", f"{measure.machine_line(m)} Caches: {m['machine']['caches']}.", "",
              f"Command: `{m['command']}`", "",
              "| keys | contender | ns/key median | min | max | ratio to fastbloom-rs (median of runs) |",
              "|---|---|---:|---:|---:|---:|"]

@@ -19,7 +19,6 @@ Results: ``results/YYYY-MM-DD-decisions-<cpu>.md`` and ``.json`` (with the kerne
 """
 from __future__ import annotations
 
-import argparse
 import operator
 import statistics
 import sys
@@ -162,22 +161,9 @@ RATIOS = [  # (target, numerator, denominator, limit)
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--keys", type=int, default=1_000_000)
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--quick", action="store_true", help="100k keys, 1 run")
-    p.add_argument("--out", type=Path, default=None, help="where the results go (default results/, "
-                   "results/quick/ with --quick)")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.keys, args.runs = 100_000, 1
-    args.out = args.out or measure.default_out(args.quick)
+    args = measure.keys_runs_args(__doc__, argv)
     load_before = measure.loadavg()
-    runs = []
-    for r in range(args.runs):
-        runs.append(one_run(args.keys))
-        print(f"run {r + 1}/{args.runs} done", file=sys.stderr)
-    figures = {name: measure.summary([run[name] for run in runs]) for name in runs[0]}
+    runs, figures = measure.repeat_runs(one_run, args.runs, args.keys)
     # a ratio per run, then its median (both sides of a ratio come from the same run)
     ratios = {}
     for target, num, den, limit in RATIOS:
@@ -193,10 +179,7 @@ def main(argv=None) -> int:
     data = {"meta": measure.run_meta(load_before, keys=args.keys, runs=args.runs), "figures": figures,
             "ratios": ratios}
     data["targets"] = targets.check_decisions(data, RATIOS)
-    text = markdown(data)
-    print(text)
-    measure.write_results(args.out, "decisions", data, text)
-    return 0
+    return measure.finish(args.out, "decisions", data, markdown)
 
 
 def markdown(data: dict) -> str:

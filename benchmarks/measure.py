@@ -214,3 +214,37 @@ def write_results(out, name: str, data: dict, text: str):
     stem.with_suffix(".md").write_text(text)
     stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
     return stem
+
+
+def keys_runs_args(doc: str, argv, runs: int = 3, runs_help: str = "runs (medians over them)"):
+    """The options of a script measured over N keys and a few runs: --keys, --runs, --quick (100k keys, 1 run),
+    --out (default_out); the parsed arguments, with --quick and the default folder applied."""
+    import argparse
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
+    p.add_argument("--keys", type=int, default=1_000_000)
+    p.add_argument("--runs", type=int, default=runs, help=runs_help)
+    p.add_argument("--quick", action="store_true", help="100k keys, 1 run")
+    p.add_argument("--out", type=Path, default=None, help="where the results go (default results/, "
+                   "results/quick/ with --quick)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.keys, args.runs = 100_000, 1
+    args.out = args.out or default_out(args.quick)
+    return args
+
+
+def repeat_runs(one_run, times: int, *args) -> tuple[list[dict], dict]:
+    """``one_run(*args)`` ``times`` times (each returns {figure: value}); the runs and each figure's summary."""
+    runs = []
+    for r in range(times):
+        runs.append(one_run(*args))
+        print(f"run {r + 1}/{times} done", file=sys.stderr)
+    return runs, {name: summary([run[name] for run in runs]) for name in runs[0]}
+
+
+def finish(out, name: str, data: dict, markdown) -> int:
+    """Print a script's report (``markdown(data)``) and write it with its figures (write_results); exit status 0."""
+    text = markdown(data)
+    print(text)
+    write_results(out, name, data, text)
+    return 0

@@ -200,10 +200,7 @@ def main(argv=None) -> int:
         shutil.rmtree(where, ignore_errors=True)
     data["meta"].update(load_before=load_before, load_after=measure.loadavg())
     data["targets"] = targets.check_persistence(data)
-    text = markdown(data)
-    print(text)
-    measure.write_results(args.out, "persistence", data, text)
-    return 0
+    return measure.finish(args.out, "persistence", data, markdown)
 
 
 def measure_all(args, where: Path) -> dict:

@@ -125,11 +125,12 @@ async def bloomwise_run(origin, n, concurrency, summary_kind):
         assert tags.get("HIT", 0) == n, tags
         local = {"rps": rps, **percentiles(lat)}
 
-        async def p1_has_summary():
+        async def p1_has_summary():  # P0's summary of all it holds (not one published during the warm-up), at P1
             stats = await fetch_json(u1 + "/bloomwise/stats")
             peer = stats["peers"][u0]
-            return peer["summary_version"] is not None and stats["peers"][u0]["summary_bytes"] > 0 and \
-                (await fetch_json(u0 + "/bloomwise/stats"))["summary"]["version"] == peer["summary_version"]
+            own = (await fetch_json(u0 + "/bloomwise/stats"))["summary"]
+            return peer["summary_version"] is not None and peer["summary_bytes"] > 0 and \
+                own["num_keys"] >= n and own["version"] == peer["summary_version"]
         await wait_until(p1_has_summary, 60, "P0's last summary at P1")
         rps, lat, tags = await load(u1, held, concurrency)                        # remote hits (first time at P1)
         remote = {"rps": rps, **percentiles(lat), "remote_hit_fraction": tags.get("REMOTE_HIT", 0) / n}

@@ -27,7 +27,6 @@ is given.
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import sys
 import time
@@ -179,30 +178,14 @@ def ratio_table(runs: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--keys", type=int, default=1_000_000)
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--quick", action="store_true", help="100k keys, 1 run")
-    p.add_argument("--out", type=Path, default=None, help="where the results go (default results/, or "
-                                                          "results/quick/ with --quick)")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.keys, args.runs = 100_000, 1
-    out_dir = args.out or measure.default_out(args.quick)
+    args = measure.keys_runs_args(__doc__, argv)
     load_before = measure.loadavg()
-    runs = []
-    for r in range(args.runs):
-        runs.append(one_run(args.keys))
-        print(f"run {r + 1}/{args.runs} done", file=sys.stderr)
-    figures = {name: measure.summary([run[name] for run in runs]) for name in runs[0]}
+    runs, figures = measure.repeat_runs(one_run, args.runs, args.keys)
     data = {"meta": measure.run_meta(load_before, keys=args.keys, runs=args.runs, stages=STAGES,
                                      capacity=capacity_for(args.keys), fpr=FPR),
             "figures": figures, "ratios": ratio_table(runs)}
     data["targets"] = targets.check_scalable(data, ISSUE_TARGET)
-    text = markdown(data)
-    print(text)
-    measure.write_results(out_dir, "scalable", data, text)
-    return 0
+    return measure.finish(args.out, "scalable", data, markdown)
 
 
 def markdown(data: dict) -> str:

@@ -362,3 +362,18 @@ def test_class_prior_table_changed_by_the_classifier_mid_batch():
     got = make().query_many(keys)
     assert_same_decisions(got, ref.bloom_query_many(make(), keys))
     assert got.posterior[2] != got.posterior[12]  # the same label (0) before and after the change
+
+
+def test_counting_decisions_with_equal_posteriors_keep_their_own_filter_answer():
+    # a prior of 0 gives the posterior 0.0 to present and absent keys alike, and to keys never asked: the Decision
+    # made for one must not be handed to another (filter_answer True, False, None)
+    keys = query_keys(50, 50)
+    for selective_query, prior in ((False, ConstantPrior(0.0)),
+                                   (True, CallablePrior(lambda key: 0.0 if key.endswith("7") else 0.5))):
+        f = SelectiveCountingBloomFilter({"num_cells": 2048, "num_hashes": 3}, prior, 5.0,
+                                         selective_query=selective_query)
+        f.update(keys[:50])
+        got = [f.query(key) for key in keys + keys[::-1]]
+        assert {d.filter_answer for d in got} >= ({True, False} if not selective_query else {True, False, None})
+        for key, decision in zip(keys + keys[::-1], got):
+            assert_same_decision(decision, ref.counting_query(f, key))

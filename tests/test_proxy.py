@@ -244,6 +244,11 @@ def test_stats_carry_what_the_issue_and_the_page_need():
             assert stats["name"] == "B" and stats["listen"] == b.url and peer["kind"] == "bloomwise"
             assert peer["summary_age_seconds"] >= 0 and peer["rtt_ms"] > 0
             assert peer["cost"] == pytest.approx(peer["rtt_ms"], abs=0.001)   # tau = the measured RTT (ms)
+            async with session.get(a.url + "/bloomwise/stats") as reply:
+                own = (await reply.json())["summary"]
+            # A's published summary was built from the one document it holds (what a peer waits for, e.g.
+            # benchmarks/proxy.py before it measures remote hits)
+            assert own["version"] >= 1 and own["num_keys"] == 1
     run(scenario())
 
 

@@ -44,6 +44,26 @@ static inline uint64_t bw_avalanche(uint64_t h) {
     return h;
 }
 
+/* XXH64's last step: the bytes past the last 32-byte stripe (fewer than 32) mixed into h, then the avalanche. */
+static inline uint64_t bw_xxh64_finish(uint64_t h, const uint8_t *p, const uint8_t *end) {
+    while (p + 8 <= end) {
+        h ^= bw_round(0, bw_read64(p));
+        h = bw_rotl(h, 27) * BW_P1 + BW_P4;
+        p += 8;
+    }
+    if (p + 4 <= end) {
+        h ^= (uint64_t)bw_read32(p) * BW_P1;
+        h = bw_rotl(h, 23) * BW_P2 + BW_P3;
+        p += 4;
+    }
+    while (p < end) {
+        h ^= (uint64_t)(*p) * BW_P5;
+        h = bw_rotl(h, 11) * BW_P1;
+        p++;
+    }
+    return bw_avalanche(h);
+}
+
 static inline uint64_t bw_xxh64(const void *data, size_t len, uint64_t seed) {
     const uint8_t *p = (const uint8_t *)data;
     const uint8_t *end = p + len;
@@ -67,22 +87,7 @@ static inline uint64_t bw_xxh64(const void *data, size_t len, uint64_t seed) {
         h = seed + BW_P5;
     }
     h += (uint64_t)len;
-    while (p + 8 <= end) {
-        h ^= bw_round(0, bw_read64(p));
-        h = bw_rotl(h, 27) * BW_P1 + BW_P4;
-        p += 8;
-    }
-    if (p + 4 <= end) {
-        h ^= (uint64_t)bw_read32(p) * BW_P1;
-        h = bw_rotl(h, 23) * BW_P2 + BW_P3;
-        p += 4;
-    }
-    while (p < end) {
-        h ^= (uint64_t)(*p) * BW_P5;
-        h = bw_rotl(h, 11) * BW_P1;
-        p++;
-    }
-    return bw_avalanche(h);
+    return bw_xxh64_finish(h, p, end);
 }
 
 /* XXH64 of the 8 little-endian bytes of v: the same value as bw_xxh64(&v, 8, seed), unrolled. */

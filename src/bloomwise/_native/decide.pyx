@@ -31,6 +31,7 @@ from cpython.ref cimport Py_INCREF
 from cpython.sequence cimport PySequence_Contains
 from libc.math cimport exp, log, log1p, fabs, INFINITY
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
 
 from bloomwise._native.hashing cimport Hasher, hash_object
 from bloomwise._native.layouts cimport (
@@ -588,9 +589,18 @@ cdef inline uint32_t cell_value(const uint8_t* cells, int width, uint64_t i) noe
     return (<const uint16_t*>cells)[i]
 
 
+cdef enum:
+    DECISION_MEMO = 64   # Decisions remembered per counting state (a power of two: the slot is 6 bits of a hash)
+
+
 @cython.final
 cdef class CountingState:
     """What a SelectiveCountingBloomFilter's decisions depend on besides the key's prior and counters."""
+    # the Decisions last made, by posterior and filter answer (the rest of a Decision follows from those and the
+    # state): a key whose counters give a posterior seen before gets the same (immutable) tuple again
+    cdef uint64_t memo_bits[DECISION_MEMO]
+    cdef int memo_kind[DECISION_MEMO]   # -1: empty; else decision_kind(consulted, answer)
+    cdef list memo
     cdef object filter, prior, prior_value, cost, selective_query, exact
     cdef uint64_t num_items
     cdef int prior_kind
@@ -666,15 +676,27 @@ cdef class Unsupported:
         return (type(None), ())
 
 
+cdef unsigned long long _last_version = 0   # the dict version of the selective filter last answered, and its state
+cdef PyObject* _last_state = NULL           # (borrowed: that dict, unchanged, still holds it)
+
+
 cdef CountingState counting_state(object sel):
     """The valid state of ``sel``, or None when the compiled decisions do not apply (see counting_supported)."""
+    global _last_version, _last_state
     cdef dict d = <dict>instance_dict(sel)
+    cdef CountingState s
+    cdef Py_ssize_t slot
+    if BW_HAVE_DICT_VERSION and _last_version and BW_DICT_VERSION(<PyObject*>d) == _last_version:
+        # the very dict of the last call, unchanged since (a dict version is unique across dicts): no look-up
+        s = <CountingState>_last_state
+        if dict_version(s.prior) == s.prior_version and counter_array_num_keys(s.filter) == s.num_items:
+            return s
     cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
     cdef object filter
     cdef Unsupported no
-    cdef CountingState s
     if found != NULL:
         if type(<object>found) is CountingState and (<CountingState>found).valid(d):
+            _last_version, _last_state = (<CountingState>found).version, found
             return <CountingState>found
         if type(<object>found) is Unsupported and (<Unsupported>found).filter is d["_filter"]:
             return None
@@ -711,9 +733,13 @@ cdef CountingState counting_state(object sel):
     s.table_max = <Py_ssize_t>filter.counter_max + 1
     if s.num_items > 0:
         s.set_table(sel, min(s.table_max, 256))
+    s.memo = [None] * DECISION_MEMO
+    for slot in range(DECISION_MEMO):
+        s.memo_kind[slot] = -1
     d["_decide_state"] = s
     s.version = BW_DICT_VERSION(<PyObject*>d)
     s.prior_version = dict_version(s.prior)
+    _last_version, _last_state = s.version, <PyObject*>s
     return s
 
 
@@ -807,9 +833,19 @@ def counting_query(sel, key):
             status = counting_decide(s, h, p, log_p, log1m_p, &post, &answer)
         if status == -1:
             raise_inconsistent(s)
+    cdef int kind = (1 + answer) if consult else 0
+    cdef uint64_t bits
+    memcpy(&bits, &post, 8)
+    cdef Py_ssize_t slot = <Py_ssize_t>(((bits ^ <uint64_t>kind) * <uint64_t>0x9E3779B97F4A7C15ULL) >> 58)
+    if s.memo_kind[slot] == kind and s.memo_bits[slot] == bits:
+        return s.memo[slot]
     member = (post * s.false_negative >= (1.0 - post) * s.false_positive) if s.query_selectively else answer
     expected = (1.0 - post) * s.false_positive if member else post * s.false_negative
-    return make_decision(member, post, (True if answer else False) if consult else None, expected)
+    decision = make_decision(member, post, (True if answer else False) if consult else None, expected)
+    s.memo[slot] = decision
+    s.memo_bits[slot] = bits
+    s.memo_kind[slot] = kind
+    return decision
 
 
 def counting_query_many(sel, keys):

@@ -105,6 +105,12 @@ cdef enum:
     UTF8_STACK_BYTES = 512   # str keys whose UTF-8 fits are encoded on the stack; longer ones in a malloc'd buffer
 
 
+cdef inline void put_two_bytes(uint8_t* out, uint32_t c) noexcept nogil:
+    """The UTF-8 of a code point from U+0080 to U+07FF: two bytes."""
+    out[0] = <uint8_t>(0xC0 | (c >> 6))
+    out[1] = <uint8_t>(0x80 | (c & 0x3F))
+
+
 cdef inline Py_ssize_t encode_utf8(int kind, const void* data, Py_ssize_t n, uint8_t* out) noexcept nogil:
     """The UTF-8 bytes of n code points stored as UCS1 (kind 1), UCS2 (2) or UCS4 (4), written to out (room for
     n * kind + n bytes); their count, or -1 for a surrogate code point, which UTF-8 cannot encode (str.encode()
@@ -130,8 +136,7 @@ cdef inline Py_ssize_t encode_utf8(int kind, const void* data, Py_ssize_t n, uin
             i += ascii_run
             j += ascii_run
             c = s1[i]  # U+0080..U+00FF: two bytes
-            out[j] = <uint8_t>(0xC0 | (c >> 6))
-            out[j + 1] = <uint8_t>(0x80 | (c & 0x3F))
+            put_two_bytes(out + j, c)
             j += 2
             i += 1
         while i + 8 <= n:  # eight characters at a time: the ASCII ones before the first other one are copied
@@ -146,8 +151,7 @@ cdef inline Py_ssize_t encode_utf8(int kind, const void* data, Py_ssize_t n, uin
             i += ascii_run
             j += ascii_run
             c = s1[i]  # U+0080..U+00FF: two bytes
-            out[j] = <uint8_t>(0xC0 | (c >> 6))
-            out[j + 1] = <uint8_t>(0x80 | (c & 0x3F))
+            put_two_bytes(out + j, c)
             j += 2
             i += 1
         if i < n and n >= 8:
@@ -163,8 +167,7 @@ cdef inline Py_ssize_t encode_utf8(int kind, const void* data, Py_ssize_t n, uin
                 out[j] = <uint8_t>c
                 j += 1
             else:
-                out[j] = <uint8_t>(0xC0 | (c >> 6))
-                out[j + 1] = <uint8_t>(0x80 | (c & 0x3F))
+                put_two_bytes(out + j, c)
                 j += 2
             i += 1
         return j
@@ -174,8 +177,7 @@ cdef inline Py_ssize_t encode_utf8(int kind, const void* data, Py_ssize_t n, uin
             out[j] = <uint8_t>c
             j += 1
         elif c < 0x800:
-            out[j] = <uint8_t>(0xC0 | (c >> 6))
-            out[j + 1] = <uint8_t>(0x80 | (c & 0x3F))
+            put_two_bytes(out + j, c)
             j += 2
         elif c < 0x10000:
             if 0xD800 <= c <= 0xDFFF:

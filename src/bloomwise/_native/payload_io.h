@@ -64,22 +64,7 @@ static inline uint64_t bw_xxh64_piece_end(const bw_xxh64_state *s, const uint8_t
         h = s->seed + BW_P5;
     }
     h += s->length + (uint64_t)len;
-    while (p + 8 <= end) {
-        h ^= bw_round(0, bw_read64(p));
-        h = bw_rotl(h, 27) * BW_P1 + BW_P4;
-        p += 8;
-    }
-    if (p + 4 <= end) {
-        h ^= (uint64_t)bw_read32(p) * BW_P1;
-        h = bw_rotl(h, 23) * BW_P2 + BW_P3;
-        p += 4;
-    }
-    while (p < end) {
-        h ^= (uint64_t)(*p) * BW_P5;
-        h = bw_rotl(h, 11) * BW_P1;
-        p++;
-    }
-    return bw_avalanche(h);
+    return bw_xxh64_finish(h, p, end);
 }
 
 /* XXH64 of data hashed in pieces of `piece` bytes (a multiple of 32; 0: one piece): for the tests. */

@@ -390,18 +390,23 @@ cdef class ScalableCore:
         return newest.capacity - newest.keys
 
     # -- single keys --------------------------------------------------------------------------------------------
+    cdef inline int _hash_ready(self, object key, uint64_t* h) except -1:
+        """The key's hash (the common case, an ASCII str, read in place), once the filter is ready for it."""
+        if self._key_func is not None:
+            hash_object(key, self._hasher, self._key_func, h)
+        elif not hash_ascii_str(key, self._hasher, h):
+            hash_key(key, self._hasher, h)
+        if self._num_stages == 0:
+            self._check_ready()
+        return 0
+
     def add(self, key):
         """Add a key. Returns True when it was certainly not present before (then it went into the newest stage)."""
         cdef uint64_t h
         cdef Stage* newest
         if not self._derived:
             return self._seeded_add(key)
-        if self._key_func is not None:
-            hash_object(key, self._hasher, self._key_func, &h)
-        elif not hash_ascii_str(key, self._hasher, &h):
-            hash_key(key, self._hasher, &h)
-        if self._num_stages == 0:
-            self._check_ready()
+        self._hash_ready(key, &h)
         self._insertions += 1
         if test_all(self._stages, self._num_stages, h):
             return False
@@ -419,12 +424,7 @@ cdef class ScalableCore:
         cdef uint64_t h
         if not self._derived:
             return self._seeded_contains(key)
-        if self._key_func is not None:
-            hash_object(key, self._hasher, self._key_func, &h)
-        elif not hash_ascii_str(key, self._hasher, &h):
-            hash_key(key, self._hasher, &h)
-        if self._num_stages == 0:
-            self._check_ready()
+        self._hash_ready(key, &h)
         return test_all(self._stages, self._num_stages, h)
 
     cdef int _check_ready(self) except -1:

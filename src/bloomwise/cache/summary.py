@@ -382,6 +382,11 @@ class SummaryPublisher:
         return self._version
 
     @property
+    def current_num_keys(self) -> int:
+        """The keys of the cache's filter when the last version was published (0 before the first publication)."""
+        return self._states[self._version][1] if self._version in self._states else 0
+
+    @property
     def pending_changes(self) -> int:
         """Documents added or removed since the last publication."""
         return self.cache.changes - self._changes_at_publication

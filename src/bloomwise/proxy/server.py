@@ -522,6 +522,7 @@ class BloomwiseProxy:
             "cache": {"documents": self.node.cache.num_documents, "used_bytes": self.node.cache.used_bytes,
                       "capacity_bytes": self.node.cache.capacity_bytes},
             "summary": {"version": self.node.publisher.current_version,
+                        "num_keys": self.node.publisher.current_num_keys,
                         "origin": f"{self.node.publisher.origin:016x}", "kind": self.config.summary_kind},
         })
         out.update(self.counters)
