@@ -103,3 +103,33 @@ def test_cli_info_refuses_a_summary_update(tmp_path, capsys):
     path.write_bytes(SummaryPublisher(cache).publish().to_bytes())
     assert main(["info", str(path)]) == 1
     assert "holds a cache summary update" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mmap", [False, True])
+@pytest.mark.parametrize("make", [lambda: bloomwise.BloomFilter(1000, 0.01),
+                                  lambda: bloomwise.CountingBloomFilter(1000, 0.01)])
+def test_a_loaded_filter_in_a_reference_cycle_is_collected_cleanly(tmp_path, make, mmap):
+    # the filter's storage is a view of the bytes read (or mapped): the garbage collector must be able to clear it
+    import gc
+    import sys
+
+    f = make()
+    f.add("a")
+    path = str(tmp_path / "f.bw")
+    f.save(path)
+
+    class Holder:
+        pass
+
+    errors = []
+    old_hook, sys.unraisablehook = sys.unraisablehook, errors.append
+    try:
+        loaded = bloomwise.load(path, mmap=mmap)
+        assert "a" in loaded
+        holder = Holder()
+        holder.me, holder.filter = holder, loaded
+        del holder, loaded
+        gc.collect()
+    finally:
+        sys.unraisablehook = old_hook
+    assert not errors, [(e.exc_type, e.exc_value, e.object) for e in errors]

@@ -537,9 +537,10 @@ cdef class BloomCore(PositionsCore):
         self._ready = True
 
     cdef int _attach(self, object storage) except -1:
-        self._writable = attach_buffer(storage, &self._view, self._nbytes, "the filter needs") == 1
+        cdef void* data
+        self._writable = attach_buffer(storage, &self._view, self._nbytes, "the filter needs", &data) == 1
         self._has_view = True
-        self._words = <uint64_t*>self._view.buf
+        self._words = <uint64_t*>data
         self._storage = storage
         return 0
 

@@ -165,6 +165,7 @@ cdef class CounterArrayCore(PositionsCore):
         self._nbytes = cells_nbytes(num_cells, width)
         self._num_keys = num_keys
         cdef Py_buffer view
+        cdef void* data
         if storage is None:
             self._storage = AlignedBuffer(self._nbytes)
             PyObject_GetBuffer(self._storage, &view, PyBUF_SIMPLE)
@@ -172,9 +173,9 @@ cdef class CounterArrayCore(PositionsCore):
             PyBuffer_Release(&view)  # the AlignedBuffer owns the memory and lives as long as the filter
             self._writable = True
         else:
-            self._writable = attach_buffer(storage, &self._view, self._nbytes, "the cells need") == 1
+            self._writable = attach_buffer(storage, &self._view, self._nbytes, "the cells need", &data) == 1
             self._has_view = True
-            self._cells = <uint8_t*>self._view.buf
+            self._cells = <uint8_t*>data
             self._storage = storage
         self._ready = True
 
