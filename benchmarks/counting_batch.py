@@ -147,9 +147,7 @@ def markdown(data: dict) -> str:
                      f"{'' if ratio is None else format(ratio['median'], '.2f') + 'x'} |")
     lines += ["", "Python heap at its peak during one default update, beyond its start (tracemalloc), per key: "
               + ", ".join(f"{KIND_NAMES[k]} {v:.3f} B" for k, v in data["heap_bytes_per_key"].items()) + ".",
-              "", "| target | limit | measured (median of the runs' ratios) | status |", "|---|---|---|---|"]
-    for row in data["targets"]:
-        lines.append(f"| {row['target']} | {row['limit']} | {row['measured']} | {row['status']} |")
+              ""] + measure.targets_table(data["targets"])
     return "\n".join(lines) + "\n"
 
 

@@ -195,9 +195,7 @@ def markdown(data: dict) -> str:
         lines += ["", "Floors (not targets): a plain batch plus writing a decision's result arrays with numpy, no "
                   "decision made, against the plain batch alone (median of the runs' ratios):", ""]
         lines += [f"- {name}: {r['median']:.2f}x" for name, r in floors.items()]
-    lines += ["", "| target | limit | measured (median of the runs' ratios) | status |", "|---|---|---|---|"]
-    for row in data["targets"]:
-        lines.append(f"| {row['target']} | {row['limit']} | {row['measured']} | {row['status']} |")
+    lines += [""] + measure.targets_table(data["targets"])
     return "\n".join(lines) + "\n"
 
 

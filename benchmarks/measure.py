@@ -242,6 +242,12 @@ def repeat_runs(one_run, times: int, *args) -> tuple[list[dict], dict]:
     return runs, {name: summary([run[name] for run in runs]) for name in runs[0]}
 
 
+def targets_table(rows: list[dict], measured: str = "measured (median of the runs' ratios)") -> list[str]:
+    """A report's table of targets (the rows of targets.py): one markdown line each, header first."""
+    return [f"| target | limit | {measured} | status |", "|---|---|---|---|"] + [
+        f"| {r['target']} | {r['limit']} | {r['measured']} | {r['status']} |" for r in rows]
+
+
 def finish(out, name: str, data: dict, markdown) -> int:
     """Print a script's report (``markdown(data)``) and write it with its figures (write_results); exit status 0."""
     text = markdown(data)

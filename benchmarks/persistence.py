@@ -288,9 +288,7 @@ def markdown(data: dict) -> str:
               "Peak resident memory added by one load: " + (
                   "not measured (no /proc/self/clear_refs)" if data["load_rss_growth"] is None else
                   f"{data['load_rss_growth']:.2f}x the payload."), "",
-              "| target | limit | measured | status |", "|---|---|---|---|"]
-    for row in data["targets"]:
-        lines.append(f"| {row['target']} | {row['limit']} | {row['measured']} | {row['status']} |")
+              ] + measure.targets_table(data["targets"], "measured")
     return "\n".join(lines) + "\n"
 
 

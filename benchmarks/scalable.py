@@ -208,9 +208,7 @@ def markdown(data: dict) -> str:
         ratio = [f"{r[k]['median']:.2f}x" if k in r else "—" for k in
                  (f"{op}: scalable / single", f"{op}: scalable / floor")]
         lines.append(f"| {op} | " + " | ".join(cells + ratio) + " |")
-    lines += ["", "| target | limit | measured (median of the runs' ratios) | status |", "|---|---|---|---|"]
-    for row in data["targets"]:
-        lines.append(f"| {row['target']} | {row['limit']} | {row['measured']} | {row['status']} |")
+    lines += [""] + measure.targets_table(data["targets"])
     return "\n".join(lines) + "\n"
 
 

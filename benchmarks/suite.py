@@ -23,13 +23,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import measure  # noqa: E402
 
-# (name, script, extra arguments of the full run): run in this order
+# (name, script): run in this order
 STEPS = [
-    ("peers", "run.py", []),
-    ("decisions", "decisions.py", []),
-    ("scalable", "scalable.py", []),
-    ("persistence", "persistence.py", []),
-    ("counting-batch", "counting_batch.py", []),
+    ("peers", "run.py"),
+    ("decisions", "decisions.py"),
+    ("scalable", "scalable.py"),
+    ("persistence", "persistence.py"),
+    ("counting-batch", "counting_batch.py"),
 ]
 
 
@@ -48,13 +48,13 @@ def main(argv=None) -> int:
                      + ", ".join(s[0] for s in STEPS))
     started = time.time()
     failures = []
-    for name, script, extra in STEPS:
+    for name, script in STEPS:
         if wanted and name not in wanted:
             continue
         if not (HERE / script).exists():
             failures.append(f"{name}: {script} is missing")
             continue
-        command = [sys.executable, str(HERE / script), "--out", str(out)] + (["--quick"] if args.quick else extra)
+        command = [sys.executable, str(HERE / script), "--out", str(out)] + (["--quick"] if args.quick else [])
         print(f"== {name}: {' '.join(command[1:])}", flush=True)
         t0 = time.time()
         code = subprocess.call(command)

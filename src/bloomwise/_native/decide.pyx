@@ -689,7 +689,7 @@ cdef CountingState counting_state(object sel):
     if BW_HAVE_DICT_VERSION and _last_version and BW_DICT_VERSION(<PyObject*>d) == _last_version:
         # the very dict of the last call, unchanged since (a dict version is unique across dicts): no look-up
         s = <CountingState>_last_state
-        if dict_version(s.prior) == s.prior_version and counter_array_num_keys(s.filter) == s.num_items:
+        if s.valid(d):
             return s
     cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
     cdef object filter
