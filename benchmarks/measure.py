@@ -136,6 +136,7 @@ def machine() -> dict:
         "cpus": os.cpu_count(),
         "caches": ", ".join(caches),
         "avx512": "avx512f" in field("flags").split(),
+        "isa": _instruction_set(field("flags").split()),
         "thp": thp.group(1) if thp else "?",
         "kernel": platform.release(),
         "host": platform.node(),
@@ -201,8 +202,18 @@ def machine_line(meta: dict) -> str:
             f"{meta['load_before']}, after {meta['load_after']}.")
 
 
-def cpu_slug() -> str:
-    return re.sub(r"[^a-z0-9]+", "-", machine()["cpu"].lower()).strip("-")[:40]
+def _instruction_set(flags: list[str]) -> str:
+    """The widest vector set bloomwise's kernels use on this CPU: avx512, avx2, or the architecture's name."""
+    return "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else platform.machine().lower() or "cpu"
+
+
+def cpu_slug(mach: dict | None = None) -> str:
+    """The CPU's part of a result's file name: model and instruction set ("amd-epyc-avx2"), so that runs on one
+    model name with different vector units (a cloud "AMD EPYC" may be a Zen 3 or a Zen 4) keep separate files."""
+    mach = mach or machine()
+    model = re.sub(r"[^a-z0-9]+", "-", mach["cpu"].lower()).strip("-")[:40]
+    isa = mach.get("isa") or ("avx512" if mach.get("avx512") else "")
+    return f"{model}-{isa}" if isa else model
 
 
 def write_results(out, name: str, data: dict, text: str):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
+
+import measure
 
 COLUMNS = (  # (record key, header); the first seven are ns per key
     ("add", "add"),
@@ -210,8 +211,7 @@ def write(data: dict, out_dir: Path) -> list[Path]:
     inside; older runs live in git history)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     m = data["meta"]["machine"]
-    cpu = re.sub(r"[^a-z0-9]+", "-", m["cpu"].lower()).strip("-")[:40]
-    stem = f"{cpu}-{m['cpus']}cpu" + ("-quick" if data["meta"]["quick"] else "")
+    stem = f"{measure.cpu_slug(m)}-{m['cpus']}cpu" + ("-quick" if data["meta"]["quick"] else "")
     text = markdown(data, f"{stem}.json")
     return [_write(out_dir / f"{stem}.md", text),
             _write(out_dir / f"{stem}.json", json.dumps(data, indent=1, sort_keys=False) + "\n")]

@@ -5,6 +5,8 @@ counters are) and sets ``_FAMILY``, the class whose instances may combine with i
 """
 from __future__ import annotations
 
+import operator
+
 
 def parameter_differences(mine: dict, theirs: dict) -> str:
     """"name: mine vs theirs" for every parameter that differs."""
@@ -28,3 +30,14 @@ class Compatible:
         mine, theirs = self._parameters(), other._parameters()
         if mine != theirs:
             raise ValueError(f"cannot {operation} incompatible filters ({parameter_differences(mine, theirs)})")
+
+    def __or__(self, other):
+        """``a | b``: a new filter, a copy of ``a`` with ``b`` merged in (``|=``)."""
+        return self._combined(other, operator.ior)
+
+    def _combined(self, other, in_place):
+        """A copy of this filter with ``in_place(copy, other)`` applied; NotImplemented for another kind of object
+        (so that Python raises its usual TypeError)."""
+        if not isinstance(other, self._FAMILY):
+            return NotImplemented
+        return in_place(self.copy(), other)

@@ -201,19 +201,9 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
         self._combine(other, False)
         return self
 
-    def __or__(self, other):
-        if not isinstance(other, BloomFilter):
-            return NotImplemented
-        result = self.copy()
-        result |= other
-        return result
-
     def __and__(self, other):
-        if not isinstance(other, BloomFilter):
-            return NotImplemented
-        result = self.copy()
-        result &= other
-        return result
+        """``a & b``: a new filter, a copy of ``a`` intersected with ``b`` (``&=``)."""
+        return self._combined(other, operator.iand)
 
     def union(self, *others) -> "BloomFilter":
         """A new filter holding the keys of this one and of all ``others`` (bitwise OR; exact)."""

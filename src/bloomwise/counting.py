@@ -7,6 +7,7 @@ to its peers. The counters live in the compiled core (``bloomwise._native.counti
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -267,24 +268,14 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
         self._union_from(other)
         return self
 
-    def __or__(self, other):
-        if not isinstance(other, CountingBloomFilter):
-            return NotImplemented
-        result = self.copy()
-        result |= other
-        return result
-
     def __iand__(self, other):
         self._check_compatible(other, "intersect")
         self._intersection_from(other)
         return self
 
     def __and__(self, other):
-        if not isinstance(other, CountingBloomFilter):
-            return NotImplemented
-        result = self.copy()
-        result &= other
-        return result
+        """``a & b``: a new filter, a copy of ``a`` intersected with ``b`` (``&=``)."""
+        return self._combined(other, operator.iand)
 
     def union(self, *others) -> "CountingBloomFilter":
         """A new filter whose counters are the counter-wise sums (saturating at ``counter_max``): the multiset

@@ -348,13 +348,6 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
         self._set_insertions(self.num_keys + other.num_keys)
         return self
 
-    def __or__(self, other):
-        if not isinstance(other, ScalableBloomFilter):
-            return NotImplemented
-        result = self.copy()
-        result |= other
-        return result
-
     def union(self, *others) -> "ScalableBloomFilter":
         """A new filter holding the keys of this one and of all ``others``: stage i is the bitwise OR of the
         filters' stages i (the same geometry, since every filter must have the same parameters: ValueError names

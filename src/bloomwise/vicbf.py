@@ -301,13 +301,6 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         self._union_from(other)
         return self
 
-    def __or__(self, other):
-        if not isinstance(other, VariableIncrementCountingBloomFilter):
-            return NotImplemented
-        result = self.copy()
-        result |= other
-        return result
-
     def union(self, *others) -> "VariableIncrementCountingBloomFilter":
         """A new filter holding the keys of this one and of all ``others`` (the multiset union; every filter must
         have the same parameters, increments included: ValueError names the ones that differ).
