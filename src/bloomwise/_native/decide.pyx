@@ -31,7 +31,7 @@ from cpython.ref cimport Py_INCREF
 from cpython.sequence cimport PySequence_Contains
 from libc.math cimport exp, log, log1p, fabs, INFINITY
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from bloomwise._native.hashing cimport Hasher, hash_object
 from bloomwise._native.layouts cimport (
@@ -747,35 +747,48 @@ cdef enum:
     NEEDS_LARGER_TABLE = -2
 
 
-cdef inline int counting_decide(CountingState s, uint64_t h, double p, double log_p, double log1m_p,
-                                double* post_out, bint* answer_out) noexcept nogil:
-    """The posterior and plain answer of one consulted key; NEEDS_LARGER_TABLE if a counter is past the table,
-    -1 if n = 0 while a counter is not 0 (inconsistent), 0 otherwise."""
+cdef inline int counting_log_ratio(CountingState s, uint64_t h, double* lr_out, bint* answer_out) noexcept nogil:
+    """The log-likelihood ratio of one consulted key's counters (the sum of table[c] over its k counters, in numpy's
+    order) and the plain answer; lr = -inf when the posterior is 0 whatever the prior (a zero counter, or an empty
+    filter). Returns NEEDS_LARGER_TABLE if a counter is past the table, -1 if n = 0 while a counter is not 0
+    (inconsistent), 0 otherwise."""
     cdef uint64_t pos[MAX_HASHES]
     cdef double terms[MAX_HASHES]
     cdef uint32_t j, c, k = s.g.num_hashes
-    cdef bint answer = True
     positions(&s.g, h, pos)
+    if s.num_items == 0:  # every counter must be 0
+        for j in range(k):
+            if cell_value(s.cells, s.width, pos[j]) != 0:
+                return -1
+        answer_out[0] = False
+        lr_out[0] = -INFINITY
+        return 0
     for j in range(k):
         c = cell_value(s.cells, s.width, pos[j])
-        answer = answer and c != 0
-        if s.num_items == 0:
-            if c != 0:
-                return -1
-            continue
         if c == 0:  # certainly absent: table[0] = -inf makes the posterior 0 whatever the other counters say
             answer_out[0] = False
-            post_out[0] = 0.0
+            lr_out[0] = -INFINITY
             return 0
         if c >= <uint32_t>s.table_len:
             return NEEDS_LARGER_TABLE
         terms[j] = s.table[c]
-    answer_out[0] = answer
-    if s.num_items == 0:
-        post_out[0] = 0.0
-    else:
-        post_out[0] = posterior_from_log_ratio(row_sum(terms, k), p, log_p, log1m_p)
+    answer_out[0] = True
+    lr_out[0] = row_sum(terms, k)
     return 0
+
+
+cdef inline int counting_decide(CountingState s, uint64_t h, double p, double log_p, double log1m_p,
+                                double* post_out, bint* answer_out) noexcept nogil:
+    """The posterior and plain answer of one consulted key (counting_log_ratio's statuses)."""
+    cdef double lr
+    cdef int status = counting_log_ratio(s, h, &lr, answer_out)
+    if status == 0:
+        post_out[0] = posterior_from_log_ratio(lr, p, log_p, log1m_p)
+    return status
+
+
+cdef enum:
+    POSTERIOR_MEMO = 1024  # batches with one prior: posteriors by their log ratio's bits (few distinct counter sums)
 
 
 cdef enum:
@@ -863,6 +876,13 @@ def counting_query_many(sel, keys):
     cdef double fp = s.false_positive, fn = s.false_negative
     cdef const double[::1] priors
     cdef int status = 0
+    cdef double lr
+    cdef uint64_t bits
+    cdef Py_ssize_t slot
+    cdef uint64_t memo_bits[POSTERIOR_MEMO]
+    cdef double memo_post[POSTERIOR_MEMO]
+    cdef uint8_t memo_used[POSTERIOR_MEMO]
+    memset(memo_used, 0, sizeof(memo_used))
     if constant:
         p_arr = None
         consulted_arr = np.full(n, (p >= skip) if selective else True, dtype=np.bool_)
@@ -904,10 +924,20 @@ def counting_query_many(sel, keys):
                 if cons[i]:
                     if prefetch and j + PREFETCH_KEYS_AHEAD < num_hashes:
                         prefetch_counters(s, hs[j + PREFETCH_KEYS_AHEAD])
-                    status = counting_decide(s, hs[j], p, log_p, log1m_p, &post, &answer)
+                    status = counting_log_ratio(s, hs[j], &lr, &answer)
                     if status != 0:
                         break
                     j += 1
+                    if constant:  # the posterior is a function of lr alone: computed once per distinct lr
+                        memcpy(&bits, &lr, 8)
+                        slot = <Py_ssize_t>((bits * <uint64_t>0x9E3779B97F4A7C15ULL) >> 54)
+                        if not (memo_used[slot] and memo_bits[slot] == bits):
+                            memo_post[slot] = posterior_from_log_ratio(lr, p, log_p, log1m_p)
+                            memo_bits[slot] = bits
+                            memo_used[slot] = True
+                        post = memo_post[slot]
+                    else:
+                        post = posterior_from_log_ratio(lr, p, log_p, log1m_p)
                 member = (post * fn >= (1.0 - post) * fp) if selective else answer
                 mem[i] = member
                 ans[i] = answer
