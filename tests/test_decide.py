@@ -377,3 +377,40 @@ def test_counting_decisions_with_equal_posteriors_keep_their_own_filter_answer()
         assert {d.filter_answer for d in got} >= ({True, False} if not selective_query else {True, False, None})
         for key, decision in zip(keys + keys[::-1], got):
             assert_same_decision(decision, ref.counting_query(f, key))
+
+
+@settings(max_examples=40, deadline=None)
+@given(num_labels=st.integers(1, 300), num_in_table=st.integers(0, 300), default=st.one_of(st.none(), PRIOR_VALUES),
+       seed=st.integers(0, 2**32 - 1))
+def test_class_prior_many_labels_and_defaults_in_one_batch(num_labels, num_in_table, default, seed):
+    # more label objects than the batch's label slots (they collide and evict each other), labels that are
+    # distinct objects (large ints) or shared ones (small ints, one-letter str), some missing from the table
+    rng = np.random.default_rng(seed)
+    pool = [10**6 + i for i in range(num_labels // 2)] + [chr(97 + i % 26) * (1 + i // 26) for i in
+                                                           range(num_labels - num_labels // 2)]
+    table = {label: float(v) for label, v in zip(pool[:num_in_table], rng.random(num_in_table))}
+    if default is None:
+        pool = [label for label in pool if label in table] or [next(iter(table), "a")]
+        table.setdefault(pool[0], 0.25)
+    chosen = {f"key{i}": pool[int(j)] for i, j in enumerate(rng.integers(0, len(pool), 2000))}
+    prior = ClassPrior(chosen.__getitem__, table, default=default)
+    f = SelectiveBloomFilter({"num_cells": 1 << 14, "num_hashes": 3}, prior, 5.0)
+    keys = list(chosen)
+    f.update(keys[::3])
+    assert_same_decisions(f.query_many(keys), ref.bloom_query_many(f, keys))
+
+
+
+@pytest.mark.parametrize("prior", [0.3, 1e-9, 0.0, 1.0])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_counting_batch_with_many_distinct_log_ratios(prior, bits):
+    # a constant prior and thousands of consulted keys over widely spread counters: many distinct log-ratio sums,
+    # so the posterior memo of counting_query_many has colliding and replaced slots (it must give the same bits)
+    cbf = bloomwise.CountingBloomFilter.from_size(3000, 5, counter_bits=bits, layout="classic", seed=3)
+    f = SelectiveCountingBloomFilter(cbf, prior, CostModel(1.0, 4.0))
+    f.update([f"k{i}" for i in range(400)])
+    for r in range(1, 30):
+        f.update([f"k{i}" for i in range(0, 400, r)])   # counters from 1 up to saturation (15 for 4 bits)
+    probe = query_keys(400, 4000)
+    assert_same_decisions(f.query_many(probe), ref.counting_query_many(f, probe))
+    assert_same_decisions(f.query_many(np.array(probe)), ref.counting_query_many(f, probe))

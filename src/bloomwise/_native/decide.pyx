@@ -33,7 +33,7 @@ from libc.math cimport exp, log, log1p, fabs, INFINITY
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
-from bloomwise._native.hashing cimport Hasher, hash_object
+from bloomwise._native.hashing cimport Hasher, hash_ascii_str, hash_object
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, positions, test_bits, prefetch_key, bw_prefetch_read, MAX_HASHES,
 )
@@ -179,13 +179,14 @@ cdef inline double class_prior(object prior, dict table, object classify, object
 
 
 cdef inline double label_prior(object prior, dict table, object default, object label, object key,
-                               bint* from_table) except -1.0:
+                               bint* repeatable) except -1.0:
     """The prior of a class label: its table value, else the default, else ClassPrior._lookup's answer (KeyError).
-    ``from_table`` (if given) is set when the value is the table's own."""
+    ``repeatable`` (if given) is set when the value is the table's own or the default: the same label gets the same
+    value again while the table is unchanged."""
     cdef PyObject* value = dict_lookup(table, label)  # no try block on the common path (it costs a state save)
     if value != NULL:
-        if from_table != NULL:
-            from_table[0] = True
+        if repeatable != NULL:
+            repeatable[0] = True
         return PyFloat_AS_DOUBLE(<object>value) if PyFloat_CheckExact(<object>value) else PyFloat_AsDouble(<object>value)
     if PyErr_Occurred() != NULL:
         if not PyErr_ExceptionMatches(TypeError):
@@ -193,6 +194,8 @@ cdef inline double label_prior(object prior, dict table, object default, object 
         PyErr_Clear()  # an unhashable label: ClassPrior._lookup says what happens (the default, or KeyError)
         return PyFloat_AsDouble(prior._lookup(label, key))
     if default is not None:  # a missing label: the default (without _lookup's KeyError, raised and caught)
+        if repeatable != NULL:
+            repeatable[0] = True
         return PyFloat_AsDouble(default)
     return PyFloat_AsDouble(prior._lookup(label, key))
 
@@ -211,7 +214,8 @@ cdef double checked_prior(object value, object prior) except -1.0:
 
 
 cdef enum:
-    LABEL_SLOTS = 16  # batch_priors: the table values of the last labels seen, by the label object's address
+    LABEL_SLOTS = 64  # batch_priors: the table values of the last labels seen, by the label object's address:
+    LABEL_SHIFT = 59  # 32 pairs of slots, the pair chosen by the top 5 bits of the address's Fibonacci hash
 
 
 cdef object batch_priors(object prior, int kind, object keys, Py_ssize_t n):
@@ -233,19 +237,22 @@ cdef object batch_priors(object prior, int kind, object keys, Py_ssize_t n):
     cdef double seen_value[LABEL_SLOTS]
     cdef list held = [None] * LABEL_SLOTS
     cdef unsigned long long version = BW_DICT_VERSION(<PyObject*>table)
-    cdef bint cache = BW_HAVE_DICT_VERSION, from_table
+    cdef bint cache = BW_HAVE_DICT_VERSION, repeatable
     cdef object label
     for slot in range(LABEL_SLOTS):
         seen[slot] = NULL
     for key in keys:
         label = PyObject_CallOneArg(classify, key)
-        slot = (<Py_ssize_t>(<size_t><PyObject*>label >> 4)) & (LABEL_SLOTS - 1)
+        slot = 2 * <Py_ssize_t>((<uint64_t><size_t><PyObject*>label * <uint64_t>0x9E3779B97F4A7C15ULL) >> LABEL_SHIFT)
+        slot += seen[slot] != <PyObject*>label  # (the pair's second slot, when the label is not in the first)
         if cache and seen[slot] == <PyObject*>label and BW_DICT_VERSION(<PyObject*>table) == version:
             o[i] = seen_value[slot]
         else:
-            from_table = False
-            o[i] = label_prior(prior, table, default, label, key, &from_table)
-            if cache and from_table and BW_DICT_VERSION(<PyObject*>table) == version:
+            repeatable = False
+            o[i] = label_prior(prior, table, default, label, key, &repeatable)
+            if cache and repeatable and BW_DICT_VERSION(<PyObject*>table) == version:
+                slot &= ~1  # the pair's first slot when it is free or holds this label, else the second
+                slot += seen[slot] != NULL and seen[slot] != <PyObject*>label
                 held[slot] = label
                 seen[slot] = <PyObject*>label
                 seen_value[slot] = o[i]
@@ -550,7 +557,9 @@ cdef int _bloom_answers_where(object filter, list keys, const uint8_t[::1] consu
             i = start
             while i < n and m < ANSWER_CHUNK:
                 if consulted[i]:
-                    hash_object(keys[i], hasher, key_func, &hs[m])
+                    key = keys[i]
+                    if key_func is not None or not hash_ascii_str(key, hasher, &hs[m]):
+                        hash_object(key, hasher, key_func, &hs[m])
                     idx[m] = i
                     m += 1
                 i += 1
