@@ -170,21 +170,24 @@ cdef inline int hash_str(object key, Hasher hasher, uint64_t* out) except -1:
     return 0
 
 
-cdef inline bint hash_common_str(object key, Hasher hasher, uint64_t* out) noexcept:
-    """The common cases, inlined into the hot paths: an exact str of code points below U+0100 (UCS1): ASCII read in
-    place, others of up to LATIN1_STACK_CHARS characters UTF-8 encoded on this call's stack. False otherwise."""
+cdef inline bint hash_latin1_str(object key, Hasher hasher, uint64_t* out) noexcept:
+    """An exact str of code points below U+0100 (UCS1) and up to LATIN1_STACK_CHARS characters, UTF-8 encoded on
+    this call's stack. False otherwise."""
     cdef uint8_t utf8[2 * LATIN1_STACK_CHARS]
-    cdef Py_ssize_t n
-    if not PyUnicode_CheckExact(key):
-        return False
-    n = PyUnicode_GET_LENGTH(key)
-    if PyUnicode_IS_COMPACT_ASCII(key):
-        out[0] = hash_bytes(hasher, PyUnicode_DATA(key), n)
-        return True
-    if PyUnicode_KIND(key) != 1 or n > LATIN1_STACK_CHARS:  # (a legacy str not yet ready has kind 0)
-        return False
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(key)
+    if not PyUnicode_CheckExact(key) or PyUnicode_KIND(key) != 1 or n > LATIN1_STACK_CHARS:
+        return False  # (a legacy str not yet ready has kind 0)
     out[0] = hash_bytes(hasher, utf8, bw_latin1_to_utf8(<const uint8_t*>PyUnicode_DATA(key), n, utf8))
     return True
+
+
+cdef inline bint hash_common_str(object key, Hasher hasher, uint64_t* out) noexcept:
+    """The common cases, inlined into the hot paths: an exact, compact ASCII str, read in place; else
+    hash_latin1_str (a function of its own, so that this test stays small). False for other keys."""
+    if PyUnicode_CheckExact(key) and PyUnicode_IS_COMPACT_ASCII(key):
+        out[0] = hash_bytes(hasher, PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key))
+        return True
+    return hash_latin1_str(key, hasher, out)
 
 
 cdef inline int hash_key(object key, Hasher hasher, uint64_t* out) except -1:
