@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/decisions.py              # 1M keys, 3 runs (a few minutes)
     .venv/bin/python benchmarks/decisions.py --quick      # 100k keys, 1 run: a smoke test
+    .venv/bin/python benchmarks/decisions.py --only non-ascii   # only the non-ASCII workloads (while iterating)
 
 Workloads (medians of the runs; within a run the two sides of a ratio are timed one after the other on the same keys):
 
@@ -74,8 +75,11 @@ def rss() -> int:
     return measure.PeakRSS._status("VmRSS")
 
 
-def one_run(n: int) -> dict:
+def one_run(n: int, only: str = "all") -> dict:
     out: dict[str, float] = {}
+    if only == "non-ascii":
+        non_ascii_run(n, out)
+        return out
     urls = workloads.url_keys(0, n)
     probe = workloads.url_keys(0, n // 2) + workloads.url_keys(n, n + n // 2)   # half present
     u64 = workloads.u64_keys(0, n)
@@ -115,7 +119,13 @@ def one_run(n: int) -> dict:
             out["class prior: classifier"] = batch_ns_per_key(lambda ks: [classify(k) for k in ks], keys, n=n)
             keys = fresh(probe)
             out["class prior: query_many"] = batch_ns_per_key(sel_c.query_many, keys, n=n)
+    non_ascii_run(n, out, urls)
+    return out
 
+
+def non_ascii_run(n: int, out: dict, urls: list[str] | None = None) -> None:
+    """The non-ASCII URL workloads of one run, bloomwise then rbloom, into ``out``."""
+    urls = urls if urls is not None else workloads.url_keys(0, n)
     try:
         import rbloom
     except ImportError:
@@ -137,7 +147,6 @@ def one_run(n: int) -> dict:
         del keys
         out[f"non-ASCII {lib}: in present"] = ns_per_key(loop_in, f, fresh(present), n=n)
         out[f"non-ASCII {lib}: in absent"] = ns_per_key(loop_in, f, fresh(absent), n=n)
-    return out
 
 
 RATIOS = [  # (target, numerator, denominator, limit)
@@ -161,15 +170,21 @@ RATIOS = [  # (target, numerator, denominator, limit)
 
 
 def main(argv=None) -> int:
-    args = measure.keys_runs_args(__doc__, argv)
+    import argparse
+    only = argparse.ArgumentParser(add_help=False)
+    only.add_argument("--only", choices=["all", "non-ascii"], default="all")
+    part, rest = only.parse_known_args(argv)
+    args = measure.keys_runs_args(__doc__, rest)
     load_before = measure.loadavg()
-    runs, figures = measure.repeat_runs(one_run, args.runs, args.keys)
+    runs, figures = measure.repeat_runs(one_run, args.runs, args.keys, part.only)
     # a ratio per run, then its median (both sides of a ratio come from the same run)
     ratios = {}
     for target, num, den, limit in RATIOS:
         if num in figures and den in figures:
             ratios[target] = measure.summary([run[num] / run[den] for run in runs])
     for name in ("bloom", "counting"):  # not targets: the least a batch of decisions costs (see batch_floor)
+        if f"{name} batch u64: floor" not in figures:
+            continue
         ratios[f"{name} batch u64: floor vs contains_many"] = measure.summary(
             [run[f"{name} batch u64: floor"] / run[f"{name} batch u64: contains_many"] for run in runs])
     if "class prior: query_many" in figures:

@@ -7,11 +7,11 @@ import sys
 import numpy as np
 import pytest
 import xxhash
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bloomwise
-from bloomwise._native.hashes import key_hash
+from bloomwise._native.hashes import hash_many, key_hash
 
 REFERENCE = {1: xxhash.xxh64_intdigest, 2: xxhash.xxh3_64_intdigest}
 
@@ -79,3 +79,53 @@ def test_filters_leave_nothing_in_the_callers_strings():
 def test_latin1_text_hashes_as_its_utf8(text, seed):
     """One-byte (UCS1) strings: the eight-at-a-time encoder, its tail store and Latin-1 letters anywhere."""
     assert key_hash(text, seed) == xxhash.xxh3_64_intdigest(text.encode(), seed)
+
+
+# The single-key and batch paths (add, `in`, update, hash_many) hash an exact UCS1 str of up to 256 characters on
+# their own (hash_common_str: ASCII in place, Latin-1 letters through the sixteen-at-a-time encoder); key_hash goes
+# through hash_key. Mostly-ASCII text with Latin-1 letters anywhere, of every length across the 8- and 16-character
+# steps and the 256-character limit, and text of every storage kind.
+ASCII_RUN = st.text(st.characters(max_codepoint=127), max_size=60)
+LATIN1_TEXT = st.builds(lambda head, parts, tail: head + "".join(run + letter for run, letter in parts) + tail,
+                        st.sampled_from(["", "h" * 240]),  # (and past the 256 characters)
+                        st.lists(st.tuples(ASCII_RUN, st.sampled_from("é\x80ÿ") | st.characters(min_codepoint=128,
+                                                                                           max_codepoint=255)),
+                                 max_size=7),
+                        ASCII_RUN)
+ANY_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
+
+
+@settings(max_examples=600)
+@given(LATIN1_TEXT | ANY_TEXT, st.integers(0, 2**64 - 1), st.sampled_from(["xxh64", "xxh3"]))
+def test_every_path_hashes_str_as_its_utf8(text, seed, scheme_name):
+    scheme = {"xxh64": 1, "xxh3": 2}[scheme_name]
+    want = REFERENCE[scheme](text.encode(), seed)
+    assert key_hash(text, seed, scheme) == want
+    assert int(hash_many([text, "x" + text], seed, scheme=scheme)[0]) == want
+    f = bloomwise.BloomFilter(64, 0.01, seed=seed, hash_scheme=scheme_name)
+    f.add(text)
+    g = bloomwise.BloomFilter(64, 0.01, seed=seed, hash_scheme=scheme_name)
+    g.update([text])
+    h = bloomwise.BloomFilter(64, 0.01, seed=seed, hash_scheme=scheme_name)
+    h.add(text.encode())
+    assert f.to_bytes() == g.to_bytes() == h.to_bytes()
+    assert text in h and text.encode() in f
+
+
+@given(st.text(st.sampled_from("a\xe9\ud800\udfff\u65e5") | st.characters(blacklist_categories=()), min_size=1,
+               max_size=40))
+def test_surrogates_raise_on_every_path_as_str_encode_does(text):
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        refused = True
+    else:
+        refused = False
+    f = bloomwise.BloomFilter(64, 0.01)
+    for call in (lambda: key_hash(text), lambda: hash_many([text]), lambda: f.add(text), lambda: text in f,
+                 lambda: f.update([text])):
+        if refused:
+            with pytest.raises(UnicodeEncodeError):
+                call()
+        else:
+            call()

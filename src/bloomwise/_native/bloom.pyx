@@ -13,7 +13,7 @@ from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset, memcmp, memcpy
 
 from bloomwise._native.hashing cimport (
-    Hasher, check_scheme, hash_key, hash_object, hash_ascii_str, key_type_message, SCHEME_XXH64, SCHEME_XXH3,
+    Hasher, check_scheme, hash_key, hash_object, hash_common_str, key_type_message, SCHEME_XXH64, SCHEME_XXH3,
 )
 from bloomwise._native.hashes cimport (
     Batch, FixedKeys, HashStream, make_batch, prehashed_batch, hash_fixed, hash_batch, simd512_in_use,
@@ -570,7 +570,7 @@ cdef class BloomCore(PositionsCore):
         cdef bint new_key
         if self._key_func is not None:
             hash_object(key, self._hasher, self._key_func, &h)
-        elif not hash_ascii_str(key, self._hasher, &h):
+        elif not hash_common_str(key, self._hasher, &h):
             hash_key(key, self._hasher, &h)
         if not self._writable:
             self._check_writable()
@@ -589,7 +589,7 @@ cdef class BloomCore(PositionsCore):
         cdef uint64_t h
         if self._key_func is not None:
             hash_object(key, self._hasher, self._key_func, &h)
-        elif not hash_ascii_str(key, self._hasher, &h):
+        elif not hash_common_str(key, self._hasher, &h):
             hash_key(key, self._hasher, &h)
         if not self._ready:
             self._check_ready()

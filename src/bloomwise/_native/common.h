@@ -14,6 +14,10 @@
 
 #include "xxh3.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* ---- XXH64 ---------------------------------------------------------------------------------- */
 #define BW_P1 0x9E3779B185EBCA87ULL
 #define BW_P2 0xC2B2AE3D27D4EB4FULL
@@ -102,6 +106,72 @@ static inline uint64_t bw_xxh64_u64(uint64_t v, uint64_t seed) {
 #define BW_INT_DOMAIN     0x3436752d746e6921ULL /* "!int-u64" */
 #define BW_NEG_INT_DOMAIN 0x3436692d746e6921ULL /* "!int-i64" */
 #define BW_BIG_INT_DOMAIN 0x6769622d746e6921ULL /* "!int-big" */
+
+/* ---- str keys: Latin-1 (UCS1) code points to UTF-8 ------------------------------------------------- */
+/* The UTF-8 bytes of n code points U+0000..U+00FF (a str stored as UCS1) written to out, which needs room for
+ * 2n bytes; returns their count. ASCII bytes are copied sixteen at a time (one whole-vector store, whose bytes past
+ * the next non-ASCII one are rewritten later; every store ends within the 2n bytes: j <= 2 i); a byte c >= 0x80
+ * becomes 0xC0 | c >> 6, 0x80 | (c & 0x3F) (RFC 3629, section 3). */
+static inline size_t bw_latin1_to_utf8(const uint8_t *s, size_t n, uint8_t *out) {
+    size_t i = 0, j = 0;
+    unsigned high;
+    uint8_t c;
+#if defined(__SSE2__)
+    __m128i v;
+    while (i + 16 <= n) {
+        v = _mm_loadu_si128((const __m128i *)(s + i));
+        _mm_storeu_si128((__m128i *)(out + j), v);
+        high = (unsigned)_mm_movemask_epi8(v);  /* bit k: byte k is >= 0x80 */
+        if (!high) { i += 16; j += 16; continue; }
+        high = (unsigned)__builtin_ctz(high);   /* the ASCII run before the first such byte, already stored */
+        i += high; j += high;
+        c = s[i++];
+        out[j] = (uint8_t)(0xC0 | (c >> 6));
+        out[j + 1] = (uint8_t)(0x80 | (c & 0x3F));
+        j += 2;
+    }
+    if (i < n && n >= 16) {
+        /* fewer than 16 left: when the last 16 characters are all ASCII, one store of them at the output's end
+         * finishes it (those before i among them are written again at the same place) */
+        v = _mm_loadu_si128((const __m128i *)(s + n - 16));
+        if (!_mm_movemask_epi8(v)) {
+            _mm_storeu_si128((__m128i *)(out + j - i + n - 16), v);
+            return j + (n - i);
+        }
+    }
+#endif
+    uint64_t word;
+    while (i + 8 <= n) {  /* the same, eight characters at a time (all of them without SSE2) */
+        memcpy(&word, s + i, 8);
+        memcpy(out + j, &word, 8);
+        word &= 0x8080808080808080ULL;
+        if (!word) { i += 8; j += 8; continue; }
+        high = (unsigned)__builtin_ctzll(word) >> 3;  /* little-endian: the first byte >= 0x80 */
+        i += high; j += high;
+        c = s[i++];
+        out[j] = (uint8_t)(0xC0 | (c >> 6));
+        out[j + 1] = (uint8_t)(0x80 | (c & 0x3F));
+        j += 2;
+    }
+    if (i < n && n >= 8) {
+        memcpy(&word, s + n - 8, 8);
+        if (!(word & 0x8080808080808080ULL)) {
+            memcpy(out + j - i + n - 8, &word, 8);
+            return j + (n - i);
+        }
+    }
+    for (; i < n; i++) {
+        c = s[i];
+        if (c < 0x80) {
+            out[j++] = c;
+        } else {
+            out[j] = (uint8_t)(0xC0 | (c >> 6));
+            out[j + 1] = (uint8_t)(0x80 | (c & 0x3F));
+            j += 2;
+        }
+    }
+    return j;
+}
 
 /* ---- from one hash to positions --------------------------------------------------------------- */
 /* MurmurHash3's 64-bit finaliser: the second hash of double hashing. */

@@ -16,7 +16,7 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
 from bloomwise._native.hashing cimport (
-    Hasher, hash_bytes, check_scheme, hash_key, hash_object, hash_ascii_str, hash_int64, hash_uint64,
+    Hasher, hash_bytes, check_scheme, hash_key, hash_object, hash_common_str, hash_int64, hash_uint64,
     SCHEME_XXH64, SCHEME_XXH3, BW_INT_DOMAIN, BW_NEG_INT_DOMAIN,
 )
 from bloomwise._native.layouts cimport bw_prefetch_read
@@ -314,7 +314,7 @@ cdef class HashStream:
                 if i + OBJECT_PREFETCH_DISTANCE < count:  # the key objects are scattered: ask for them early
                     bw_prefetch_read(<void*>PyList_GET_ITEM(items, start + i + OBJECT_PREFETCH_DISTANCE))
                 key = <object>PyList_GET_ITEM(items, start + i)
-                if not hash_ascii_str(key, self.hasher, &out[i]):
+                if not hash_common_str(key, self.hasher, &out[i]):
                     hash_key(key, self.hasher, &out[i])
             return 0
         for i in range(count):

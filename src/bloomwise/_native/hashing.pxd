@@ -33,7 +33,6 @@ cdef extern from *:
     #endif
     """
     int BW_UNICODE_READY(object) except -1
-    int __builtin_ctzll(unsigned long long) noexcept nogil
 
 cdef extern from "common.h" nogil:
     uint64_t bw_xxh64(const void* data, size_t length, uint64_t seed)
@@ -43,6 +42,7 @@ cdef extern from "common.h" nogil:
     uint64_t BW_INT_DOMAIN
     uint64_t BW_NEG_INT_DOMAIN
     uint64_t BW_BIG_INT_DOMAIN
+    size_t bw_latin1_to_utf8(const uint8_t* s, size_t n, uint8_t* out)
 
 cdef enum:
     SCHEME_XXH64 = 1    # _format.HashScheme.XXH64_V1
@@ -103,6 +103,7 @@ cdef inline int hash_pyint(object key, Hasher hasher, uint64_t* out) except -1:
 
 cdef enum:
     UTF8_STACK_BYTES = 512   # str keys whose UTF-8 fits are encoded on the stack; longer ones in a malloc'd buffer
+    LATIN1_STACK_CHARS = 256  # hash_common_str: UCS1 str keys up to this length (their UTF-8 fits in 512 bytes)
 
 
 cdef inline void put_two_bytes(uint8_t* out, uint32_t c) noexcept nogil:
@@ -115,62 +116,10 @@ cdef inline Py_ssize_t encode_utf8(int kind, const void* data, Py_ssize_t n, uin
     """The UTF-8 bytes of n code points stored as UCS1 (kind 1), UCS2 (2) or UCS4 (4), written to out (room for
     n * kind + n bytes); their count, or -1 for a surrogate code point, which UTF-8 cannot encode (str.encode()
     raises UnicodeEncodeError for it)."""
-    cdef Py_ssize_t i = 0, j = 0, ascii_run
+    cdef Py_ssize_t i, j = 0
     cdef uint32_t c
-    cdef uint64_t word, word2
-    cdef const uint8_t* s1
     if kind == 1:
-        s1 = <const uint8_t*>data
-        while i + 16 <= n:  # sixteen characters at a time while they last, then eight, then the tail
-            memcpy(&word, s1 + i, 8)
-            memcpy(&word2, s1 + i + 8, 8)
-            memcpy(out + j, &word, 8)  # (out has room: j + 16 <= 2 i + 16 <= 2 n)
-            memcpy(out + j + 8, &word2, 8)
-            if not ((word | word2) & 0x8080808080808080ULL):
-                i += 16
-                j += 16
-                continue
-            word &= 0x8080808080808080ULL
-            ascii_run = (__builtin_ctzll(word) >> 3) if word else 8 + (
-                __builtin_ctzll(word2 & 0x8080808080808080ULL) >> 3)
-            i += ascii_run
-            j += ascii_run
-            c = s1[i]  # U+0080..U+00FF: two bytes
-            put_two_bytes(out + j, c)
-            j += 2
-            i += 1
-        while i + 8 <= n:  # eight characters at a time: the ASCII ones before the first other one are copied
-            memcpy(&word, s1 + i, 8)
-            memcpy(out + j, &word, 8)  # (out has room: j + 8 <= 2 i + 8 <= 2 n)
-            word &= 0x8080808080808080ULL
-            if not word:
-                i += 8
-                j += 8
-                continue
-            ascii_run = __builtin_ctzll(word) >> 3  # little-endian: the lowest set bit is the first byte >= 0x80
-            i += ascii_run
-            j += ascii_run
-            c = s1[i]  # U+0080..U+00FF: two bytes
-            put_two_bytes(out + j, c)
-            j += 2
-            i += 1
-        if i < n and n >= 8:
-            # fewer than eight left: if the last eight characters are all ASCII, one store of them ends the output
-            # (those before i among them were written at the same offset j - i, so they are written again as is)
-            memcpy(&word, s1 + n - 8, 8)
-            if not (word & 0x8080808080808080ULL):
-                memcpy(out + (j - i) + (n - 8), &word, 8)
-                return j + (n - i)
-        while i < n:
-            c = s1[i]
-            if c < 0x80:
-                out[j] = <uint8_t>c
-                j += 1
-            else:
-                put_two_bytes(out + j, c)
-                j += 2
-            i += 1
-        return j
+        return <Py_ssize_t>bw_latin1_to_utf8(<const uint8_t*>data, <size_t>n, out)
     for i in range(n):
         c = (<const uint16_t*>data)[i] if kind == 2 else (<const uint32_t*>data)[i]
         if c < 0x80:
@@ -221,12 +170,24 @@ cdef inline int hash_str(object key, Hasher hasher, uint64_t* out) except -1:
     return 0
 
 
-cdef inline bint hash_ascii_str(object key, Hasher hasher, uint64_t* out) noexcept:
-    """The common case, inlined into the hot loops: an exact, compact ASCII str, read in place. False otherwise."""
+cdef inline bint hash_latin1_str(object key, Hasher hasher, uint64_t* out) noexcept:
+    """An exact str of code points below U+0100 (UCS1) and up to LATIN1_STACK_CHARS characters, UTF-8 encoded on
+    this call's stack. False otherwise."""
+    cdef uint8_t utf8[2 * LATIN1_STACK_CHARS]
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(key)
+    if not PyUnicode_CheckExact(key) or PyUnicode_KIND(key) != 1 or n > LATIN1_STACK_CHARS:
+        return False  # (a legacy str not yet ready has kind 0)
+    out[0] = hash_bytes(hasher, utf8, bw_latin1_to_utf8(<const uint8_t*>PyUnicode_DATA(key), n, utf8))
+    return True
+
+
+cdef inline bint hash_common_str(object key, Hasher hasher, uint64_t* out) noexcept:
+    """The common cases, inlined into the hot paths: an exact, compact ASCII str, read in place; else
+    hash_latin1_str (a function of its own, so that this test stays small). False for other keys."""
     if PyUnicode_CheckExact(key) and PyUnicode_IS_COMPACT_ASCII(key):
         out[0] = hash_bytes(hasher, PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key))
         return True
-    return False
+    return hash_latin1_str(key, hasher, out)
 
 
 cdef inline int hash_key(object key, Hasher hasher, uint64_t* out) except -1:

@@ -27,7 +27,7 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memset
 
 from bloomwise._native.hashing cimport (
-    Hasher, check_scheme, hash_key, hash_object, hash_ascii_str, SCHEME_XXH3,
+    Hasher, check_scheme, hash_key, hash_object, hash_common_str, SCHEME_XXH3,
 )
 from bloomwise._native.hashes cimport Batch, HashStream, make_batch, hash_fixed, hash_batch, CHUNK, BATCH_OBJECTS
 from bloomwise._native.support cimport check_int, check_threads, numpy
@@ -377,7 +377,7 @@ cdef class ScalableCore:
     cdef int _key_hash(self, object key, uint64_t* h) except -1:
         if self._key_func is not None:
             hash_object(key, self._hasher, self._key_func, h)
-        elif not hash_ascii_str(key, self._hasher, h):
+        elif not hash_common_str(key, self._hasher, h):
             hash_key(key, self._hasher, h)
         return 0
 
@@ -394,7 +394,7 @@ cdef class ScalableCore:
         """The key's hash (the common case, an ASCII str, read in place), once the filter is ready for it."""
         if self._key_func is not None:
             hash_object(key, self._hasher, self._key_func, h)
-        elif not hash_ascii_str(key, self._hasher, h):
+        elif not hash_common_str(key, self._hasher, h):
             hash_key(key, self._hasher, h)
         if self._num_stages == 0:
             self._check_ready()
