@@ -33,7 +33,7 @@ from libc.math cimport exp, log, log1p, fabs, INFINITY
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
-from bloomwise._native.hashing cimport Hasher, hash_ascii_str, hash_object
+from bloomwise._native.hashing cimport Hasher, hash_common_str, hash_object
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, positions, test_bits, prefetch_key, bw_prefetch_read, MAX_HASHES,
 )
@@ -558,7 +558,7 @@ cdef int _bloom_answers_where(object filter, list keys, const uint8_t[::1] consu
             while i < n and m < ANSWER_CHUNK:
                 if consulted[i]:
                     key = keys[i]
-                    if key_func is not None or not hash_ascii_str(key, hasher, &hs[m]):
+                    if key_func is not None or not hash_common_str(key, hasher, &hs[m]):
                         hash_object(key, hasher, key_func, &hs[m])
                     idx[m] = i
                     m += 1
