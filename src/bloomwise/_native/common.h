@@ -112,6 +112,13 @@ static inline uint64_t bw_xxh64_u64(uint64_t v, uint64_t seed) {
  * 2n bytes; returns their count. ASCII bytes are copied sixteen at a time (one whole-vector store, whose bytes past
  * the next non-ASCII one are rewritten later; every store ends within the 2n bytes: j <= 2 i); a byte c >= 0x80
  * becomes 0xC0 | c >> 6, 0x80 | (c & 0x3F) (RFC 3629, section 3). */
+/* The two UTF-8 bytes of a code point c in U+0080..U+00FF; returns 2. */
+static inline size_t bw_utf8_of_latin1(uint8_t c, uint8_t *out) {
+    out[0] = (uint8_t)(0xC0 | (c >> 6));
+    out[1] = (uint8_t)(0x80 | (c & 0x3F));
+    return 2;
+}
+
 static inline size_t bw_latin1_to_utf8(const uint8_t *s, size_t n, uint8_t *out) {
     size_t i = 0, j = 0;
     unsigned high;
@@ -125,10 +132,7 @@ static inline size_t bw_latin1_to_utf8(const uint8_t *s, size_t n, uint8_t *out)
         if (!high) { i += 16; j += 16; continue; }
         high = (unsigned)__builtin_ctz(high);   /* the ASCII run before the first such byte, already stored */
         i += high; j += high;
-        c = s[i++];
-        out[j] = (uint8_t)(0xC0 | (c >> 6));
-        out[j + 1] = (uint8_t)(0x80 | (c & 0x3F));
-        j += 2;
+        j += bw_utf8_of_latin1(s[i++], out + j);
     }
     if (i < n && n >= 16) {
         /* fewer than 16 left: when the last 16 characters are all ASCII, one store of them at the output's end
@@ -148,10 +152,7 @@ static inline size_t bw_latin1_to_utf8(const uint8_t *s, size_t n, uint8_t *out)
         if (!word) { i += 8; j += 8; continue; }
         high = (unsigned)__builtin_ctzll(word) >> 3;  /* little-endian: the first byte >= 0x80 */
         i += high; j += high;
-        c = s[i++];
-        out[j] = (uint8_t)(0xC0 | (c >> 6));
-        out[j + 1] = (uint8_t)(0x80 | (c & 0x3F));
-        j += 2;
+        j += bw_utf8_of_latin1(s[i++], out + j);
     }
     if (i < n && n >= 8) {
         memcpy(&word, s + n - 8, 8);
@@ -165,9 +166,7 @@ static inline size_t bw_latin1_to_utf8(const uint8_t *s, size_t n, uint8_t *out)
         if (c < 0x80) {
             out[j++] = c;
         } else {
-            out[j] = (uint8_t)(0xC0 | (c >> 6));
-            out[j + 1] = (uint8_t)(0x80 | (c & 0x3F));
-            j += 2;
+            j += bw_utf8_of_latin1(c, out + j);
         }
     }
     return j;
