@@ -213,9 +213,15 @@ cdef double checked_prior(object value, object prior) except -1.0:
     return p
 
 
+cdef inline Py_ssize_t fibonacci_slot(uint64_t x, int bits) noexcept nogil:
+    """One of 2^bits slots for x: the top bits of x times 2^64 / golden ratio (Knuth's multiplicative hashing), so
+    that values a fixed stride apart (object addresses, nearby doubles' bits) spread over the slots."""
+    return <Py_ssize_t>((x * <uint64_t>0x9E3779B97F4A7C15ULL) >> (64 - bits))
+
+
 cdef enum:
-    LABEL_SLOTS = 64  # batch_priors: the table values of the last labels seen, by the label object's address:
-    LABEL_SHIFT = 59  # 32 pairs of slots, the pair chosen by the top 5 bits of the address's Fibonacci hash
+    LABEL_PAIR_BITS = 5  # batch_priors: the table values of the last labels seen, by the label object's address:
+    LABEL_SLOTS = 64     # 32 pairs of slots, the pair chosen by the address's fibonacci_slot
 
 
 cdef object batch_priors(object prior, int kind, object keys, Py_ssize_t n):
@@ -243,7 +249,7 @@ cdef object batch_priors(object prior, int kind, object keys, Py_ssize_t n):
         seen[slot] = NULL
     for key in keys:
         label = PyObject_CallOneArg(classify, key)
-        slot = 2 * <Py_ssize_t>((<uint64_t><size_t><PyObject*>label * <uint64_t>0x9E3779B97F4A7C15ULL) >> LABEL_SHIFT)
+        slot = 2 * fibonacci_slot(<uint64_t><size_t><PyObject*>label, LABEL_PAIR_BITS)
         slot += seen[slot] != <PyObject*>label  # (the pair's second slot, when the label is not in the first)
         if cache and seen[slot] == <PyObject*>label and BW_DICT_VERSION(<PyObject*>table) == version:
             o[i] = seen_value[slot]
@@ -599,7 +605,8 @@ cdef inline uint32_t cell_value(const uint8_t* cells, int width, uint64_t i) noe
 
 
 cdef enum:
-    DECISION_MEMO = 64   # Decisions remembered per counting state (a power of two: the slot is 6 bits of a hash)
+    DECISION_MEMO_BITS = 6  # Decisions remembered per counting state: 64, by fibonacci_slot
+    DECISION_MEMO = 1 << DECISION_MEMO_BITS
 
 
 @cython.final
@@ -797,7 +804,8 @@ cdef inline int counting_decide(CountingState s, uint64_t h, double p, double lo
 
 
 cdef enum:
-    POSTERIOR_MEMO = 1024  # batches with one prior: posteriors by their log ratio's bits (few distinct counter sums)
+    POSTERIOR_MEMO_BITS = 10  # batches with one prior: posteriors by their log ratio's bits (few distinct sums)
+    POSTERIOR_MEMO = 1 << POSTERIOR_MEMO_BITS
 
 
 cdef enum:
@@ -858,7 +866,7 @@ def counting_query(sel, key):
     cdef int kind = (1 + answer) if consult else 0
     cdef uint64_t bits
     memcpy(&bits, &post, 8)
-    cdef Py_ssize_t slot = <Py_ssize_t>(((bits ^ <uint64_t>kind) * <uint64_t>0x9E3779B97F4A7C15ULL) >> 58)
+    cdef Py_ssize_t slot = fibonacci_slot(bits ^ <uint64_t>kind, DECISION_MEMO_BITS)
     if s.memo_kind[slot] == kind and s.memo_bits[slot] == bits:
         return s.memo[slot]
     member = (post * s.false_negative >= (1.0 - post) * s.false_positive) if s.query_selectively else answer
@@ -939,7 +947,7 @@ def counting_query_many(sel, keys):
                     j += 1
                     if constant:  # the posterior is a function of lr alone: computed once per distinct lr
                         memcpy(&bits, &lr, 8)
-                        slot = <Py_ssize_t>((bits * <uint64_t>0x9E3779B97F4A7C15ULL) >> 54)
+                        slot = fibonacci_slot(bits, POSTERIOR_MEMO_BITS)
                         if not (memo_used[slot] and memo_bits[slot] == bits):
                             memo_post[slot] = posterior_from_log_ratio(lr, p, log_p, log1m_p)
                             memo_bits[slot] = bits
