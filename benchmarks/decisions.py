@@ -147,6 +147,10 @@ def non_ascii_run(n: int, out: dict, urls: list[str] | None = None) -> None:
         del keys
         out[f"non-ASCII {lib}: in present"] = ns_per_key(loop_in, f, fresh(present), n=n)
         out[f"non-ASCII {lib}: in absent"] = ns_per_key(loop_in, f, fresh(absent), n=n)
+    # the same loop over the same kind of fresh str objects, with a test that reads no character (`k in ""`): the
+    # Python loop and the first touch of each new object, which both libraries' `in` pay
+    for which, keys in (("present", present), ("absent", absent)):
+        out[f"non-ASCII loop floor: in {which}"] = ns_per_key(loop_in, "", fresh(keys), n=n)
 
 
 RATIOS = [  # (target, numerator, denominator, limit)
@@ -187,6 +191,15 @@ def main(argv=None) -> int:
             continue
         ratios[f"{name} batch u64: floor vs contains_many"] = measure.summary(
             [run[f"{name} batch u64: floor"] / run[f"{name} batch u64: contains_many"] for run in runs])
+    for which in ("present", "absent"):  # not targets: each library's `in` beyond the loop floor
+        floor = f"non-ASCII loop floor: in {which}"
+        if floor not in figures or f"non-ASCII rbloom: in {which}" not in figures:
+            continue
+        ratios[f"non-ASCII `in` {which}: loop floor vs rbloom"] = measure.summary(
+            [run[floor] / run[f"non-ASCII rbloom: in {which}"] for run in runs])
+        ratios[f"non-ASCII `in` {which}: beyond the loop floor, bloomwise vs rbloom"] = measure.summary(
+            [(run[f"non-ASCII bloomwise: in {which}"] - run[floor]) / (run[f"non-ASCII rbloom: in {which}"] - run[floor])
+             for run in runs])
     if "class prior: query_many" in figures:
         ratios["class prior query_many beyond the classifier vs contains_many"] = measure.summary(
             [(run["class prior: query_many"] - run["class prior: classifier"]) / run["class prior: contains_many"]
@@ -205,11 +218,17 @@ def markdown(data: dict) -> str:
     for name, s in data["figures"].items():
         unit = "" if "MiB" in name else " ns/key"
         lines.append(f"| {name} | {s['median']:.1f}{unit} | {s['min']:.1f} | {s['max']:.1f} |")
-    floors = {name: r for name, r in data["ratios"].items() if "floor" in name}
+    floors = {name: r for name, r in data["ratios"].items() if "floor" in name and "non-ASCII" not in name}
     if floors:
         lines += ["", "Floors (not targets): a plain batch plus writing a decision's result arrays with numpy, no "
                   "decision made, against the plain batch alone (median of the runs' ratios):", ""]
         lines += [f"- {name}: {r['median']:.2f}x" for name, r in floors.items()]
+    loop_floors = {name: r for name, r in data["ratios"].items() if "loop floor" in name}
+    if loop_floors:
+        lines += ["", "Floors (not targets): `for k in keys: k in \"\"` over new str objects like those of the `in` "
+                  "figures, which reads no character: the Python loop and each object's first touch, paid by both "
+                  "libraries (median of the runs' ratios):", ""]
+        lines += [f"- {name}: {r['median']:.2f}x" for name, r in loop_floors.items()]
     lines += [""] + measure.targets_table(data["targets"])
     return "\n".join(lines) + "\n"
 
