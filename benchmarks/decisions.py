@@ -198,8 +198,8 @@ def main(argv=None) -> int:
         ratios[f"non-ASCII `in` {which}: loop floor vs rbloom"] = measure.summary(
             [run[floor] / run[f"non-ASCII rbloom: in {which}"] for run in runs])
         ratios[f"non-ASCII `in` {which}: beyond the loop floor, bloomwise vs rbloom"] = measure.summary(
-            [(run[f"non-ASCII bloomwise: in {which}"] - run[floor]) / (run[f"non-ASCII rbloom: in {which}"] - run[floor])
-             for run in runs])
+            [(run[f"non-ASCII bloomwise: in {which}"] - run[floor])
+             / (run[f"non-ASCII rbloom: in {which}"] - run[floor]) for run in runs])
     if "class prior: query_many" in figures:
         ratios["class prior query_many beyond the classifier vs contains_many"] = measure.summary(
             [(run["class prior: query_many"] - run["class prior: classifier"]) / run["class prior: contains_many"]

@@ -68,6 +68,9 @@ def test_small_decisions_benchmark_writes_its_targets(tmp_path):
     statuses = {row["target"]: row["status"] for row in data["targets"]}
     assert statuses["SelectiveBloomFilter.query vs `in`"] in ("PASS", "FAIL")
     assert "| target | limit |" in run.stdout
+    # the non-ASCII `in` figures come with their loop floor (k in "" over the same kind of new str objects)
+    for which in ("present", "absent"):
+        assert 0 < data["figures"][f"non-ASCII loop floor: in {which}"]["median"]
 
 
 def test_suite_collects_every_steps_targets(tmp_path):
