@@ -364,12 +364,23 @@ cdef class BloomState:
         return prior_unchanged(self.prior_kind, self.prior, self.prior_value, self.class_table, self.class_default)
 
 
+cdef unsigned long long _last_bloom_version = 0   # the dict version of the selective filter last answered, and its
+cdef PyObject* _last_bloom_state = NULL            # state (borrowed: that dict, unchanged, still holds it)
+
+
 cdef BloomState bloom_state(object sel):
     """The valid state of ``sel`` (recomputed when something it depends on changed)."""
+    global _last_bloom_version, _last_bloom_state
     cdef dict d = <dict>instance_dict(sel)
-    cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
     cdef BloomState s
+    if BW_HAVE_DICT_VERSION and _last_bloom_version and BW_DICT_VERSION(<PyObject*>d) == _last_bloom_version:
+        # the very dict of the last call, unchanged since (a dict version is unique across dicts): no look-up
+        s = <BloomState>_last_bloom_state
+        if s.valid(d):
+            return s
+    cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
     if found != NULL and type(<object>found) is BloomState and (<BloomState>found).valid(d):
+        _last_bloom_version, _last_bloom_state = (<BloomState>found).version, found
         return <BloomState>found
     _imports()
     posterior_mod = _paradox[0]
@@ -399,6 +410,7 @@ cdef BloomState bloom_state(object sel):
     d["_decide_state"] = s
     s.version = BW_DICT_VERSION(<PyObject*>d)
     s.prior_version = dict_version(s.prior)
+    _last_bloom_version, _last_bloom_state = s.version, <PyObject*>s
     return s
 
 
@@ -692,19 +704,19 @@ cdef class Unsupported:
         return (type(None), ())
 
 
-cdef unsigned long long _last_version = 0   # the dict version of the selective filter last answered, and its state
-cdef PyObject* _last_state = NULL           # (borrowed: that dict, unchanged, still holds it)
+cdef unsigned long long _last_counting_version = 0   # as _last_bloom_version and _last_bloom_state, for the
+cdef PyObject* _last_counting_state = NULL           # counting filter's states
 
 
 cdef CountingState counting_state(object sel):
     """The valid state of ``sel``, or None when the compiled decisions do not apply (see counting_supported)."""
-    global _last_version, _last_state
+    global _last_counting_version, _last_counting_state
     cdef dict d = <dict>instance_dict(sel)
     cdef CountingState s
     cdef Py_ssize_t slot
-    if BW_HAVE_DICT_VERSION and _last_version and BW_DICT_VERSION(<PyObject*>d) == _last_version:
+    if BW_HAVE_DICT_VERSION and _last_counting_version and BW_DICT_VERSION(<PyObject*>d) == _last_counting_version:
         # the very dict of the last call, unchanged since (a dict version is unique across dicts): no look-up
-        s = <CountingState>_last_state
+        s = <CountingState>_last_counting_state
         if s.valid(d):
             return s
     cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
@@ -712,7 +724,7 @@ cdef CountingState counting_state(object sel):
     cdef Unsupported no
     if found != NULL:
         if type(<object>found) is CountingState and (<CountingState>found).valid(d):
-            _last_version, _last_state = (<CountingState>found).version, found
+            _last_counting_version, _last_counting_state = (<CountingState>found).version, found
             return <CountingState>found
         if type(<object>found) is Unsupported and (<Unsupported>found).filter is d["_filter"]:
             return None
@@ -755,7 +767,7 @@ cdef CountingState counting_state(object sel):
     d["_decide_state"] = s
     s.version = BW_DICT_VERSION(<PyObject*>d)
     s.prior_version = dict_version(s.prior)
-    _last_version, _last_state = s.version, <PyObject*>s
+    _last_counting_version, _last_counting_state = s.version, <PyObject*>s
     return s
 
 
