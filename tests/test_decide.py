@@ -400,7 +400,6 @@ def test_class_prior_many_labels_and_defaults_in_one_batch(num_labels, num_in_ta
     assert_same_decisions(f.query_many(keys), ref.bloom_query_many(f, keys))
 
 
-
 @pytest.mark.parametrize("prior", [0.3, 1e-9, 0.0, 1.0])
 @pytest.mark.parametrize("bits", [4, 8])
 def test_counting_batch_with_many_distinct_log_ratios(prior, bits):

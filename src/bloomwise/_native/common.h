@@ -108,10 +108,6 @@ static inline uint64_t bw_xxh64_u64(uint64_t v, uint64_t seed) {
 #define BW_BIG_INT_DOMAIN 0x6769622d746e6921ULL /* "!int-big" */
 
 /* ---- str keys: Latin-1 (UCS1) code points to UTF-8 ------------------------------------------------- */
-/* The UTF-8 bytes of n code points U+0000..U+00FF (a str stored as UCS1) written to out, which needs room for
- * 2n bytes; returns their count. ASCII bytes are copied sixteen at a time (one whole-vector store, whose bytes past
- * the next non-ASCII one are rewritten later; every store ends within the 2n bytes: j <= 2 i); a byte c >= 0x80
- * becomes 0xC0 | c >> 6, 0x80 | (c & 0x3F) (RFC 3629, section 3). */
 /* The two UTF-8 bytes of a code point c in U+0080..U+00FF; returns 2. */
 static inline size_t bw_utf8_of_latin1(uint8_t c, uint8_t *out) {
     out[0] = (uint8_t)(0xC0 | (c >> 6));
@@ -119,6 +115,10 @@ static inline size_t bw_utf8_of_latin1(uint8_t c, uint8_t *out) {
     return 2;
 }
 
+/* The UTF-8 bytes of n code points U+0000..U+00FF (a str stored as UCS1) written to out, which needs room for
+ * 2n bytes; returns their count. ASCII bytes are copied sixteen at a time (one whole-vector store, whose bytes past
+ * the next non-ASCII one are rewritten later; every store ends within the 2n bytes: j <= 2 i); a byte c >= 0x80
+ * becomes 0xC0 | c >> 6, 0x80 | (c & 0x3F) (RFC 3629, section 3). */
 static inline size_t bw_latin1_to_utf8(const uint8_t *s, size_t n, uint8_t *out) {
     size_t i = 0, j = 0;
     unsigned high;

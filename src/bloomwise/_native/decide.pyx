@@ -364,23 +364,37 @@ cdef class BloomState:
         return prior_unchanged(self.prior_kind, self.prior, self.prior_value, self.class_table, self.class_default)
 
 
-cdef unsigned long long _last_bloom_version = 0   # the dict version of the selective filter last answered, and its
-cdef PyObject* _last_bloom_state = NULL            # state (borrowed: that dict, unchanged, still holds it)
+cdef struct LastState:   # the state of the selective filter answered last, and its dict's version then
+    unsigned long long version
+    PyObject* state       # (borrowed: that dict, while unchanged, still holds it)
+
+
+cdef LastState _last_bloom, _last_counting
+
+
+cdef inline PyObject* last_state(const LastState* last, dict d) noexcept:
+    """``last``'s state when ``d`` is the very dict it came from, unchanged since (a dict version is unique across
+    dicts): no look-up. NULL otherwise."""
+    if BW_HAVE_DICT_VERSION and last.version and BW_DICT_VERSION(<PyObject*>d) == last.version:
+        return last.state
+    return NULL
+
+
+cdef inline void remember_state(LastState* last, unsigned long long version, object state) noexcept:
+    last.version = version
+    last.state = <PyObject*>state
 
 
 cdef BloomState bloom_state(object sel):
     """The valid state of ``sel`` (recomputed when something it depends on changed)."""
-    global _last_bloom_version, _last_bloom_state
     cdef dict d = <dict>instance_dict(sel)
     cdef BloomState s
-    if BW_HAVE_DICT_VERSION and _last_bloom_version and BW_DICT_VERSION(<PyObject*>d) == _last_bloom_version:
-        # the very dict of the last call, unchanged since (a dict version is unique across dicts): no look-up
-        s = <BloomState>_last_bloom_state
-        if s.valid(d):
-            return s
-    cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
+    cdef PyObject* found = last_state(&_last_bloom, d)
+    if found != NULL and (<BloomState>found).valid(d):
+        return <BloomState>found
+    found = PyDict_GetItemWithError(d, "_decide_state")
     if found != NULL and type(<object>found) is BloomState and (<BloomState>found).valid(d):
-        _last_bloom_version, _last_bloom_state = (<BloomState>found).version, found
+        remember_state(&_last_bloom, (<BloomState>found).version, <object>found)
         return <BloomState>found
     _imports()
     posterior_mod = _paradox[0]
@@ -410,7 +424,7 @@ cdef BloomState bloom_state(object sel):
     d["_decide_state"] = s
     s.version = BW_DICT_VERSION(<PyObject*>d)
     s.prior_version = dict_version(s.prior)
-    _last_bloom_version, _last_bloom_state = s.version, <PyObject*>s
+    remember_state(&_last_bloom, s.version, s)
     return s
 
 
@@ -704,27 +718,20 @@ cdef class Unsupported:
         return (type(None), ())
 
 
-cdef unsigned long long _last_counting_version = 0   # as _last_bloom_version and _last_bloom_state, for the
-cdef PyObject* _last_counting_state = NULL           # counting filter's states
-
-
 cdef CountingState counting_state(object sel):
     """The valid state of ``sel``, or None when the compiled decisions do not apply (see counting_supported)."""
-    global _last_counting_version, _last_counting_state
     cdef dict d = <dict>instance_dict(sel)
     cdef CountingState s
     cdef Py_ssize_t slot
-    if BW_HAVE_DICT_VERSION and _last_counting_version and BW_DICT_VERSION(<PyObject*>d) == _last_counting_version:
-        # the very dict of the last call, unchanged since (a dict version is unique across dicts): no look-up
-        s = <CountingState>_last_counting_state
-        if s.valid(d):
-            return s
-    cdef PyObject* found = PyDict_GetItemWithError(d, "_decide_state")
+    cdef PyObject* found = last_state(&_last_counting, d)
+    if found != NULL and (<CountingState>found).valid(d):
+        return <CountingState>found
+    found = PyDict_GetItemWithError(d, "_decide_state")
     cdef object filter
     cdef Unsupported no
     if found != NULL:
         if type(<object>found) is CountingState and (<CountingState>found).valid(d):
-            _last_counting_version, _last_counting_state = (<CountingState>found).version, found
+            remember_state(&_last_counting, (<CountingState>found).version, <object>found)
             return <CountingState>found
         if type(<object>found) is Unsupported and (<Unsupported>found).filter is d["_filter"]:
             return None
@@ -767,7 +774,7 @@ cdef CountingState counting_state(object sel):
     d["_decide_state"] = s
     s.version = BW_DICT_VERSION(<PyObject*>d)
     s.prior_version = dict_version(s.prior)
-    _last_counting_version, _last_counting_state = s.version, <PyObject*>s
+    remember_state(&_last_counting, s.version, s)
     return s
 
 
