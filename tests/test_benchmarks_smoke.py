@@ -106,6 +106,11 @@ def test_small_scalable_benchmark_writes_its_targets(tmp_path):
     assert len(statuses) == 5 and set(statuses.values()) <= {"PASS", "FAIL"}
     assert statuses["ScalableBloomFilter in absent (10 stages) vs BloomFilter"] in ("PASS", "FAIL")
     assert data["figures"]["scalable: add"]["median"] > 0 and "| target | limit |" in run.stdout
+    figures = {name: figure["median"] for name, figure in data["figures"].items()}
+    extra = figures["scalable: contains_many u64"] - figures["single: contains_many u64"]
+    floor = data["ratios"]["in absent: stage floor / single"]["median"]
+    assert floor == (figures["single: in absent"] + extra) / figures["single: in absent"]
+    assert f"Stage floor of `in` absent (not a target): {floor:.2f}x" in run.stdout
 
 
 def test_quick_counting_batch_benchmark_writes_its_targets(tmp_path):

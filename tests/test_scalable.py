@@ -276,6 +276,17 @@ def test_the_stages_of_a_key_and_the_filter_agree():
 
 
 @pytest.mark.parametrize("layout", ["blocked", "classic", "partitioned"])
+def test_single_keys_reach_every_stage_of_a_filter_with_many_stages(layout):
+    """One key per stage, 40 stages: the single-key test goes through the stages in waves (scalable.h), and every
+    wave must be tested, the oldest too."""
+    f = ScalableBloomFilter(1, 0.2, growth=1, layout=layout)
+    f.update(range(40))
+    assert f.num_stages == 40
+    assert [k in f for k in range(40)] == [True] * 40
+    assert not any(f.add(k) for k in range(40)) and f.num_stages == 40
+
+
+@pytest.mark.parametrize("layout", ["blocked", "classic", "partitioned"])
 def test_batches_and_single_keys_build_the_same_filter(layout):
     """add() and update() of one key set the same bits; a batch as a list of ints, numpy uint64 or int64 is the
     same keys; the SIMD and the scalar kernels set the same bits."""

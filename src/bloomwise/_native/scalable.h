@@ -5,8 +5,11 @@
  * z ^ z >> 31.
  *
  * bw_stages_test_blocked: whether any blocked stage holds a key, newest stage first, with the block test of simd.h
- * inlined (one call per key, not one per stage): each stage's test is branch-free, so the loads of consecutive
- * stages are in flight together.
+ * inlined (one call per key, not one per stage). Stages go in waves of BW_STAGE_WAVE: first every stage hash and
+ * block address of the wave, each block requested (prefetched), then the tests. A stage's test is ~45 instructions,
+ * so ten stages tested in turn do not fit in the reorder buffer (256 entries on Zen 3) and the last blocks would be
+ * requested late. Measured on Zen 3 (1M keys, 10 stages, absent keys): `in` / the single filter's 2.09x -> 1.91x
+ * (medians of nine runs of each build, alternating).
  *
  * Batches (AVX-512 F and DQ, where the CPU has them): bw_stage_hashes512 derives eight keys' stage hashes at once,
  * bw_stage_test_many512 tests a 512-bit block in one register.
@@ -44,29 +47,43 @@ static inline uint64_t bw_stage_hash(uint64_t h, uint64_t index) {
 }
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define BW_STAGE_WAVE 16
+
 __attribute__((target("avx2")))
 static int bw_stages_test_blocked(const bw_stage *stages, ptrdiff_t n, uint64_t h) {
     const __m256i salt_lo = _mm256_loadu_si256((const __m256i *)BW_SALT);
     const __m256i salt_hi = _mm256_loadu_si256((const __m256i *)(BW_SALT + 8));
     const __m256i one = _mm256_set1_epi64x(1);
-    ptrdiff_t i;
-    for (i = n - 1; i >= 0; i--) {  /* the mask of simd.h's bw_block_mask, with the stage's offsets precomputed */
-        const bw_stage *s = &stages[i];
-        const uint64_t d = bw_stage_hash(h, (uint64_t)i);
-        const __m256i xs = _mm256_set1_epi32((int)(uint32_t)d);
-        const __m256i *block = (const __m256i *)(s->words + bw_block_index(d, s->num_blocks) * 8);
-        __m256i c = _mm256_or_si256(_mm256_srli_epi32(_mm256_mullo_epi32(xs, salt_lo), 26),
-                                    _mm256_loadu_si256((const __m256i *)s->off));
-        __m256i m0 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(c)));
-        __m256i m1 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(c, 1)));
-        if (s->num_hashes > 8) {
-            c = _mm256_or_si256(_mm256_srli_epi32(_mm256_mullo_epi32(xs, salt_hi), 26),
-                                _mm256_loadu_si256((const __m256i *)(s->off + 8)));
-            m0 = _mm256_or_si256(m0, _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(c))));
-            m1 = _mm256_or_si256(m1, _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(c, 1))));
+    uint64_t ds[BW_STAGE_WAVE];
+    const __m256i *blocks[BW_STAGE_WAVE];
+    ptrdiff_t i, top, low;
+    for (top = n; top > 0; top = low) {  /* stages [low, top), newest first */
+        low = top > BW_STAGE_WAVE ? top - BW_STAGE_WAVE : 0;
+        for (i = top - 1; i >= low; i--) {
+            const uint64_t d = bw_stage_hash(h, (uint64_t)i);
+            ds[i - low] = d;
+            blocks[i - low] = (const __m256i *)(stages[i].words + bw_block_index(d, stages[i].num_blocks) * 8);
+            bw_prefetch_read(blocks[i - low]);
         }
-        if (_mm256_testc_si256(_mm256_loadu_si256(block), m0) & _mm256_testc_si256(_mm256_loadu_si256(block + 1), m1))
-            return 1;
+        for (i = top - 1; i >= low; i--) {  /* the mask of simd.h's bw_block_mask, the stage's offsets precomputed */
+            const bw_stage *s = &stages[i];
+            const __m256i xs = _mm256_set1_epi32((int)(uint32_t)ds[i - low]);
+            const __m256i *block = blocks[i - low];
+            __m256i c = _mm256_or_si256(_mm256_srli_epi32(_mm256_mullo_epi32(xs, salt_lo), 26),
+                                        _mm256_loadu_si256((const __m256i *)s->off));
+            __m256i m0 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(c)));
+            __m256i m1 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(c, 1)));
+            if (s->num_hashes > 8) {
+                c = _mm256_or_si256(_mm256_srli_epi32(_mm256_mullo_epi32(xs, salt_hi), 26),
+                                    _mm256_loadu_si256((const __m256i *)(s->off + 8)));
+                m0 = _mm256_or_si256(m0, _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(c))));
+                m1 = _mm256_or_si256(m1, _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(
+                                                                    _mm256_extracti128_si256(c, 1))));
+            }
+            if (_mm256_testc_si256(_mm256_loadu_si256(block), m0)
+                & _mm256_testc_si256(_mm256_loadu_si256(block + 1), m1))
+                return 1;
+        }
     }
     return 0;
 }
