@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -71,6 +73,14 @@ def test_small_decisions_benchmark_writes_its_targets(tmp_path):
     # the non-ASCII `in` figures come with their loop floor (k in "" over the same kind of new str objects)
     for which in ("present", "absent"):
         assert 0 < data["figures"][f"non-ASCII loop floor: in {which}"]["median"]
+    figures = {name: figure["median"] for name, figure in data["figures"].items()}
+    if "non-ASCII rbloom: in absent" in figures:
+        floor = data["ratios"]["non-ASCII `in` absent: loop floor and bloomwise's filter memory read vs rbloom"]
+        memory = figures["non-ASCII bloomwise: in absent"] - figures[
+            "non-ASCII bloomwise: in absent, cache-resident filter"]
+        assert floor["median"] == pytest.approx(
+            (figures["non-ASCII loop floor: in absent"] + memory) / figures["non-ASCII rbloom: in absent"], rel=1e-12)
+        assert f"loop floor and bloomwise's filter memory read vs rbloom: {floor['median']:.2f}x" in run.stdout
 
 
 def test_suite_collects_every_steps_targets(tmp_path):
@@ -109,7 +119,7 @@ def test_small_scalable_benchmark_writes_its_targets(tmp_path):
     figures = {name: figure["median"] for name, figure in data["figures"].items()}
     extra = figures["scalable: contains_many u64"] - figures["single: contains_many u64"]
     floor = data["ratios"]["in absent: stage floor / single"]["median"]
-    assert floor == (figures["single: in absent"] + extra) / figures["single: in absent"]
+    assert floor == pytest.approx((figures["single: in absent"] + extra) / figures["single: in absent"], rel=1e-12)
     assert f"Stage floor of `in` absent (not a target): {floor:.2f}x" in run.stdout
 
 
