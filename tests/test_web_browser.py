@@ -147,6 +147,34 @@ def test_typed_fields_solve_like_theory_plan_and_reload_from_the_url(server, pag
     assert _plan_shown(page)["m"] == str(expected.m)
 
 
+def test_an_answer_aborted_while_its_body_is_read_is_dropped(server, page):
+    """A newer request aborts the one before; when that happens while its body is read, the page must drop it as
+    when the fetch itself aborts (it once rendered it as an answer: a JavaScript error). An answer that is not JSON
+    is an error, whatever its status."""
+    page.goto(server + "/")
+    _ready(page)
+    outcome = page.evaluate("""async () => {
+        const realFetch = window.fetch, outcome = {};
+        const answering = (error) => async () => ({ok: true, status: 200, json: async () => { throw error; }});
+        try {
+            window.fetch = answering(new DOMException("the request was replaced", "AbortError"));
+            try {
+                await getJson("/api/plan?n=1");
+                outcome.aborted = "rendered";
+            } catch (error) {
+                outcome.aborted = error.name;
+            }
+            window.fetch = answering(new SyntaxError("Unexpected token"));
+            const answer = await getJson("/api/plan?n=1");
+            outcome.notJson = [answer.ok, answer.body.error];
+        } finally {
+            window.fetch = realFetch;
+        }
+        return outcome;
+    }""")
+    assert outcome == {"aborted": "AbortError", "notJson": [False, "HTTP 200: the answer is not JSON"]}
+
+
 def test_the_reference_calculator_values_show_on_the_page(server, page):
     page.goto(server + "/?n=10000&p=0.001")
     _ready(page)

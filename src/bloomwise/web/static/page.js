@@ -74,9 +74,13 @@ function showErrors(names, fields, formId) {
 
 async function getJson(url, signal) {
   const response = await fetch(url, {signal, headers: {Accept: "application/json"}});
-  let body = null;
-  try { body = await response.json(); } catch (error) { body = {error: `HTTP ${response.status}`}; }
-  return {ok: response.ok, status: response.status, body};
+  try {
+    return {ok: response.ok, status: response.status, body: await response.json()};
+  } catch (error) {
+    // aborted while its body was read (a newer request replaced it): the caller drops it, as when fetch aborts
+    if (error.name === "AbortError") throw error;
+    return {ok: false, status: response.status, body: {error: `HTTP ${response.status}: the answer is not JSON`}};
+  }
 }
 
 // ---- views (tabs) ----
