@@ -166,26 +166,31 @@ OPERATIONS = ["add", "in present", "in absent", "update str", "update u64", "con
 ISSUE_TARGET = 1.5  # "<= 1.5x the single filter"
 
 
-def stage_floor(run: dict) -> float:
-    """The least ``in`` absent can cost, as a multiple of the single filter's, in one run's figures: the single
-    filter's ``in`` plus what the scalable filter's stage tests add per key in a batch (``contains_many`` u64,
-    scalable minus single). The batch prefetches every stage's block and hashes a uint64 once, so its extra is
-    the stage tests alone, latency hidden: one random block read and one block test per stage (10) against one.
-    Half its keys are present and may stop before the oldest stage, so this is an underestimate for absent keys."""
+FLOOR_OPERATIONS = ["add", "in absent"]  # each tests a key in every stage (add: new keys, absent until added)
+
+
+def stage_floor(run: dict, op: str = "in absent") -> float:
+    """The least ``op`` (``in`` absent or ``add`` of new keys) can cost, as a multiple of the single filter's, in one
+    run's figures: the single filter's ``op`` plus what the scalable filter's stage tests add per key in a batch
+    (``contains_many`` u64, scalable minus single). The batch prefetches every stage's block and hashes a uint64
+    once, so its extra is the stage tests alone, latency hidden: one random block read and one block test per stage
+    (10) against one. Half its keys are present and may stop before the oldest stage, so this is an underestimate
+    for keys tested in every stage."""
     extra = run["scalable: contains_many u64"] - run["single: contains_many u64"]
-    return (run["single: in absent"] + extra) / run["single: in absent"]
+    return (run[f"single: {op}"] + extra) / run[f"single: {op}"]
 
 
 def ratio_table(runs: list[dict]) -> dict:
     """Per operation: scalable / single, scalable / floor, seeded / single (each the median of the runs' ratios);
-    and the stage floor of ``in`` absent (stage_floor)."""
+    and the stage floors of ``add`` and ``in`` absent (stage_floor)."""
     ratios = {}
     for op in OPERATIONS:
         for num, den in (("scalable", "single"), ("scalable", "floor"), ("seeded", "single")):
             a, b = f"{num}: {op}", f"{den}: {op}"
             if a in runs[0] and b in runs[0]:
                 ratios[f"{op}: {num} / {den}"] = measure.summary([run[a] / run[b] for run in runs])
-    ratios["in absent: stage floor / single"] = measure.summary([stage_floor(run) for run in runs])
+    for op in FLOOR_OPERATIONS:
+        ratios[f"{op}: stage floor / single"] = measure.summary([stage_floor(run, op) for run in runs])
     return ratios
 
 
@@ -220,12 +225,13 @@ def markdown(data: dict) -> str:
         ratio = [f"{r[k]['median']:.2f}x" if k in r else "—" for k in
                  (f"{op}: scalable / single", f"{op}: scalable / floor")]
         lines.append(f"| {op} | " + " | ".join(cells + ratio) + " |")
-    floor = r.get("in absent: stage floor / single")
-    if floor:
-        lines += ["", f"Stage floor of `in` absent (not a target): {floor['median']:.2f}x the single filter. That is "
-                  "the single filter's `in` plus the extra per key of the scalable filter's prefetched u64 batch "
-                  "(`contains_many` u64, scalable minus single): ten random block reads and block tests against one, "
-                  "with their latency hidden; median of the runs."]
+    floors = {op: r[f"{op}: stage floor / single"]["median"] for op in FLOOR_OPERATIONS
+              if f"{op}: stage floor / single" in r}
+    if floors:
+        lines += ["", "Stage floors (not targets): " + ", ".join(f"`{op}` {x:.2f}x" for op, x in floors.items())
+                  + " the single filter. Each is the single filter's figure plus the extra per key of the scalable "
+                  "filter's prefetched u64 batch (`contains_many` u64, scalable minus single): ten random block reads "
+                  "and block tests against one, with their latency hidden; medians of the runs."]
     lines += [""] + measure.targets_table(data["targets"])
     return "\n".join(lines) + "\n"
 

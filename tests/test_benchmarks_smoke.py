@@ -118,9 +118,11 @@ def test_small_scalable_benchmark_writes_its_targets(tmp_path):
     assert data["figures"]["scalable: add"]["median"] > 0 and "| target | limit |" in run.stdout
     figures = {name: figure["median"] for name, figure in data["figures"].items()}
     extra = figures["scalable: contains_many u64"] - figures["single: contains_many u64"]
-    floor = data["ratios"]["in absent: stage floor / single"]["median"]
-    assert floor == pytest.approx((figures["single: in absent"] + extra) / figures["single: in absent"], rel=1e-12)
-    assert f"Stage floor of `in` absent (not a target): {floor:.2f}x" in run.stdout
+    floors = {op: data["ratios"][f"{op}: stage floor / single"]["median"] for op in ("add", "in absent")}
+    for op, floor in floors.items():
+        assert floor == pytest.approx((figures[f"single: {op}"] + extra) / figures[f"single: {op}"], rel=1e-12)
+    assert f"Stage floors (not targets): `add` {floors['add']:.2f}x, `in absent` {floors['in absent']:.2f}x" \
+        in run.stdout
 
 
 def test_quick_counting_batch_benchmark_writes_its_targets(tmp_path):
