@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/decisions.py --quick      # 100k keys, 1 run: a smoke test
     .venv/bin/python benchmarks/decisions.py --only non-ascii   # only the non-ASCII workloads (while iterating)
 
-Workloads (medians of the runs; within a run the two sides of a ratio are timed one after the other on the same keys):
+Workloads (medians of the runs; within a run the two sides of a ratio are timed on the same keys, one after the
+other, or for the non-ASCII single-key figures in turns of n/20 keys):
 
 * selective single: ``sel.query(key)`` vs ``key in f`` (URLs, half present; a constant prior), for
   SelectiveBloomFilter and SelectiveCountingBloomFilter;
@@ -31,13 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure  # noqa: E402
 import targets  # noqa: E402
 import workloads  # noqa: E402
+from measure import fresh, interleaved, loop_in  # noqa: E402
 
 import bloomwise  # noqa: E402
 from bloomwise.paradox import ClassPrior, SelectiveBloomFilter, SelectiveCountingBloomFilter  # noqa: E402
-
-
-def fresh(keys: list[str]) -> list[str]:
-    return [(k + ".")[:-1] for k in keys]
 
 
 def accented(keys: list[str]) -> list[str]:
@@ -52,11 +50,6 @@ def ns_per_key(fn, *args, n: int) -> float:
 def batch_ns_per_key(fn, *args, n: int, repeats: int = 5) -> float:
     """A query batch (it changes nothing, so it can be repeated): the median of ``repeats`` calls."""
     return statistics.median(measure.timed(fn, *args)[0] for _ in range(repeats)) / n
-
-
-def loop_in(f, keys):
-    for k in keys:
-        k in f  # noqa: B015
 
 
 def loop_call(fn, keys):
@@ -124,7 +117,9 @@ def one_run(n: int, only: str = "all") -> dict:
 
 
 def non_ascii_run(n: int, out: dict, urls: list[str] | None = None) -> None:
-    """The non-ASCII URL workloads of one run, bloomwise then rbloom, into ``out``."""
+    """The non-ASCII URL workloads of one run into ``out``: each figure of bloomwise, rbloom and the floors timed in
+    turns over the same keys (``measure.interleaved``), so that load on a shared machine falls on every side alike;
+    ``update`` one library after the other (its resident-memory growth is measured around the call)."""
     urls = urls if urls is not None else workloads.url_keys(0, n)
     try:
         import rbloom
@@ -134,9 +129,14 @@ def non_ascii_run(n: int, out: dict, urls: list[str] | None = None) -> None:
     libs = {"bloomwise": lambda: bloomwise.BloomFilter(n, 0.01)}
     if rbloom is not None:
         libs["rbloom"] = lambda: rbloom.Bloom(n, 0.01)
+    for make in libs.values():  # warm-up: first-use costs are not the operations' own
+        warm = make()
+        loop_call(warm.add, fresh(present[:2000]))
+        loop_in(warm, fresh(absent[:2000]))
+    filters = {lib: make() for lib, make in libs.items()}
+    adds = interleaved({lib: (lambda ks, f=f: loop_call(f.add, ks)) for lib, f in filters.items()}, present, n, True)
+    out.update({f"non-ASCII {lib}: add": v for lib, v in adds.items()})
     for lib, make in libs.items():
-        f = make()
-        out[f"non-ASCII {lib}: add"] = ns_per_key(loop_call, f.add, fresh(present), n=n)
         g = make()
         keys = fresh(present)
         before = rss()
@@ -144,18 +144,19 @@ def non_ascii_run(n: int, out: dict, urls: list[str] | None = None) -> None:
         # beyond the filter's own pages (faulted in by the update)
         own = getattr(g, "nbytes", 0) if lib == "bloomwise" else 0
         out[f"non-ASCII {lib}: update RSS growth MiB"] = max(0, rss() - before - own) / 2**20
-        del keys
-        out[f"non-ASCII {lib}: in present"] = ns_per_key(loop_in, f, fresh(present), n=n)
-        out[f"non-ASCII {lib}: in absent"] = ns_per_key(loop_in, f, fresh(absent), n=n)
-    # the same loop over the same kind of fresh str objects, with a test that reads no character (`k in ""`): the
-    # Python loop and the first touch of each new object, which both libraries' `in` pay
-    for which, keys in (("present", present), ("absent", absent)):
-        out[f"non-ASCII loop floor: in {which}"] = ns_per_key(loop_in, "", fresh(keys), n=n)
-    # the absent keys against a filter of the same error rate (the same k) that stays in the L1 cache: the filter's
-    # memory read is what the full-size filter's `in` costs more
+        del keys, g
+    # the loop floor: the same loop over the same kind of new str objects with a test that reads no character
+    # (`k in ""`): the Python loop and the first touch of each new object, which both libraries' `in` pay. For absent
+    # keys, also a filter of the same error rate (the same k) that stays in the L1 cache: the full-size filter's
+    # memory read is what its `in` costs more.
     cached = bloomwise.BloomFilter(1000, 0.01)
     cached.update(present[:1000])
-    out["non-ASCII bloomwise: in absent, cache-resident filter"] = ns_per_key(loop_in, cached, fresh(absent), n=n)
+    for which, keys in (("present", present), ("absent", absent)):
+        calls = {f"non-ASCII {lib}: in {which}": (lambda ks, f=f: loop_in(f, ks)) for lib, f in filters.items()}
+        calls[f"non-ASCII loop floor: in {which}"] = lambda ks: loop_in("", ks)
+        if which == "absent":
+            calls["non-ASCII bloomwise: in absent, cache-resident filter"] = lambda ks: loop_in(cached, ks)
+        out.update(interleaved(calls, keys, n, True))
 
 
 RATIOS = [  # (target, numerator, denominator, limit)

@@ -26,6 +26,44 @@ def timed(fn, *args) -> tuple[int, object]:
         gc.enable()
 
 
+def fresh(keys: list[str]) -> list[str]:
+    """New str objects equal to keys (nothing cached in them yet, as a caller's new keys would be)."""
+    return [(k + ".")[:-1] for k in keys]
+
+
+def loop_in(f, keys):
+    for k in keys:
+        k in f  # noqa: B015
+
+
+def cpu_timed(fn, arg) -> int:
+    """CPU nanoseconds of this thread for one call, with the cyclic GC off: time spent descheduled while other
+    processes run on this shared machine is not counted (their effect on the caches is)."""
+    gc.disable()
+    try:
+        t0 = time.thread_time_ns()
+        fn(arg)
+        return time.thread_time_ns() - t0
+    finally:
+        gc.enable()
+
+
+def interleaved(calls: dict, items, n: int, fresh_str: bool) -> dict[str, float]:
+    """ns/key (CPU time) of each call over the same items, taken in slices of n/20 (at least 5,000 keys) in turn,
+    the first to go rotating, so that a burst of load falls on every side alike. ``calls[name](slice)``; str slices
+    are new objects for every call (made outside the timing)."""
+    totals = dict.fromkeys(calls, 0)
+    names = list(calls)
+    step = max(5000, n // 20)
+    for i, start in enumerate(range(0, n, step)):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            part = items[start:start + step]
+            if fresh_str:
+                part = fresh(part)
+            totals[name] += cpu_timed(calls[name], part)
+    return {name: total / n for name, total in totals.items()}
+
+
 def summary(values: list[float]) -> dict:
     """Median, min and max of a figure's runs."""
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": values}

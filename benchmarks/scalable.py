@@ -20,16 +20,14 @@ Figures (ns/key, medians of the runs; the two sides of every ratio are timed one
 ``add`` (new str keys, one by one, the filter growing from empty), ``in`` present and absent (str), ``update`` (lists
 of str; numpy uint64 arrays; 20 batches of n/20 keys), ``contains_many`` (half present; list of str and numpy
 uint64). Every str operation gets new str objects equal to the keys. The compared filters take each operation in
-turns of n/20 keys (``interleaved``), so that a burst of load on a shared machine falls on all of them alike, and
+turns of n/20 keys (``measure.interleaved``), so that a burst of load on a shared machine falls on all of them alike, and
 the time is this thread's CPU time (time descheduled is not counted). Results: ``<out>/YYYY-MM-DD-scalable-<cpu>.md``
 and ``.json`` (with the kernel set and the load average); ``--quick`` writes to ``results/quick/`` unless ``--out``
 is given.
 """
 from __future__ import annotations
 
-import gc
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -40,24 +38,16 @@ import targets  # noqa: E402
 import workloads  # noqa: E402
 
 from bloomwise import BloomFilter, ScalableBloomFilter  # noqa: E402
+from measure import fresh, interleaved, loop_in  # noqa: E402
 
 STAGES = 10
 FPR = 0.01
-
-
-def fresh(keys: list[str]) -> list[str]:
-    return [(k + ".")[:-1] for k in keys]
 
 
 def loop_add(f, keys):
     add = f.add
     for k in keys:
         add(k)
-
-
-def loop_in(f, keys):
-    for k in keys:
-        k in f  # noqa: B015
 
 
 def floor_in(stages, keys):
@@ -89,34 +79,6 @@ def floor_filters(f: ScalableBloomFilter, keys) -> list[BloomFilter]:
         start += count
         plain.append(g)
     return plain[::-1]
-
-
-def cpu_timed(fn, arg) -> int:
-    """CPU nanoseconds of this thread for one call, with the cyclic GC off: time spent descheduled while other
-    processes run on this shared machine is not counted (their effect on the caches is)."""
-    gc.disable()
-    try:
-        t0 = time.thread_time_ns()
-        fn(arg)
-        return time.thread_time_ns() - t0
-    finally:
-        gc.enable()
-
-
-def interleaved(calls: dict, items, n: int, fresh_str: bool) -> dict[str, float]:
-    """ns/key (CPU time) of each call over the same items, taken in slices of n/20 (at least 5,000 keys) in turn,
-    the first to go rotating, so that a burst of load falls on every side alike. ``calls[name](slice)``; str slices
-    are new objects for every call (made outside the timing)."""
-    totals = dict.fromkeys(calls, 0)
-    names = list(calls)
-    step = max(5000, n // 20)
-    for i, start in enumerate(range(0, n, step)):
-        for name in names[i % len(names):] + names[:i % len(names)]:
-            part = items[start:start + step]
-            if fresh_str:
-                part = fresh(part)
-            totals[name] += cpu_timed(calls[name], part)
-    return {name: total / n for name, total in totals.items()}
 
 
 def one_run(n: int) -> dict:
