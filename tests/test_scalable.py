@@ -277,8 +277,8 @@ def test_the_stages_of_a_key_and_the_filter_agree():
 
 @pytest.mark.parametrize("layout", ["blocked", "classic", "partitioned"])
 def test_single_keys_reach_every_stage_of_a_filter_with_many_stages(layout):
-    """One key per stage, 40 stages: the single-key test goes through the stages in waves (scalable.h), and every
-    wave must be tested, the oldest too."""
+    """One key per stage, 40 stages: the single-key test requests each stage's block two stages ahead (scalable.h),
+    and every stage must be tested, the oldest too."""
     f = ScalableBloomFilter(1, 0.2, growth=1, layout=layout)
     f.update(range(40))
     assert f.num_stages == 40
@@ -328,6 +328,42 @@ def test_batches_and_single_keys_build_the_same_filter(layout):
     for f in built[1:] + tiers:
         assert f == built[0] and f.to_bytes() == built[0].to_bytes()
     assert built[0].num_stages == one.num_stages and built[0].contains_many(keys).all()
+
+
+@pytest.mark.parametrize("layout", ["blocked", "classic"])
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threaded_batches_answer_and_build_as_one_thread(layout, threads, monkeypatch):
+    """threads=N splits the stage tests of update and contains_many among N threads (chunks in turn): the answers,
+    the bits, the stages and the key counts are those of one thread, for numpy and str batches (several batches, so
+    that later ones meet keys of earlier stages; some keys repeated)."""
+    calls = []
+    run = ScalableBloomFilter._test_threaded
+
+    def spy(self, hashes, result, nthreads):
+        calls.append(nthreads)
+        return run(self, hashes, result, nthreads)
+
+    monkeypatch.setattr(ScalableBloomFilter, "_test_threaded", spy)
+    batches = [np.arange(i * 7000, i * 7000 + 9000, dtype=np.uint64) for i in range(4)]  # overlapping
+    words = [[f"key-{k}" for k in range(i * 5000, i * 5000 + 6000)] for i in range(3)]
+    serial, threaded = (ScalableBloomFilter(2000, 0.01, layout=layout, seed=5) for _ in range(2))
+    for batch in batches + words:
+        serial.update(batch)
+        threaded.update(batch, threads=threads)
+    assert threaded.num_stages == serial.num_stages >= 4 and threaded.stage_keys == serial.stage_keys
+    assert threaded == serial and threaded.to_bytes() == serial.to_bytes()
+    assert len(calls) == len(batches) + len(words) and set(calls) == {threads}
+    probes = np.arange(0, 60000, 3, dtype=np.uint64)
+    strings = [f"key-{k}" for k in range(0, 30000, 2)] + [f"other-{k}" for k in range(8000)]
+    for keys in (probes, strings):
+        expected = serial.contains_many(keys)
+        assert 0 < expected.sum() < len(keys)
+        assert np.array_equal(threaded.contains_many(keys, threads=threads), expected)
+    assert len(calls) == len(batches) + len(words) + 2
+    calls.clear()
+    few = probes[:4000]
+    assert np.array_equal(threaded.contains_many(few, threads=threads), serial.contains_many(few))
+    assert calls == []  # a batch under 4 chunks (4,096 keys) stays in one thread
 
 
 @pytest.mark.parametrize("k", range(1, 17))

@@ -73,6 +73,7 @@ cdef enum:
     PREFETCH_FROM_BYTES = 32 << 10   # stages beyond the L1 data cache: all stages together may not fit in L2
 
 from bloomwise._native.hashes import KERNELS  # the kernel set chosen at import ($BLOOMWISE_KERNELS)
+from bloomwise._native.bloom import run_threads
 cdef bint SIMD_AVAILABLE = bw_simd_available() and KERNELS != "scalar"
 cdef bint SIMD512_AVAILABLE = bw_simd512_available() and KERNELS == "avx2+avx512"
 cdef bint use_simd = SIMD_AVAILABLE        # blocked stages: the AVX2 bit kernels of simd.h (the same bits)
@@ -451,25 +452,29 @@ cdef class ScalableCore:
         """Add every key of an iterable or numpy array; keys that might already be present are skipped. Every key
         is tested against the stages as they were before the batch (so repeats inside one batch all go in and are
         counted: conservative), then the new ones go into the newest stage, and into new stages as it fills.
-        ``threads=`` is accepted for compatibility; the compiled loops use one thread."""
+        ``threads=N``: the test against the stages (most of the work) runs in N threads, each a range of the keys;
+        the hashing and the inserts, whose order decides which stage a key goes into, in one."""
         if not self._derived:
             return self._seeded_update(keys, threads=threads)
         self._check_ready()
         cdef Batch batch = make_batch(keys, self._key_func is not None)
-        check_threads(threads)
+        cdef int nthreads = check_threads(threads)
         cdef Py_ssize_t n = batch.keys.length, start = 0
         cdef uint64_t room, taken
         if n == 0:
             return None
         hashes = hash_batch(batch, self._hasher, self._key_func)  # one uint64 array for the batch
         self._insertions += <uint64_t>n
-        present = numpy().empty(n, dtype=numpy().uint8)
+        present = numpy().zeros(n, dtype=numpy().uint8)  # (zeros: a flag left unset can only mean "insert")
         cdef const uint64_t[::1] hs = hashes
         cdef uint8_t[::1] seen = present
         cdef Scratch w
         scratch_init(&w)
         try:
-            self._test_hashes(&hs[0], n, &seen[0], &w)
+            if nthreads > 1 and n >= 4 * CHUNK:
+                self._test_threaded(hashes, present, nthreads)
+            else:
+                self._test_hashes(&hs[0], n, &seen[0], &w)
             while start < n:
                 room = self._room()
                 taken = 0
@@ -494,21 +499,51 @@ cdef class ScalableCore:
             start += count
         return 0
 
+    def _test_threaded(self, hashes, result, int nthreads):
+        """result[j] (uint8) = whether some stage holds the key of hashes[j], by nthreads threads, each with a scratch
+        of its own. Thread t takes chunks t, t + nthreads, ... (CHUNK keys each), so a batch whose present keys come
+        first still splits evenly (a present key costs fewer stage tests). The lock is held throughout, so no stage
+        is added meanwhile."""
+        self._lock_writer()
+        try:
+            run_threads(nthreads, nthreads, lambda t, _: self._test_strided(hashes, result, t, nthreads))
+        finally:
+            bw_unlock(&self._lock)
+
+    def _test_strided(self, hashes, result, Py_ssize_t first, Py_ssize_t step):
+        """One thread's share of _test_threaded: chunks first, first + step, ... (the caller holds the lock)."""
+        cdef const uint64_t[::1] hs = hashes
+        cdef uint8_t[::1] out = result
+        cdef Scratch w
+        cdef Py_ssize_t lo, count, n = hs.shape[0]
+        scratch_init(&w)
+        try:
+            with nogil:
+                lo = first * CHUNK
+                while lo < n:
+                    count = min(<Py_ssize_t>CHUNK, n - lo)
+                    test_chunk(self._stages, self._num_stages, &hs[lo], count, &out[lo], &w)
+                    lo += step * CHUNK
+        finally:
+            scratch_free(&w)
+
     def contains_many(self, keys, *, threads=None):
-        """A numpy bool array: whether each key might be present (the shape of a numpy input). ``threads=`` is
-        accepted for compatibility; the compiled loops use one thread."""
+        """A numpy bool array: whether each key might be present (the shape of a numpy input). ``threads=N``: the
+        keys are hashed in this thread, then tested against the stages in N threads, each a range of the keys."""
         if not self._derived:
             return self._seeded_contains_many(keys, threads=threads)
         self._check_ready()
         cdef Batch batch = make_batch(keys, self._key_func is not None)
-        check_threads(threads)
+        cdef int nthreads = check_threads(threads)
         np = numpy()
         result = np.zeros(batch.keys.length, dtype=np.bool_)
         cdef uint8_t[::1] out = result.view(np.uint8)
         cdef HashStream stream
         cdef Scratch w
         cdef Py_ssize_t start = 0, count, n = batch.keys.length
-        if n:
+        if nthreads > 1 and n >= 4 * CHUNK:
+            self._test_threaded(hash_batch(batch, self._hasher, self._key_func), result.view(np.uint8), nthreads)
+        elif n:
             stream = HashStream(batch, self._hasher.seed, self._hasher.scheme, self._key_func)
             scratch_init(&w)
             try:
