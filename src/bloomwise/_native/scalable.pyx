@@ -452,8 +452,8 @@ cdef class ScalableCore:
         """Add every key of an iterable or numpy array; keys that might already be present are skipped. Every key
         is tested against the stages as they were before the batch (so repeats inside one batch all go in and are
         counted: conservative), then the new ones go into the newest stage, and into new stages as it fills.
-        ``threads=N``: the test against the stages (most of the work) runs in N threads, each a range of the keys;
-        the hashing and the inserts, whose order decides which stage a key goes into, in one."""
+        ``threads=N``: the test against the stages (most of the work) runs in N threads, taking chunks of the keys
+        in turn; the hashing and the inserts, whose order decides which stage a key goes into, in one."""
         if not self._derived:
             return self._seeded_update(keys, threads=threads)
         self._check_ready()
@@ -529,7 +529,7 @@ cdef class ScalableCore:
 
     def contains_many(self, keys, *, threads=None):
         """A numpy bool array: whether each key might be present (the shape of a numpy input). ``threads=N``: the
-        keys are hashed in this thread, then tested against the stages in N threads, each a range of the keys."""
+        keys are hashed in this thread (into one uint64 array), then tested against the stages in N threads."""
         if not self._derived:
             return self._seeded_contains_many(keys, threads=threads)
         self._check_ready()
