@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure  # noqa: E402
 import targets  # noqa: E402
 import workloads  # noqa: E402
-from measure import fresh, interleaved, loop_in  # noqa: E402
+from measure import fresh, interleaved, loop_call, loop_in  # noqa: E402
 
 import bloomwise  # noqa: E402
 from bloomwise.paradox import ClassPrior, SelectiveBloomFilter, SelectiveCountingBloomFilter  # noqa: E402
@@ -50,11 +50,6 @@ def ns_per_key(fn, *args, n: int) -> float:
 def batch_ns_per_key(fn, *args, n: int, repeats: int = 5) -> float:
     """A query batch (it changes nothing, so it can be repeated): the median of ``repeats`` calls."""
     return statistics.median(measure.timed(fn, *args)[0] for _ in range(repeats)) / n
-
-
-def loop_call(fn, keys):
-    for k in keys:
-        fn(k)
 
 
 def batch_floor(contains_many, keys):

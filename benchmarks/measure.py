@@ -36,6 +36,11 @@ def loop_in(f, keys):
         k in f  # noqa: B015
 
 
+def loop_call(fn, keys):
+    for k in keys:
+        fn(k)
+
+
 def cpu_timed(fn, arg) -> int:
     """CPU nanoseconds of this thread for one call, with the cyclic GC off: time spent descheduled while other
     processes run on this shared machine is not counted (their effect on the caches is)."""

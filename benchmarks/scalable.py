@@ -20,10 +20,10 @@ Figures (ns/key, medians of the runs; the two sides of every ratio are timed one
 ``add`` (new str keys, one by one, the filter growing from empty), ``in`` present and absent (str), ``update`` (lists
 of str; numpy uint64 arrays; 20 batches of n/20 keys), ``contains_many`` (half present; list of str and numpy
 uint64). Every str operation gets new str objects equal to the keys. The compared filters take each operation in
-turns of n/20 keys (``measure.interleaved``), so that a burst of load on a shared machine falls on all of them alike, and
-the time is this thread's CPU time (time descheduled is not counted). Results: ``<out>/YYYY-MM-DD-scalable-<cpu>.md``
-and ``.json`` (with the kernel set and the load average); ``--quick`` writes to ``results/quick/`` unless ``--out``
-is given.
+turns of n/20 keys (``measure.interleaved``), so that a burst of load on a shared machine falls on all of them
+alike, and the time is this thread's CPU time (time descheduled is not counted). Results:
+``<out>/YYYY-MM-DD-scalable-<cpu>.md`` and ``.json`` (with the kernel set and the load average); ``--quick`` writes
+to ``results/quick/`` unless ``--out`` is given.
 """
 from __future__ import annotations
 
@@ -38,16 +38,10 @@ import targets  # noqa: E402
 import workloads  # noqa: E402
 
 from bloomwise import BloomFilter, ScalableBloomFilter  # noqa: E402
-from measure import fresh, interleaved, loop_in  # noqa: E402
+from measure import fresh, interleaved, loop_call, loop_in  # noqa: E402
 
 STAGES = 10
 FPR = 0.01
-
-
-def loop_add(f, keys):
-    add = f.add
-    for k in keys:
-        add(k)
 
 
 def floor_in(stages, keys):
@@ -95,11 +89,11 @@ def one_run(n: int) -> dict:
               "single": lambda: BloomFilter(n, FPR)}
     for make in makers.values():  # warm-up: first-use imports and allocations are not the operations' cost
         warm = make()
-        loop_add(warm, fresh(keys[:2000]))
+        loop_call(warm.add, fresh(keys[:2000]))
         loop_in(warm, fresh(absent[:2000]))
         warm.contains_many(u64_half[:2000])
     built = {name: make() for name, make in makers.items()}
-    adds = interleaved({name: (lambda ks, f=f: loop_add(f, ks)) for name, f in built.items()}, keys, n, True)
+    adds = interleaved({name: (lambda ks, f=f: loop_call(f.add, ks)) for name, f in built.items()}, keys, n, True)
     out.update({f"{name}: add": v for name, v in adds.items()})
     s = built["scalable"]
     assert s.num_stages == STAGES, f"{s.num_stages} stages, expected {STAGES}"

@@ -56,16 +56,18 @@ __attribute__((target("avx2")))
 static inline int bw_stage_block_test(const bw_stage *s, const __m256i *block, uint64_t d) {
     const __m256i one = _mm256_set1_epi64x(1);
     const __m256i xs = _mm256_set1_epi32((int)(uint32_t)d);
-    __m256i c = _mm256_or_si256(_mm256_srli_epi32(_mm256_mullo_epi32(xs, _mm256_loadu_si256((const __m256i *)BW_SALT)),
-                                                  26), _mm256_loadu_si256((const __m256i *)s->off));
+    const __m256i salt_lo = _mm256_loadu_si256((const __m256i *)BW_SALT);
+    __m256i c = _mm256_or_si256(_mm256_srli_epi32(_mm256_mullo_epi32(xs, salt_lo), 26),
+                                _mm256_loadu_si256((const __m256i *)s->off));
     __m256i m0 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(c)));
     const __m256i lo = _mm256_loadu_si256(block);
     __m256i m1;
     if (!_mm256_testc_si256(lo, m0)) return 0;
     m1 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(c, 1)));
     if (s->num_hashes > 8) {
-        c = _mm256_or_si256(_mm256_srli_epi32(_mm256_mullo_epi32(xs, _mm256_loadu_si256((const __m256i *)(BW_SALT + 8))),
-                                              26), _mm256_loadu_si256((const __m256i *)(s->off + 8)));
+        const __m256i salt_hi = _mm256_loadu_si256((const __m256i *)(BW_SALT + 8));
+        c = _mm256_or_si256(_mm256_srli_epi32(_mm256_mullo_epi32(xs, salt_hi), 26),
+                            _mm256_loadu_si256((const __m256i *)(s->off + 8)));
         m0 = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(c)));
         m1 = _mm256_or_si256(m1, _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(c, 1))));
         if (!_mm256_testc_si256(lo, m0)) return 0;
@@ -73,9 +75,9 @@ static inline int bw_stage_block_test(const bw_stage *s, const __m256i *block, u
     return _mm256_testc_si256(_mm256_loadu_si256(block + 1), m1);
 }
 
-__attribute__((target("avx2")))
+/* Stage s's block for stage hash d, requested now (prefetched). */
 static inline const __m256i *bw_stage_block(const bw_stage *s, uint64_t d) {
-    const __m256i *block = (const __m256i *)(s->words + bw_block_index(d, s->num_blocks) * 8);
+    const __m256i *block = (const __m256i *)bw_block_of(s->words, s->num_blocks, d);
     bw_prefetch_read(block);
     return block;
 }
