@@ -4,8 +4,9 @@
     .venv/bin/python benchmarks/decisions.py --quick      # 100k keys, 1 run: a smoke test
     .venv/bin/python benchmarks/decisions.py --only non-ascii   # only the non-ASCII workloads (while iterating)
 
-Workloads (medians of the runs; within a run the two sides of a ratio are timed on the same keys, one after the
-other, or for the non-ASCII single-key figures in turns of n/20 keys):
+Workloads (medians of the runs; within a run the sides of a ratio are timed on the same keys in turns, so that a
+burst of load on this shared machine falls on every side alike: single keys in slices of n/20, batches one call of
+each in turn, five times):
 
 * selective single: ``sel.query(key)`` vs ``key in f`` (URLs, half present; a constant prior), for
   SelectiveBloomFilter and SelectiveCountingBloomFilter;
@@ -24,6 +25,7 @@ from __future__ import annotations
 import operator
 import statistics
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -47,9 +49,17 @@ def ns_per_key(fn, *args, n: int) -> float:
     return measure.timed(fn, *args)[0] / n
 
 
-def batch_ns_per_key(fn, *args, n: int, repeats: int = 5) -> float:
-    """A query batch (it changes nothing, so it can be repeated): the median of ``repeats`` calls."""
-    return statistics.median(measure.timed(fn, *args)[0] for _ in range(repeats)) / n
+def batches_in_turn(calls: dict, n: int, repeats: int = 5) -> dict[str, float]:
+    """Query batches (they change nothing, so they can be repeated) timed in turns: ``calls[name] = (fn, keys)``,
+    each called ``repeats`` times, one call of each in turn with the first to go rotating, so that a burst of load
+    on this shared machine falls on every side alike; each figure is the median of its calls (ns/key)."""
+    times = {name: [] for name in calls}
+    names = list(calls)
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn, keys = calls[name]
+            times[name].append(measure.timed(fn, keys)[0])
+    return {name: statistics.median(t) / n for name, t in times.items()}
 
 
 def batch_floor(contains_many, keys):
@@ -80,19 +90,16 @@ def one_run(n: int, only: str = "all") -> dict:
         sel.update(urls)
         f = sel.filter
         sel.query(urls[0])
-        keys = fresh(probe)
-        out[f"{name} single: in"] = ns_per_key(loop_in, f, keys, n=n)
-        keys = fresh(probe)
-        out[f"{name} single: query"] = ns_per_key(loop_call, sel.query, keys, n=n)
-        keys = fresh(probe)
-        out[f"{name} batch str: contains_many"] = batch_ns_per_key(f.contains_many, keys, n=n)
-        keys = fresh(probe)
-        out[f"{name} batch str: query_many"] = batch_ns_per_key(sel.query_many, keys, n=n)
+        out.update(interleaved({f"{name} single: in": lambda ks: loop_in(f, ks),
+                                f"{name} single: query": lambda ks: loop_call(sel.query, ks)}, probe, n, True))
+        out.update(batches_in_turn({f"{name} batch str: contains_many": (f.contains_many, fresh(probe)),
+                                    f"{name} batch str: query_many": (sel.query_many, fresh(probe))}, n))
         sel_u = make()
         sel_u.update(u64)
-        out[f"{name} batch u64: contains_many"] = batch_ns_per_key(sel_u.filter.contains_many, u64_probe, n=n)
-        out[f"{name} batch u64: query_many"] = batch_ns_per_key(sel_u.query_many, u64_probe, n=n)
-        out[f"{name} batch u64: floor"] = batch_ns_per_key(batch_floor, sel_u.filter.contains_many, u64_probe, n=n)
+        out.update(batches_in_turn({f"{name} batch u64: contains_many": (sel_u.filter.contains_many, u64_probe),
+                                    f"{name} batch u64: query_many": (sel_u.query_many, u64_probe),
+                                    f"{name} batch u64: floor": (lambda ks, g=sel_u.filter: batch_floor(
+                                        g.contains_many, ks), u64_probe)}, n))
         if name == "bloom":
             # the class: the first letter of the subdomain (www, blog, shop, news, m, api, docs, static), by
             # operator.itemgetter: a classifier that costs little, so the figure shows the decision's own cost
@@ -101,12 +108,10 @@ def one_run(n: int, only: str = "all") -> dict:
             sel_c = SelectiveBloomFilter(bloomwise.BloomFilter(n, 0.01), ClassPrior(classify, table, default=1e-6),
                                          5.0)
             sel_c.update(urls)
-            keys = fresh(probe)
-            out["class prior: contains_many"] = batch_ns_per_key(sel_c.filter.contains_many, keys, n=n)
-            keys = fresh(probe)
-            out["class prior: classifier"] = batch_ns_per_key(lambda ks: [classify(k) for k in ks], keys, n=n)
-            keys = fresh(probe)
-            out["class prior: query_many"] = batch_ns_per_key(sel_c.query_many, keys, n=n)
+            out.update(batches_in_turn({
+                "class prior: contains_many": (sel_c.filter.contains_many, fresh(probe)),
+                "class prior: classifier": (lambda ks: [classify(k) for k in ks], fresh(probe)),
+                "class prior: query_many": (sel_c.query_many, fresh(probe))}, n))
     non_ascii_run(n, out, urls)
     return out
 
@@ -129,8 +134,23 @@ def non_ascii_run(n: int, out: dict, urls: list[str] | None = None) -> None:
         loop_call(warm.add, fresh(present[:2000]))
         loop_in(warm, fresh(absent[:2000]))
     filters = {lib: make() for lib, make in libs.items()}
-    adds = interleaved({lib: (lambda ks, f=f: loop_call(f.add, ks)) for lib, f in filters.items()}, present, n, True)
-    out.update({f"non-ASCII {lib}: add": v for lib, v in adds.items()})
+    # The floors (not targets) take out what every library pays, to show what is left: the same loop over the same
+    # kind of new str objects with a call that reads no character (`k in ""` for `in`, `().count(k)` for `add`): the
+    # Python loop, the call and each new object's first touch. And bloomwise's `in` / `add` against filters of the
+    # same k (the same probes) that stay in the L1 cache: the full-size filter's memory access is what its figure
+    # costs more. `full` has every bit set, so every key takes the present path (all k probes tested, `add` sets
+    # bits that are set already); `cached` holds 1,000 of the keys, so absent keys take the absent path.
+    full, cached = bloomwise.BloomFilter(1000, 0.01), bloomwise.BloomFilter(1000, 0.01)
+    with warnings.catch_warnings():  # over capacity, on purpose
+        warnings.simplefilter("ignore")
+        full.update(np.arange(200 * full.num_bits, dtype=np.uint64))
+    if full.fill_ratio != 1.0:
+        raise RuntimeError(f"the saturated filter's fill ratio is {full.fill_ratio}, not 1")
+    cached.update(present[:1000])
+    calls = {f"non-ASCII {lib}: add": (lambda ks, f=f: loop_call(f.add, ks)) for lib, f in filters.items()}
+    calls["non-ASCII call floor: add"] = lambda ks: loop_call(().count, ks)
+    calls["non-ASCII bloomwise: add, cache-resident filter"] = lambda ks: loop_call(full.add, ks)
+    out.update(interleaved(calls, present, n, True))
     for lib, make in libs.items():
         g = make()
         keys = fresh(present)
@@ -140,19 +160,12 @@ def non_ascii_run(n: int, out: dict, urls: list[str] | None = None) -> None:
         own = getattr(g, "nbytes", 0) if lib == "bloomwise" else 0
         out[f"non-ASCII {lib}: update RSS growth MiB"] = max(0, rss() - before - own) / 2**20
         del keys, g
-    # the loop floor: the same loop over the same kind of new str objects with a test that reads no character
-    # (`k in ""`): the Python loop and the first touch of each new object, which both libraries' `in` pay. For absent
-    # keys, also a filter of the same error rate (the same k) that stays in the L1 cache: the full-size filter's
-    # memory read is what its `in` costs more.
-    cached = bloomwise.BloomFilter(1000, 0.01)
-    cached.update(present[:1000])
     for which, keys in (("present", present), ("absent", absent)):
         calls = {f"non-ASCII {lib}: in {which}": (lambda ks, f=f: loop_in(f, ks)) for lib, f in filters.items()}
         calls[f"non-ASCII loop floor: in {which}"] = lambda ks: loop_in("", ks)
-        if which == "absent":
-            calls["non-ASCII bloomwise: in absent, cache-resident filter"] = lambda ks: loop_in(cached, ks)
+        small = full if which == "present" else cached
+        calls[f"non-ASCII bloomwise: in {which}, cache-resident filter"] = lambda ks, g=small: loop_in(g, ks)
         out.update(interleaved(calls, keys, n, True))
-
 
 RATIOS = [  # (target, numerator, denominator, limit)
     ("SelectiveBloomFilter.query vs `in`", "bloom single: query", "bloom single: in", 2.0),
@@ -173,6 +186,9 @@ RATIOS = [  # (target, numerator, denominator, limit)
      0.6),
 ]
 
+#: (operation, its floor): `add` against a method call that reads no character, `in` against `k in ""`
+NON_ASCII_FLOORS = [("add", "call floor"), ("in present", "loop floor"), ("in absent", "loop floor")]
+
 
 def main(argv=None) -> int:
     import argparse
@@ -192,20 +208,18 @@ def main(argv=None) -> int:
             continue
         ratios[f"{name} batch u64: floor vs contains_many"] = measure.summary(
             [run[f"{name} batch u64: floor"] / run[f"{name} batch u64: contains_many"] for run in runs])
-    for which in ("present", "absent"):  # not targets: each library's `in` beyond the loop floor
-        floor = f"non-ASCII loop floor: in {which}"
-        if floor not in figures or f"non-ASCII rbloom: in {which}" not in figures:
+    for op, floor in NON_ASCII_FLOORS:  # not targets: what is left beyond what every library pays
+        ours, theirs, cached = (f"non-ASCII bloomwise: {op}", f"non-ASCII rbloom: {op}",
+                                f"non-ASCII bloomwise: {op}, cache-resident filter")
+        if theirs not in figures:
             continue
-        ratios[f"non-ASCII `in` {which}: loop floor vs rbloom"] = measure.summary(
-            [run[floor] / run[f"non-ASCII rbloom: in {which}"] for run in runs])
-        ratios[f"non-ASCII `in` {which}: beyond the loop floor, bloomwise vs rbloom"] = measure.summary(
-            [(run[f"non-ASCII bloomwise: in {which}"] - run[floor])
-             / (run[f"non-ASCII rbloom: in {which}"] - run[floor]) for run in runs])
-    if "non-ASCII rbloom: in absent" in figures:  # not a target: the loop floor plus the filter's memory read
-        ratios["non-ASCII `in` absent: loop floor and bloomwise's filter memory read vs rbloom"] = measure.summary(
-            [(run["non-ASCII loop floor: in absent"] + run["non-ASCII bloomwise: in absent"]
-              - run["non-ASCII bloomwise: in absent, cache-resident filter"]) / run["non-ASCII rbloom: in absent"]
+        ratios[f"non-ASCII {op}: {floor} vs rbloom"] = measure.summary(
+            [run[f"non-ASCII {floor}: {op}"] / run[theirs] for run in runs])
+        ratios[f"non-ASCII {op}: beyond the {floor}, bloomwise vs rbloom"] = measure.summary(
+            [(run[ours] - run[f"non-ASCII {floor}: {op}"]) / (run[theirs] - run[f"non-ASCII {floor}: {op}"])
              for run in runs])
+        ratios[f"non-ASCII {op}: {floor} and bloomwise's filter memory access vs rbloom"] = measure.summary(
+            [(run[f"non-ASCII {floor}: {op}"] + run[ours] - run[cached]) / run[theirs] for run in runs])
     if "class prior: query_many" in figures:
         ratios["class prior query_many beyond the classifier vs contains_many"] = measure.summary(
             [(run["class prior: query_many"] - run["class prior: classifier"]) / run["class prior: contains_many"]
@@ -229,12 +243,14 @@ def markdown(data: dict) -> str:
         lines += ["", "Floors (not targets): a plain batch plus writing a decision's result arrays with numpy, no "
                   "decision made, against the plain batch alone (median of the runs' ratios):", ""]
         lines += [f"- {name}: {r['median']:.2f}x" for name, r in floors.items()]
-    loop_floors = {name: r for name, r in data["ratios"].items() if "loop floor" in name}
+    loop_floors = {name: r for name, r in data["ratios"].items() if "non-ASCII" in name and "floor" in name}
     if loop_floors:
-        lines += ["", "Floors (not targets): `for k in keys: k in \"\"` over new str objects like those of the `in` "
-                  "figures, which reads no character: the Python loop and each object's first touch, paid by both "
-                  "libraries; and that loop floor plus the read of bloomwise's filter (its `in` absent minus the same "
-                  "`in` against a filter of the same k that stays in the L1 cache) (median of the runs' ratios):", ""]
+        lines += ["", "Floors (not targets): the same loop over new str objects like those of the figures with a call "
+                  "that reads no character (`k in \"\"` for `in`, `().count(k)` for `add`): the Python loop, the "
+                  "call and each object's first touch, paid by both libraries; and that floor plus bloomwise's filter "
+                  "memory access (its figure minus the same operation against a filter of the same k that stays in "
+                  "the L1 cache: every bit set for `add` and `in` present, 1,000 keys for `in` absent) (median of the "
+                  "runs' ratios):", ""]
         lines += [f"- {name}: {r['median']:.2f}x" for name, r in loop_floors.items()]
     lines += [""] + measure.targets_table(data["targets"])
     return "\n".join(lines) + "\n"
