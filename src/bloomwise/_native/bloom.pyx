@@ -6,7 +6,7 @@ Private: `bloomwise.BloomFilter` subclasses `BloomCore` and adds the Python-leve
 (`add`, `__contains__`, `update`, `contains_many`) live here so a call costs one C method dispatch.
 """
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t, uintptr_t
 from libc.stdlib cimport malloc, calloc, free
@@ -20,7 +20,7 @@ from bloomwise._native.hashes cimport (
     CHUNK, BATCH_OBJECTS, BATCH_UINT64, BATCH_INT64, BATCH_HASHES,
 )
 from bloomwise._native.storage cimport AlignedBuffer, scratch_uint64
-from bloomwise._native.support cimport attach_buffer, check_int, check_threads, numpy
+from bloomwise._native.support cimport check_int, check_threads, numpy
 from bloomwise._native.core cimport PositionsCore
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, set_bits, test_bits, prefetch_key, block_index, second_hash, probe, bw_prefetch_write,
@@ -502,13 +502,6 @@ cdef class BloomCore(PositionsCore):
     cdef uint64_t* _words
     cdef uint64_t _keys_added   # insertions that set at least one new bit (the capacity warning counts these)
     cdef uint64_t _insertions   # every key added, repeats included (num_keys)
-    cdef bint _writable
-    cdef Py_buffer _view
-    cdef bint _has_view
-
-    def __dealloc__(self):
-        if self._has_view:
-            PyBuffer_Release(&self._view)
 
     def _init_core(self, num_bits, num_hashes, int layout, seed=0, storage=None, keys_added=0, key=None,
                    int hash_scheme=SCHEME_XXH3, insertions=None):
@@ -533,28 +526,12 @@ cdef class BloomCore(PositionsCore):
         self._nbytes = (num_bits + 63) // 64 * 8
         self._keys_added = keys_added
         self._insertions = keys_added if insertions is None else insertions
-        self._attach(AlignedBuffer(self._nbytes) if storage is None else storage)
+        storage = AlignedBuffer(self._nbytes) if storage is None else storage
+        self._words = <uint64_t*>self._attach_storage(storage, "the filter needs")
         self._ready = True
 
-    cdef int _attach(self, object storage) except -1:
-        cdef void* data
-        self._writable = attach_buffer(storage, &self._view, self._nbytes, "the filter needs", &data) == 1
-        self._has_view = True
-        self._words = <uint64_t*>data
-        self._storage = storage
-        return 0
-
-    cdef inline int _check_ready(self) except -1:
-        if not self._ready:
-            raise RuntimeError("filter is not initialised: build it with BloomFilter(...), from_size() or load()")
-        return 0
-
-    cdef inline int _check_writable(self) except -1:
-        self._check_ready()
-        if not self._writable:
-            raise TypeError("this filter is read-only (opened from a file with mode 'r'); "
-                            "open it with mode='r+' or load() a private copy to change it")
-        return 0
+    cdef void _forget_array(self) noexcept:
+        self._words = NULL
 
     cdef int _count_new(self, uint64_t new_keys) except -1:
         self._keys_added += new_keys
@@ -846,18 +823,6 @@ cdef class BloomCore(PositionsCore):
         finally:
             PyBuffer_Release(&view)
 
-    def _release_storage(self):
-        """Drop the reference to the storage (before a mapped file is closed); the filter is unusable after."""
-        self._lock_writer()
-        self._ready = False
-        self._writable = False
-        self._words = NULL
-        bw_unlock(&self._lock)
-        if self._has_view:
-            PyBuffer_Release(&self._view)
-            self._has_view = False
-        self._storage = None
-
     def _payload(self):
         """A read-only memoryview of the bit array (little-endian 64-bit words)."""
         self._check_ready()
@@ -952,10 +917,6 @@ cdef class BloomCore(PositionsCore):
     def _count_insertions(self, uint64_t count):
         """Add to the count of keys added (Python-level insert paths and set operations)."""
         self._insertions += count
-
-    @property
-    def _is_writable(self):
-        return self._writable
 
 
 

@@ -1,5 +1,6 @@
 # The base of both compiled cores (bloom.pyx BloomCore, counting.pyx CounterArrayCore): what every structure has
-# whatever it stores per position, namely its geometry, its key hashing, its writer lock and its capacity warning.
+# whatever it stores per position, namely its geometry, its key hashing, its storage, its writer lock and its capacity
+# warning.
 from libc.stdint cimport uint64_t
 
 from bloomwise._native.hashing cimport Hasher
@@ -20,9 +21,26 @@ cdef class PositionsCore:
     cdef uint64_t _capacity_limit    # warn (once) when the key count passes it; 0 = no limit
     cdef bint _warned
     cdef bint _ready
+    cdef bint _writable              # False on a read-only buffer (a file opened with mode 'r')
+    cdef bint _has_view
+    cdef Py_buffer _view             # held on the storage while the array lives in it
     cdef int _lock                   # the writer lock (common.h)
 
     cdef int _set_hashing(self, object seed, object key, int hash_scheme) except -1
+    cdef void* _attach_storage(self, object storage, str what) except NULL
+    cdef void _forget_array(self) noexcept
+
+    cdef inline int _check_ready(self) except -1:
+        if not self._ready:
+            raise RuntimeError("filter is not initialised: build it with its constructor, from_size() or load()")
+        return 0
+
+    cdef inline int _check_writable(self) except -1:
+        self._check_ready()
+        if not self._writable:
+            raise TypeError("this filter is read-only (opened from a file with mode 'r'); "
+                            "open it with mode='r+' or load() a private copy to change it")
+        return 0
 
     cdef inline int _lock_writer(self) except -1:
         if not bw_try_lock(&self._lock):

@@ -1,14 +1,47 @@
 # cython: freethreading_compatible = False
-"""The base of both compiled cores: geometry, key hashing, writer lock and capacity warning (core.pxd)."""
+"""The base of both compiled cores: geometry, key hashing, storage, writer lock and capacity warning (core.pxd)."""
 cimport cython
+from cpython.buffer cimport PyBuffer_Release
 
 from bloomwise._native.hashing cimport check_scheme
-from bloomwise._native.support cimport check_int
+from bloomwise._native.support cimport attach_buffer, check_int
 
 
 @cython.auto_pickle(False)
 cdef class PositionsCore:
     """m positions (bits or counters), k probes per key; subclassed by BloomCore and CounterArrayCore."""
+
+    def __dealloc__(self):
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+
+    cdef void* _attach_storage(self, object storage, str what) except NULL:
+        """Keep the array in ``storage``'s buffer (support.attach_buffer: exactly nbytes, 8-byte aligned, writable
+        if the buffer allows); returns where the array starts, for the subclass's typed pointer."""
+        cdef void* data
+        self._writable = attach_buffer(storage, &self._view, self._nbytes, what, &data) == 1
+        self._has_view = True
+        self._storage = storage
+        return data
+
+    cdef void _forget_array(self) noexcept:
+        """The subclass sets its array pointer to NULL (called under the writer lock by _release_storage)."""
+
+    def _release_storage(self):
+        """Drop the storage (before a mapped file is closed); the filter is unusable afterwards."""
+        self._lock_writer()
+        self._ready = False
+        self._writable = False
+        self._forget_array()
+        bw_unlock(&self._lock)
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+            self._has_view = False
+        self._storage = None
+
+    @property
+    def _is_writable(self):
+        return self._writable
 
     cdef int _set_hashing(self, object seed, object key, int hash_scheme) except -1:
         """Check and set the seed, the key function and the hash scheme id."""

@@ -14,14 +14,14 @@ writer lock (common.h); batch writers hold it with the GIL released, single-key 
 wait for it while holding the GIL). Readers do not lock.
 """
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t, uintptr_t
 from libc.stdlib cimport realloc, free
 from libc.string cimport memset, memcpy, memcmp, memmove
 
 from bloomwise._native.hashing cimport Hasher, hash_key, hash_object, SCHEME_XXH3
 from bloomwise._native.hashes cimport Batch, HashStream, make_batch, hash_fixed, hash_batch, CHUNK, BATCH_OBJECTS
-from bloomwise._native.support cimport attach_buffer, check_int, check_threads, numpy
+from bloomwise._native.support cimport check_int, check_threads, numpy
 from bloomwise._native.core cimport PositionsCore
 from bloomwise._native.storage cimport AlignedBuffer
 from bloomwise._native.layouts cimport (
@@ -134,14 +134,9 @@ cdef class CounterArrayCore(PositionsCore):
     cdef int _width
     cdef uint64_t _num_keys
     cdef Journal _journal
-    cdef Py_buffer _view    # the storage's buffer when it is not our own (a memory-mapped file's payload)
-    cdef bint _has_view
-    cdef bint _writable
 
     def __dealloc__(self):
         free(self._journal.entries)
-        if self._has_view:
-            PyBuffer_Release(&self._view)
 
     def _init_core(self, num_cells, num_hashes, int layout, int width, seed=0, num_keys=0, key=None,
                    str cells_name="num_counters", int hash_scheme=SCHEME_XXH3, storage=None):
@@ -164,48 +159,12 @@ cdef class CounterArrayCore(PositionsCore):
         self._width = width
         self._nbytes = cells_nbytes(num_cells, width)
         self._num_keys = num_keys
-        cdef Py_buffer view
-        cdef void* data
-        if storage is None:
-            self._storage = AlignedBuffer(self._nbytes)
-            PyObject_GetBuffer(self._storage, &view, PyBUF_SIMPLE)
-            self._cells = <uint8_t*>view.buf
-            PyBuffer_Release(&view)  # the AlignedBuffer owns the memory and lives as long as the filter
-            self._writable = True
-        else:
-            self._writable = attach_buffer(storage, &self._view, self._nbytes, "the cells need", &data) == 1
-            self._has_view = True
-            self._cells = <uint8_t*>data
-            self._storage = storage
+        storage = AlignedBuffer(self._nbytes) if storage is None else storage
+        self._cells = <uint8_t*>self._attach_storage(storage, "the cells need")
         self._ready = True
 
-    cdef inline int _check_ready(self) except -1:
-        if not self._ready:
-            raise RuntimeError("filter is not initialised: build it with its constructor, from_size() or load()")
-        return 0
-
-    cdef inline int _check_writable(self) except -1:
-        self._check_ready()
-        if not self._writable:
-            raise TypeError("this filter is read-only (opened from a file with mode 'r'); "
-                            "open it with mode='r+' or load() a private copy to change it")
-        return 0
-
-    def _release_storage(self):
-        """Drop the storage (before a mapped file is closed); the filter is unusable afterwards."""
-        self._lock_writer()
-        self._ready = False
-        self._writable = False
+    cdef void _forget_array(self) noexcept:
         self._cells = NULL
-        bw_unlock(&self._lock)
-        if self._has_view:
-            PyBuffer_Release(&self._view)
-            self._has_view = False
-        self._storage = None
-
-    @property
-    def _is_writable(self):
-        return self._writable
 
     cdef int _count_keys(self, int64_t change) except -1:
         """Keys stored change by `change` (never below 0); warn once past the capacity."""
