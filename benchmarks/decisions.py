@@ -167,6 +167,7 @@ def non_ascii_run(n: int, out: dict, urls: list[str] | None = None) -> None:
         calls[f"non-ASCII bloomwise: in {which}, cache-resident filter"] = lambda ks, g=small: loop_in(g, ks)
         out.update(interleaved(calls, keys, n, True))
 
+
 RATIOS = [  # (target, numerator, denominator, limit)
     ("SelectiveBloomFilter.query vs `in`", "bloom single: query", "bloom single: in", 2.0),
     ("SelectiveCountingBloomFilter.query vs `in`", "counting single: query", "counting single: in", 2.0),

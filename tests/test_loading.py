@@ -133,3 +133,27 @@ def test_a_loaded_filter_in_a_reference_cycle_is_collected_cleanly(tmp_path, mak
     finally:
         sys.unraisablehook = old_hook
     assert not errors, [(e.exc_type, e.exc_value, e.object) for e in errors]
+
+
+@pytest.mark.parametrize("cls", sorted(MAPPABLE, key=lambda c: c.__name__), ids=lambda c: c.__name__)
+def test_a_closed_structure_says_it_is_closed_and_its_file_stays_whole(tmp_path, cls):
+    f, path = saved(cls, tmp_path)
+    opened = cls.open(path, "r+")
+    opened.add("late")
+    opened.close()
+    assert repr(opened) == f"<{cls.__name__} closed: {path}>"
+    for use in (lambda: "key1" in opened, lambda: opened.add("x"), lambda: opened.contains_many(["key1"]),
+                lambda: opened.update(["x"]), lambda: opened.copy(), lambda: opened.to_bytes()):
+        with pytest.raises(RuntimeError, match=rf"^this {cls.__name__} is closed: close\(\) unmapped its file"):
+            use()
+    opened.close()  # a second close does nothing
+    again = cls.load(path)  # the close wrote the added key and its count
+    assert "late" in again and again.num_keys == f.num_keys + 1
+    assert (answers(again) | ~answers(f)).all()
+
+
+@pytest.mark.parametrize("cls", sorted(MAPPABLE, key=lambda c: c.__name__), ids=lambda c: c.__name__)
+def test_a_structure_never_built_says_how_to_build_it(cls):
+    empty = cls.__new__(cls)
+    with pytest.raises(RuntimeError, match=rf"^this {cls.__name__} is not initialised: build it with its constructor"):
+        "key" in empty  # noqa: B015

@@ -166,6 +166,11 @@ class Mapped:
             self._release_storage()
             self._mapped.close(keys_added=keys_added)
 
+    def __repr__(self) -> str:
+        if self._mapped.closed:
+            return f"<{self._FAMILY.__name__} closed: {self.path}>"
+        return super().__repr__()
+
     def __enter__(self):
         return self
 

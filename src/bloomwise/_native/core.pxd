@@ -21,6 +21,7 @@ cdef class PositionsCore:
     cdef uint64_t _capacity_limit    # warn (once) when the key count passes it; 0 = no limit
     cdef bint _warned
     cdef bint _ready
+    cdef bint _released              # _release_storage ran (a mapped file's close())
     cdef bint _writable              # False on a read-only buffer (a file opened with mode 'r')
     cdef bint _has_view
     cdef Py_buffer _view             # held on the storage while the array lives in it
@@ -29,10 +30,11 @@ cdef class PositionsCore:
     cdef int _set_hashing(self, object seed, object key, int hash_scheme) except -1
     cdef void* _attach_storage(self, object storage, str what) except NULL
     cdef void _forget_array(self) noexcept
+    cdef int _not_ready(self) except -1
 
     cdef inline int _check_ready(self) except -1:
         if not self._ready:
-            raise RuntimeError("filter is not initialised: build it with its constructor, from_size() or load()")
+            self._not_ready()
         return 0
 
     cdef inline int _check_writable(self) except -1:

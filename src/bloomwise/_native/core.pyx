@@ -27,10 +27,20 @@ cdef class PositionsCore:
     cdef void _forget_array(self) noexcept:
         """The subclass sets its array pointer to NULL (called under the writer lock by _release_storage)."""
 
+    cdef int _not_ready(self) except -1:
+        """The RuntimeError of a structure that has no array: closed, or never built."""
+        name = getattr(type(self), "_FAMILY", type(self)).__name__  # BloomFilter, not its memory-mapped subclass
+        if self._released:
+            raise RuntimeError(f"this {name} is closed: close() unmapped its file; open() or load() the file again "
+                               "to use it")
+        raise RuntimeError(f"this {name} is not initialised: build it with its constructor, from_size(), load() or "
+                           "open()")
+
     def _release_storage(self):
         """Drop the storage (before a mapped file is closed); the filter is unusable afterwards."""
         self._lock_writer()
         self._ready = False
+        self._released = True
         self._writable = False
         self._forget_array()
         bw_unlock(&self._lock)
