@@ -5,8 +5,9 @@
     .venv/bin/python benchmarks/decisions.py --only non-ascii   # only the non-ASCII workloads (while iterating)
 
 Workloads (medians of the runs; within a run the sides of a ratio are timed on the same keys in turns, so that a
-burst of load on this shared machine falls on every side alike: single keys in slices of n/20, batches one call of
-each in turn, five times):
+burst of load on this shared machine falls on every side alike: single keys in slices of n/20, query batches one
+call of each in turn, five times; only the non-ASCII ``update``, whose memory is measured around it, runs one library
+after the other):
 
 * selective single: ``sel.query(key)`` vs ``key in f`` (URLs, half present; a constant prior), for
   SelectiveBloomFilter and SelectiveCountingBloomFilter;

@@ -143,10 +143,13 @@ def test_a_closed_structure_says_it_is_closed_and_its_file_stays_whole(tmp_path,
     opened.close()
     assert repr(opened) == f"<{cls.__name__} closed: {path}>"
     for use in (lambda: "key1" in opened, lambda: opened.add("x"), lambda: opened.contains_many(["key1"]),
-                lambda: opened.update(["x"]), lambda: opened.copy(), lambda: opened.to_bytes()):
+                lambda: opened.update(["x"]), lambda: opened.copy(), lambda: opened.to_bytes(),
+                # as the other operand too (its cells were unmapped: reading them would crash)
+                lambda: opened == f, lambda: f == opened, lambda: f | opened, lambda: opened | f):
         with pytest.raises(RuntimeError, match=rf"^this {cls.__name__} is closed: close\(\) unmapped its file"):
             use()
     opened.close()  # a second close does nothing
+    assert opened.num_cells == f.num_cells  # its parameters still answer
     again = cls.load(path)  # the close wrote the added key and its count
     assert "late" in again and again.num_keys == f.num_keys + 1
     assert (answers(again) | ~answers(f)).all()

@@ -167,8 +167,9 @@ class Mapped:
             self._mapped.close(keys_added=keys_added)
 
     def __repr__(self) -> str:
-        if self._mapped.closed:
-            return f"<{self._FAMILY.__name__} closed: {self.path}>"
+        mapped = getattr(self, "_mapped", None)  # (unset while open() is still building the structure)
+        if mapped is not None and mapped.closed:
+            return f"<{self._FAMILY.__name__} closed: {mapped.path}>"
         return super().__repr__()
 
     def __enter__(self):

@@ -794,6 +794,7 @@ cdef class BloomCore(PositionsCore):
         """In place: self |= other (union) or self &= other. The caller checks compatibility."""
         cdef uint64_t i, nwords = self._nbytes // 8
         self._check_writable()
+        other._check_ready()  # (a closed filter has no bits)
         if other._nbytes != self._nbytes:
             raise ValueError("filters differ in size")
         with nogil:
@@ -807,6 +808,8 @@ cdef class BloomCore(PositionsCore):
             bw_unlock(&self._lock)
 
     def _same_bits(self, BloomCore other):
+        self._check_ready()
+        other._check_ready()
         return other._nbytes == self._nbytes and memcmp(self._words, other._words, self._nbytes) == 0
 
     def _copy_bits_from(self, data):

@@ -411,6 +411,8 @@ cdef class CounterArrayCore(PositionsCore):
             PyBuffer_Release(&view)
 
     def _same_cells(self, CounterArrayCore other):
+        self._check_ready()
+        other._check_ready()
         return (other._nbytes == self._nbytes and other._width == self._width
                 and memcmp(self._cells, other._cells, self._nbytes) == 0)
 
