@@ -24,7 +24,6 @@ Results: ``results/YYYY-MM-DD-decisions-<cpu>.md`` and ``.json`` (with the kerne
 from __future__ import annotations
 
 import operator
-import statistics
 import sys
 import warnings
 from pathlib import Path
@@ -35,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure  # noqa: E402
 import targets  # noqa: E402
 import workloads  # noqa: E402
-from measure import fresh, interleaved, loop_call, loop_in  # noqa: E402
+from measure import batches_in_turn, fresh, interleaved, loop_call, loop_in  # noqa: E402
 
 import bloomwise  # noqa: E402
 from bloomwise.paradox import ClassPrior, SelectiveBloomFilter, SelectiveCountingBloomFilter  # noqa: E402
@@ -48,19 +47,6 @@ def accented(keys: list[str]) -> list[str]:
 
 def ns_per_key(fn, *args, n: int) -> float:
     return measure.timed(fn, *args)[0] / n
-
-
-def batches_in_turn(calls: dict, n: int, repeats: int = 5) -> dict[str, float]:
-    """Query batches (they change nothing, so they can be repeated) timed in turns: ``calls[name] = (fn, keys)``,
-    each called ``repeats`` times, one call of each in turn with the first to go rotating, so that a burst of load
-    on this shared machine falls on every side alike; each figure is the median of its calls (ns/key)."""
-    times = {name: [] for name in calls}
-    names = list(calls)
-    for r in range(repeats):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            fn, keys = calls[name]
-            times[name].append(measure.timed(fn, keys)[0])
-    return {name: statistics.median(t) / n for name, t in times.items()}
 
 
 def batch_floor(contains_many, keys):

@@ -58,15 +58,31 @@ def interleaved(calls: dict, items, n: int, fresh_str: bool) -> dict[str, float]
     the first to go rotating, so that a burst of load falls on every side alike. ``calls[name](slice)``; str slices
     are new objects for every call (made outside the timing)."""
     totals = dict.fromkeys(calls, 0)
-    names = list(calls)
     step = max(5000, n // 20)
     for i, start in enumerate(range(0, n, step)):
-        for name in names[i % len(names):] + names[:i % len(names)]:
+        for name in in_turn(list(calls), i):
             part = items[start:start + step]
             if fresh_str:
                 part = fresh(part)
             totals[name] += cpu_timed(calls[name], part)
     return {name: total / n for name, total in totals.items()}
+
+
+def in_turn(names: list, i: int) -> list:
+    """Turn i's order: the names rotated by i, so that each goes first in turn."""
+    return names[i % len(names):] + names[:i % len(names)]
+
+
+def batches_in_turn(calls: dict, n: int, repeats: int = 5) -> dict[str, float]:
+    """Query batches (they change nothing, so they can be repeated) timed in turns: ``calls[name] = (fn, keys)``,
+    each called ``repeats`` times, one call of each in turn with the first to go rotating, so that a burst of load
+    on this shared machine falls on every side alike; each figure is the median of its calls (ns/key)."""
+    times = {name: [] for name in calls}
+    for r in range(repeats):
+        for name in in_turn(list(calls), r):
+            fn, keys = calls[name]
+            times[name].append(timed(fn, keys)[0])
+    return {name: statistics.median(t) / n for name, t in times.items()}
 
 
 def summary(values: list[float]) -> dict:
