@@ -14,7 +14,10 @@ Against it:
   took), queried in turn, each hashing the key again: what any stage-by-stage design pays (single keys: a Python
   loop over the stages, newest first, stopping at a hit; batches: one ``contains_many`` per stage);
 * ``stage_hashing="seeded"``: the same filter with bloomwise 0.2's per-stage hashing (the old path, kept for its
-  files).
+  files);
+* ten reads: a classic-layout BloomFilter of the scalable filter's size with k = 10, holding the keys. Its ``in`` of
+  a present key reads ten random cache lines from one hash, one key at a time: the memory a 10-stage ``in`` of an
+  absent key (one block per stage) cannot avoid, with almost none of the stage work. It gives the memory floors.
 
 Figures (ns/key, medians of the runs; the two sides of every ratio are timed one after the other in the same run):
 ``add`` (new str keys, one by one, the filter growing from empty), ``in`` present and absent (str), ``update`` (lists
@@ -100,11 +103,15 @@ def one_run(n: int) -> dict:
     out["scalable: MiB"] = s.nbytes / 2**20
     out["single: MiB"] = built["single"].nbytes / 2**20
     floor = floor_filters(s, keys)
+    ten_reads = BloomFilter.from_size(s.nbytes * 8, STAGES, layout="classic")
+    ten_reads.update(keys)
     singles = {name: (lambda ks, f=f: loop_in(f, ks)) for name, f in built.items()}
     singles["floor"] = lambda ks: floor_in(floor, ks)
+    out.update({f"{name}: in present": v for name, v in interleaved(
+        dict(singles, **{"ten reads": lambda ks: loop_in(ten_reads, ks)}), keys, n, True).items()})
     batches = {name: f.contains_many for name, f in built.items()}
     batches["floor"] = lambda ks: floor_many(floor, ks)
-    for label, items, calls, is_str in (("in present", keys, singles, True), ("in absent", absent, singles, True),
+    for label, items, calls, is_str in (("in absent", absent, singles, True),
                                         ("contains_many str", half, batches, True),
                                         ("contains_many u64", u64_half, batches, False)):
         out.update({f"{name}: {label}": v for name, v in interleaved(calls, items, len(items), is_str).items()})
@@ -136,9 +143,18 @@ def stage_floor(run: dict, op: str = "in absent") -> float:
     return (run[f"single: {op}"] + extra) / run[f"single: {op}"]
 
 
+def memory_floor(run: dict, op: str = "in absent") -> float:
+    """The least ``op`` (``in`` absent or ``add`` of new keys, ten stages read) can cost one key at a time, as a
+    multiple of the single filter's, in one run's figures: the single filter's ``op`` plus what nine more random
+    cache-line reads per key cost in the same loop (the ten-reads filter's ``in`` present minus the single filter's:
+    ten lines from one hash against one). Unlike stage_floor, the reads' latency counts as it does for single keys."""
+    extra = run["ten reads: in present"] - run["single: in present"]
+    return (run[f"single: {op}"] + extra) / run[f"single: {op}"]
+
+
 def ratio_table(runs: list[dict]) -> dict:
     """Per operation: scalable / single, scalable / floor, seeded / single (each the median of the runs' ratios);
-    and the stage floors of ``add`` and ``in`` absent (stage_floor)."""
+    and the stage and memory floors of ``add`` and ``in`` absent (stage_floor, memory_floor)."""
     ratios = {}
     for op in OPERATIONS:
         for num, den in (("scalable", "single"), ("scalable", "floor"), ("seeded", "single")):
@@ -147,6 +163,8 @@ def ratio_table(runs: list[dict]) -> dict:
                 ratios[f"{op}: {num} / {den}"] = measure.summary([run[a] / run[b] for run in runs])
     for op in FLOOR_OPERATIONS:
         ratios[f"{op}: stage floor / single"] = measure.summary([stage_floor(run, op) for run in runs])
+        if "ten reads: in present" in runs[0]:
+            ratios[f"{op}: memory floor / single"] = measure.summary([memory_floor(run, op) for run in runs])
     return ratios
 
 
@@ -188,6 +206,17 @@ def markdown(data: dict) -> str:
                   + " the single filter. Each is the single filter's figure plus the extra per key of the scalable "
                   "filter's prefetched u64 batch (`contains_many` u64, scalable minus single): ten random block reads "
                   "and block tests against one, with their latency hidden; medians of the runs."]
+    memory = {op: r[f"{op}: memory floor / single"]["median"] for op in FLOOR_OPERATIONS
+              if f"{op}: memory floor / single" in r}
+    if memory:
+        lines += ["", "Memory floors (one key at a time): " + ", ".join(f"`{op}` {x:.2f}x" for op, x in memory.items())
+                  + " the single filter. Each is the single filter's figure plus what nine more random cache-line "
+                  "reads per key cost in the same loop: the ten-reads filter (classic layout, k = 10, the scalable "
+                  f"filter's size) answers `in` for present keys in {f['ten reads: in present']['median']:.1f} ns "
+                  "against the single filter's "
+                  f"{f['single: in present']['median']:.1f} ns; medians of the runs. A ten-stage `in` of an absent key "
+                  "and an `add` of a new key read one block in each stage, so a ratio at or above its memory floor is "
+                  "memory the operation cannot avoid one key at a time."]
     lines += [""] + measure.targets_table(data["targets"])
     return "\n".join(lines) + "\n"
 

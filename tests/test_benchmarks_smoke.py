@@ -124,6 +124,12 @@ def test_small_scalable_benchmark_writes_its_targets(tmp_path):
         assert floor == pytest.approx((figures[f"single: {op}"] + extra) / figures[f"single: {op}"], rel=1e-12)
     assert f"Stage floors (not targets): `add` {floors['add']:.2f}x, `in absent` {floors['in absent']:.2f}x" \
         in run.stdout
+    ten_extra = figures["ten reads: in present"] - figures["single: in present"]
+    memory = {op: data["ratios"][f"{op}: memory floor / single"]["median"] for op in ("add", "in absent")}
+    for op, floor in memory.items():
+        assert floor == pytest.approx((figures[f"single: {op}"] + ten_extra) / figures[f"single: {op}"], rel=1e-12)
+    assert f"Memory floors (one key at a time): `add` {memory['add']:.2f}x, `in absent` {memory['in absent']:.2f}x" \
+        in run.stdout
 
 
 def test_quick_counting_batch_benchmark_writes_its_targets(tmp_path):
