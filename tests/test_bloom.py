@@ -321,6 +321,37 @@ def test_concurrent_python_threads_never_lose_a_bit():
         assert shared == serial, layout
 
 
+def test_single_key_adds_during_batch_updates_lose_no_bit():
+    """A single-key add takes no lock when none is held (it holds the GIL, and batch writers take the lock only with
+    the GIL): while another thread's update holds it, add waits. Threads rewrite the blocks of a small filter with
+    the same keys (a block written back from a stale copy would erase bits) while this thread adds other keys."""
+    base, extra = np.arange(3000, dtype=np.uint64), [f"extra-{i}" for i in range(4000)]
+    serial = BloomFilter.from_size(64 * 512, 7, layout="blocked")
+    serial.update(base)
+    serial.update(extra)
+    shared = BloomFilter.from_size(64 * 512, 7, layout="blocked")
+    stop = threading.Event()
+
+    def rewrite():
+        for _ in range(20_000):  # bounded: the adds below finish long before
+            if stop.is_set():
+                return
+            shared.update(base)
+
+    workers = [threading.Thread(target=rewrite) for _ in range(2)]
+    for w in workers:
+        w.start()
+    try:
+        for key in extra:
+            shared.add(key)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(timeout=60)
+    assert not any(w.is_alive() for w in workers)
+    assert shared == serial
+
+
 # ---- the CS 170 example, pinned bytes ----------------------------------------------------------------------------------
 def test_cs170_worked_example():
     """seed 001: m = 5, h1(x) = x mod 5, h2(x) = (2x + 3) mod 5; insert 9 and 11; 15 -> no, 16 -> false positive."""

@@ -250,3 +250,15 @@ def test_open_refuses_bad_padding_like_load(cls, counter_bits, tmp_path):
     cls.from_size(64, 2).save(path)  # the failed open left the file closable and replaceable
     with cls.open(path, "r+") as g:
         g.add("x")
+
+
+@pytest.mark.parametrize("cls", STRUCTURES)
+def test_the_key_is_positional_in_single_key_methods(cls):
+    """add / remove / discard take the key as their one positional argument, like set's (the cheapest call)."""
+    f = built(cls)
+    for name in ("add", "remove", "discard"):
+        if hasattr(f, name):
+            with pytest.raises(TypeError, match="no keyword arguments"):
+                getattr(f, name)(key="x")
+    f.add("x")
+    assert "x" in f

@@ -34,7 +34,7 @@ from bloomwise._native.hashes import hash_many, hash_range  # hash_many: re-expo
 cdef extern from "common.h" nogil:
     size_t bw_select_blocks(const uint64_t* hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
                             uint64_t* out)
-    void bw_lock(int* flag)
+    int bw_unlocked(int* flag)
     void bw_unlock(int* flag)
     int __builtin_popcountll(unsigned long long)
 
@@ -541,6 +541,7 @@ cdef class BloomCore(PositionsCore):
         return 0
 
     # -- single keys --------------------------------------------------------------------------------------
+    @cython.always_allow_keywords(False)  # the key is positional, like set.add: METH_O
     def add(self, key):
         """Add a key. Returns True when it was certainly not present before (some bit changed), else False. O(k)."""
         cdef uint64_t h
@@ -551,9 +552,12 @@ cdef class BloomCore(PositionsCore):
             hash_key(key, self._hasher, &h)
         if not self._writable:
             self._check_writable()
-        self._lock_writer()
-        new_key = add_key(&self._g, self._words, h)
-        bw_unlock(&self._lock)
+        if bw_unlocked(&self._lock):  # no writer holds it, and none can take it while this thread holds the GIL
+            new_key = add_key(&self._g, self._words, h)
+        else:
+            self._lock_writer()
+            new_key = add_key(&self._g, self._words, h)
+            bw_unlock(&self._lock)
         self._insertions += 1
         if new_key:
             self._keys_added += 1
@@ -589,8 +593,8 @@ cdef class BloomCore(PositionsCore):
         cdef Py_ssize_t start = 0, count, n = batch.keys.length
         cdef uint64_t new_keys = 0
         if batch.keys.kind != BATCH_OBJECTS:  # numpy values: the whole batch without the GIL
+            self._lock_writer()
             with nogil:
-                bw_lock(&self._lock)
                 new_keys = add_fixed(&self._g, self._words, &batch.keys, 0, n, self._hasher,
                                      stream.hashes, stream.scratch)
                 bw_unlock(&self._lock)
@@ -598,8 +602,8 @@ cdef class BloomCore(PositionsCore):
             while start < n:
                 count = min(<Py_ssize_t>CHUNK, n - start)
                 stream.hash_objects(start, count, stream.hashes)
+                self._lock_writer()
                 with nogil:
-                    bw_lock(&self._lock)
                     new_keys += add_hashes(&self._g, self._words, stream.hashes, count)
                     bw_unlock(&self._lock)
                 start += count
@@ -670,8 +674,7 @@ cdef class BloomCore(PositionsCore):
             if isinstance(self._storage, AlignedBuffer) and batch.keys.length >= self._g.num_blocks // 8:
                 with nogil:  # the batch touches (nearly) every page anyway
                     (<AlignedBuffer>self._storage).populate()
-            with nogil:
-                bw_lock(&self._lock)
+            self._lock_writer()
             try:
                 counts = pipeline.run()
             finally:
@@ -691,8 +694,7 @@ cdef class BloomCore(PositionsCore):
         else:
             ranges = self._write_ranges(nthreads)
             work = lambda t, _: self._add_prehashed_range(batch.items, *ranges[t])
-        with nogil:
-            bw_lock(&self._lock)
+        self._lock_writer()
         try:
             counts = run_threads(nthreads, nthreads, work)
             if private_copies:
@@ -797,8 +799,8 @@ cdef class BloomCore(PositionsCore):
         other._check_ready()  # (a closed filter has no bits)
         if other._nbytes != self._nbytes:
             raise ValueError("filters differ in size")
+        self._lock_writer()
         with nogil:
-            bw_lock(&self._lock)
             if union:
                 for i in range(nwords):
                     self._words[i] |= other._words[i]
@@ -861,8 +863,8 @@ cdef class BloomCore(PositionsCore):
         for i in range(pos.shape[0]):
             if pos[i] >= self._g.num_bits:
                 raise ValueError(f"position {pos[i]} does not fit a filter of {self._g.num_bits} bits")
+        self._lock_writer()
         with nogil:
-            bw_lock(&self._lock)
             for i in range(pos.shape[0]):
                 p = pos[i]
                 bit = (<uint64_t>1) << (p & 63)

@@ -8,7 +8,7 @@ from bloomwise._native.layouts cimport Geometry
 
 cdef extern from "common.h" nogil:
     int bw_try_lock(int* flag)
-    void bw_lock(int* flag)
+    void bw_wait_unlocked(int* flag)
     void bw_unlock(int* flag)
 
 
@@ -45,7 +45,8 @@ cdef class PositionsCore:
         return 0
 
     cdef inline int _lock_writer(self) except -1:
-        if not bw_try_lock(&self._lock):
-            with nogil:  # never wait for the lock while holding the GIL
-                bw_lock(&self._lock)
+        """Take the writer lock with the GIL held (common.h), waiting for it without the GIL."""
+        while not bw_try_lock(&self._lock):
+            with nogil:
+                bw_wait_unlocked(&self._lock)
         return 0

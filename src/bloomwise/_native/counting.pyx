@@ -211,6 +211,7 @@ cdef class CounterArrayCore(PositionsCore):
             self._add_hash(hs[i])
 
     # -- single keys ---------------------------------------------------------------------------------------------------
+    @cython.always_allow_keywords(False)  # the key is positional, like set.add: METH_O
     def add(self, key):
         """Add one occurrence of a key. Returns True when it was certainly absent before. O(k)."""
         cdef uint64_t h
@@ -242,11 +243,13 @@ cdef class CounterArrayCore(PositionsCore):
             self._count_keys(-1)
         return removed
 
+    @cython.always_allow_keywords(False)  # the key is positional, like set.remove: METH_O
     def remove(self, key):
         """Remove one occurrence of a key; KeyError (and no change) when it is certainly absent. O(k)."""
         if not self._remove_one(key):
             raise KeyError(key)
 
+    @cython.always_allow_keywords(False)  # the key is positional, like set.discard: METH_O
     def discard(self, key):
         """Remove one occurrence of a key if it might be present; returns whether anything was removed. O(k)."""
         return bool(self._remove_one(key))

@@ -401,6 +401,7 @@ cdef class ScalableCore:
             self._check_ready()
         return 0
 
+    @cython.always_allow_keywords(False)  # the key is positional, like set.add: METH_O
     def add(self, key):
         """Add a key. Returns True when it was certainly not present before (then it went into the newest stage)."""
         cdef uint64_t h
