@@ -179,6 +179,16 @@ def main(argv=None) -> int:
     return measure.finish(args.out, "scalable", data, markdown)
 
 
+def floor_paragraph(ratios: dict, kind: str, title: str, explanation: str) -> list[str]:
+    """The report's lines for the ``kind`` floors ("stage", "memory") of add and `in` absent, when measured."""
+    values = {op: ratios[f"{op}: {kind} floor / single"]["median"] for op in FLOOR_OPERATIONS
+              if f"{op}: {kind} floor / single" in ratios}
+    if not values:
+        return []
+    return ["", f"{title}: " + ", ".join(f"`{op}` {x:.2f}x" for op, x in values.items()) + " the single filter. "
+            + explanation]
+
+
 def markdown(data: dict) -> str:
     m = data["meta"]
     f = data["figures"]
@@ -199,24 +209,19 @@ def markdown(data: dict) -> str:
         ratio = [f"{r[k]['median']:.2f}x" if k in r else "—" for k in
                  (f"{op}: scalable / single", f"{op}: scalable / floor")]
         lines.append(f"| {op} | " + " | ".join(cells + ratio) + " |")
-    floors = {op: r[f"{op}: stage floor / single"]["median"] for op in FLOOR_OPERATIONS
-              if f"{op}: stage floor / single" in r}
-    if floors:
-        lines += ["", "Stage floors (not targets): " + ", ".join(f"`{op}` {x:.2f}x" for op, x in floors.items())
-                  + " the single filter. Each is the single filter's figure plus the extra per key of the scalable "
-                  "filter's prefetched u64 batch (`contains_many` u64, scalable minus single): ten random block reads "
-                  "and block tests against one, with their latency hidden; medians of the runs."]
-    memory = {op: r[f"{op}: memory floor / single"]["median"] for op in FLOOR_OPERATIONS
-              if f"{op}: memory floor / single" in r}
-    if memory:
-        lines += ["", "Memory floors (one key at a time): " + ", ".join(f"`{op}` {x:.2f}x" for op, x in memory.items())
-                  + " the single filter. Each is the single filter's figure plus what nine more random cache-line "
-                  "reads per key cost in the same loop: the ten-reads filter (classic layout, k = 10, the scalable "
-                  f"filter's size) answers `in` for present keys in {f['ten reads: in present']['median']:.1f} ns "
-                  "against the single filter's "
-                  f"{f['single: in present']['median']:.1f} ns; medians of the runs. A ten-stage `in` of an absent key "
-                  "and an `add` of a new key read one block in each stage, so a ratio at or above its memory floor is "
-                  "memory the operation cannot avoid one key at a time."]
+    lines += floor_paragraph(r, "stage", "Stage floors (not targets)",
+                             "Each is the single filter's figure plus the extra per key of the scalable filter's "
+                             "prefetched u64 batch (`contains_many` u64, scalable minus single): ten random block reads "
+                             "and block tests against one, with their latency hidden; medians of the runs.")
+    if "ten reads: in present" in f:
+        lines += floor_paragraph(r, "memory", "Memory floors (one key at a time)",
+                                 "Each is the single filter's figure plus what nine more random cache-line reads per "
+                                 "key cost in the same loop: the ten-reads filter (classic layout, k = 10, the scalable "
+                                 f"filter's size) answers `in` for present keys in "
+                                 f"{f['ten reads: in present']['median']:.1f} ns against the single filter's "
+                                 f"{f['single: in present']['median']:.1f} ns; medians of the runs. A ten-stage `in` of "
+                                 "an absent key and an `add` of a new key read one block in every stage, so neither can "
+                                 "come below its memory floor one key at a time.")
     lines += [""] + measure.targets_table(data["targets"])
     return "\n".join(lines) + "\n"
 
