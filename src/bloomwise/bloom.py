@@ -325,7 +325,7 @@ class _ExplicitHashBloomFilter(BloomFilter):
     def _positions(self, key):
         return [fn(key) for fn in self._functions]
 
-    def add(self, key) -> bool:
+    def add(self, key, /) -> bool:
         self._count_insertions(1)
         return self._set_positions(self._positions(key))
 

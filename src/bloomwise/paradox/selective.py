@@ -169,7 +169,7 @@ class SelectiveBloomFilter:
         self._num_skipped += count
         self._max_skipped_prior = max(self._max_skipped_prior, max_prior)
 
-    def add(self, key) -> bool:
+    def add(self, key, /) -> bool:
         """Insert ``key`` unless selective insertion skips it; returns whether it went into the filter.
 
         Online rule: the key is inserted iff its prior is at least the paradox threshold of the filter holding it

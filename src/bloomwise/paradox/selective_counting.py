@@ -69,7 +69,7 @@ class _SelectiveCounting:
 
     num_items = DeprecatedAlias("num_keys")
 
-    def add(self, key):
+    def add(self, key, /):
         """Add ``key`` to the filter (every key is inserted: see the module docstring)."""
         result = self._filter.add(key)
         self._num_items += 1
@@ -83,12 +83,12 @@ class _SelectiveCounting:
             self._filter.update(keys)
         self._num_items += len(keys)
 
-    def remove(self, key) -> None:
+    def remove(self, key, /) -> None:
         """Remove ``key`` (KeyError, and no change, if it is certainly absent)."""
         self._filter.remove(key)
         self._num_items -= 1
 
-    def discard(self, key) -> bool:
+    def discard(self, key, /) -> bool:
         """Remove ``key`` if it might be present; returns whether something was removed."""
         if key not in self._filter:
             return False
