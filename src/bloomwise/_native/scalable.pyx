@@ -38,7 +38,8 @@ from bloomwise._native.layouts cimport (
 
 cdef extern from "common.h" nogil:
     int bw_try_lock(int* flag)
-    void bw_lock(int* flag)
+    int bw_unlocked(int* flag)
+    void bw_wait_unlocked(int* flag)
     void bw_unlock(int* flag)
 
 cdef extern from "simd.h" nogil:
@@ -112,6 +113,12 @@ cdef inline bint stage_set(const Stage* s, uint64_t h) noexcept nogil:
     if use_simd and s.layout == LAYOUT_BLOCKED:
         return bw_simd_add_one(s.words, s.num_blocks, s.num_hashes, h)
     return set_bits(<const Geometry*>s.g, s.words, h)
+
+
+cdef inline void set_newest(Stage* stages, Py_ssize_t n, uint64_t h) noexcept nogil:
+    """Set a new key's bits in the newest of n stages and count it there."""
+    stage_set(&stages[n - 1], stage_hash(h, n - 1))
+    stages[n - 1].keys += 1
 
 
 cdef inline bint test_all(const Stage* stages, Py_ssize_t n, uint64_t h) noexcept nogil:
@@ -292,9 +299,10 @@ cdef class ScalableCore:
         self._detach_stages()
 
     cdef inline int _lock_writer(self) except -1:
-        if not bw_try_lock(&self._lock):
-            with nogil:  # never wait for the lock while holding the GIL
-                bw_lock(&self._lock)
+        """Take the writer lock with the GIL held (common.h), waiting for it without the GIL."""
+        while not bw_try_lock(&self._lock):
+            with nogil:
+                bw_wait_unlocked(&self._lock)
         return 0
 
     def _detach_stages(self):
@@ -405,7 +413,6 @@ cdef class ScalableCore:
     def add(self, key):
         """Add a key. Returns True when it was certainly not present before (then it went into the newest stage)."""
         cdef uint64_t h
-        cdef Stage* newest
         if not self._derived:
             return self._seeded_add(key)
         self._hash_ready(key, &h)
@@ -414,11 +421,12 @@ cdef class ScalableCore:
             return False
         if self._stages[self._num_stages - 1].keys >= self._stages[self._num_stages - 1].capacity:
             self._add_stage()
-        self._lock_writer()  # (the newest stage is read under the lock: another thread may have added one)
-        newest = &self._stages[self._num_stages - 1]
-        stage_set(newest, stage_hash(h, self._num_stages - 1))
-        newest.keys += 1
-        bw_unlock(&self._lock)
+        if bw_unlocked(&self._lock):  # no writer holds it, and none can take it while this thread holds the GIL
+            set_newest(self._stages, self._num_stages, h)
+        else:
+            self._lock_writer()  # (the newest stage is read under the lock: another thread may have added one)
+            set_newest(self._stages, self._num_stages, h)
+            bw_unlock(&self._lock)
         return True
 
     def __contains__(self, key):
