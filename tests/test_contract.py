@@ -198,6 +198,10 @@ def test_selective_wrappers_follow_the_contract(cls, params):
     assert s.num_keys == len(KEYS)
     with pytest.raises(ValueError, match="threads must be a positive int or None"):
         s.update(KEYS, threads=0)
+    for name in ("add", "remove", "discard"):  # the key is positional, as in the structures they wrap
+        if hasattr(s, name):
+            with pytest.raises(TypeError, match="positional-only"):
+                getattr(s, name)(key=KEYS[0])
 
 
 def test_selective_old_names_warn():
