@@ -128,7 +128,8 @@ def test_small_scalable_benchmark_writes_its_targets(tmp_path):
     memory = {op: data["ratios"][f"{op}: memory floor / single"]["median"] for op in ("add", "in absent")}
     for op, floor in memory.items():
         assert floor == pytest.approx((figures[f"single: {op}"] + ten_extra) / figures[f"single: {op}"], rel=1e-12)
-    assert f"Memory floors (one key at a time): `add` {memory['add']:.2f}x, `in absent` {memory['in absent']:.2f}x" \
+    assert f"Ten-reads references (one key at a time; `memory floor` in the JSON): `add` {memory['add']:.2f}x, " \
+        f"`in absent` {memory['in absent']:.2f}x" \
         in run.stdout
 
 
