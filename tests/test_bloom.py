@@ -17,6 +17,7 @@ from bloomwise import BloomFilter, CapacityWarning, FormatError, theory
 from bloomwise._native import bloom as bloom_native
 from bloomwise._native.bloom import hash_many
 from bloomwise._native.hashes import key_hash, xxh3, xxh64
+from concurrency import add_beside_workers
 from stats import assert_rate_matches
 
 LAYOUTS = ("classic", "partitioned", "blocked")
@@ -330,25 +331,14 @@ def test_single_key_adds_during_batch_updates_lose_no_bit():
     serial.update(base)
     serial.update(extra)
     shared = BloomFilter.from_size(64 * 512, 7, layout="blocked")
-    stop = threading.Event()
 
-    def rewrite():
+    def rewrite(stop):
         for _ in range(20_000):  # bounded: the adds below finish long before
             if stop.is_set():
                 return
             shared.update(base)
 
-    workers = [threading.Thread(target=rewrite) for _ in range(2)]
-    for w in workers:
-        w.start()
-    try:
-        for key in extra:
-            shared.add(key)
-    finally:
-        stop.set()
-        for w in workers:
-            w.join(timeout=60)
-    assert not any(w.is_alive() for w in workers)
+    add_beside_workers(shared.add, extra, [rewrite, rewrite])
     assert shared == serial
 
 

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import pickle
 import sys
-import threading
 import warnings
 from pathlib import Path
 
@@ -16,6 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 from bloomwise import BloomFilter, CapacityWarning, FormatError, ScalableBloomFilter, _format, theory
 from bloomwise.scalable import STAGE_SEED_STEP
+from concurrency import add_beside_workers
 from stats import assert_rate_matches
 
 KEYS = st.one_of(st.text(max_size=12), st.binary(max_size=12), st.integers(-(2**80), 2**80))
@@ -383,26 +384,16 @@ def test_single_key_adds_during_threaded_batches_lose_no_key():
             singles = [f"single-{scenario}-{i}" for i in range(8000)]
             batches = [[np.arange(b * 4000, b * 4000 + 4000, dtype=np.uint64) + (t + 1) * 2**40 for b in range(30)]
                        for t in range(2)]
-            stop, inserted = threading.Event(), []
+            inserted = []
 
-            def insert(own):
+            def insert(own, stop):
                 for batch in own:  # bounded: 30 batches
                     if stop.is_set():
                         return
                     shared.update(batch)
                     inserted.append(batch)
 
-            workers = [threading.Thread(target=insert, args=(own,)) for own in batches]
-            for w in workers:
-                w.start()
-            try:
-                for key in singles:
-                    shared.add(key)
-            finally:
-                stop.set()
-                for w in workers:
-                    w.join(timeout=60)
-            assert not any(w.is_alive() for w in workers)
+            add_beside_workers(shared.add, singles, [functools.partial(insert, own) for own in batches])
             assert shared.contains_many(singles).all(), f"scenario {scenario}: a key added one by one was lost"
             if inserted:
                 assert shared.contains_many(np.concatenate(inserted)).all(), f"scenario {scenario}: a batch key lost"
