@@ -12,6 +12,15 @@ cdef extern from "common.h" nogil:
     void bw_unlock(int* flag)
 
 
+cdef inline int lock_writer(int* flag) except -1:
+    """Take a filter's writer lock with the GIL held (common.h), waiting for it without the GIL: every structure takes
+    its lock this way, so that a GIL holder that reads it clear may write without taking it."""
+    while not bw_try_lock(flag):
+        with nogil:
+            bw_wait_unlocked(flag)
+    return 0
+
+
 cdef class PositionsCore:
     cdef Geometry _g
     cdef uint64_t _nbytes            # bytes of the array
@@ -45,8 +54,4 @@ cdef class PositionsCore:
         return 0
 
     cdef inline int _lock_writer(self) except -1:
-        """Take the writer lock with the GIL held (common.h), waiting for it without the GIL."""
-        while not bw_try_lock(&self._lock):
-            with nogil:
-                bw_wait_unlocked(&self._lock)
-        return 0
+        return lock_writer(&self._lock)

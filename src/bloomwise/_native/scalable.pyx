@@ -31,15 +31,13 @@ from bloomwise._native.hashing cimport (
 )
 from bloomwise._native.hashes cimport Batch, HashStream, make_batch, hash_fixed, hash_batch, CHUNK, BATCH_OBJECTS
 from bloomwise._native.support cimport check_int, check_threads, numpy
-from bloomwise._native.core cimport PositionsCore
+from bloomwise._native.core cimport PositionsCore, lock_writer
 from bloomwise._native.layouts cimport (
     Geometry, set_bits, test_bits, prefetch_key, LAYOUT_BLOCKED, bw_prefetch_read, bw_prefetch_write,
 )
 
 cdef extern from "common.h" nogil:
-    int bw_try_lock(int* flag)
     int bw_unlocked(int* flag)
-    void bw_wait_unlocked(int* flag)
     void bw_unlock(int* flag)
 
 cdef extern from "simd.h" nogil:
@@ -299,11 +297,7 @@ cdef class ScalableCore:
         self._detach_stages()
 
     cdef inline int _lock_writer(self) except -1:
-        """Take the writer lock with the GIL held (common.h), waiting for it without the GIL."""
-        while not bw_try_lock(&self._lock):
-            with nogil:
-                bw_wait_unlocked(&self._lock)
-        return 0
+        return lock_writer(&self._lock)
 
     def _detach_stages(self):
         """Forget every stage (clear, reload)."""
