@@ -70,9 +70,14 @@ def test_small_decisions_benchmark_writes_its_targets(tmp_path):
     statuses = {row["target"]: row["status"] for row in data["targets"]}
     assert statuses["SelectiveBloomFilter.query vs `in`"] in ("PASS", "FAIL")
     assert "| target | limit |" in run.stdout
+    # the deferred posterior and expected-cost arrays of SelectiveBloomFilter.query_many, read: timed, not a target
+    every = data["ratios"]["bloom batch u64: query_many, every column read, vs contains_many"]
+    figures = {name: figure["median"] for name, figure in data["figures"].items()}
+    assert every["median"] == pytest.approx(figures["bloom batch u64: query_many, every column read"]
+                                            / figures["bloom batch u64: contains_many"], rel=1e-12)
+    assert f"the u64 batch took {every['median']:.2f}x contains_many" in run.stdout
     # each non-ASCII figure comes with its floor (the same loop with a call that reads no character), and the floor
     # plus bloomwise's memory access (its figure minus the same operation against a filter in the L1 cache)
-    figures = {name: figure["median"] for name, figure in data["figures"].items()}
     for op, floor_name in (("add", "call floor"), ("in present", "loop floor"), ("in absent", "loop floor")):
         loop = figures[f"non-ASCII {floor_name}: {op}"]
         assert loop > 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import math
+import pickle
 import tracemalloc
 
 import numpy as np
@@ -24,6 +25,7 @@ from bloomwise.paradox import (
     SelectiveBloomFilter,
     SelectiveCountingBloomFilter,
 )
+from bloomwise.paradox.decisions import Decisions
 
 import paradox_reference as ref
 
@@ -274,10 +276,40 @@ def test_batch_decisions_allocate_only_their_results(counting):
     f.update(keys[: n // 2])
     f.query_many(keys[:10])  # the state, computed once
     peak, result = _peak_bytes(lambda: f.query_many(keys))
-    # results: 3 bool and 2 float64 arrays (19 bytes a key); the hashes of a batch (8 bytes a key for counting);
     # a Python object per key (a float is 24 bytes) would add at least 24 bytes a key
-    assert peak < n * (19 + 8) + 256 * 1024, peak / n
+    if counting:  # results: 3 bool and 2 float64 arrays (19 bytes a key), and the batch's hashes (8 bytes a key)
+        assert peak < n * (19 + 8) + 256 * 1024, peak / n
+    else:  # member, consulted and the filter's answers (3 bytes a key); the float arrays wait until they are read
+        assert peak < n * 3 + 256 * 1024, peak / n
+        peak, _ = _peak_bytes(lambda: (result.posterior, result.expected_cost))
+        assert peak < n * 16 + 256 * 1024, peak / n
     assert len(result) == n
+
+
+@pytest.mark.parametrize("prior", [0.3, ClassPrior(lambda key: key[-1], {"1": 0.5, "2": 1e-6}, default=0.01)])
+def test_deferred_columns_are_those_of_the_query_time(prior):
+    """SelectiveBloomFilter.query_many computes posterior and expected_cost when first read: from what the batch
+    saw, whatever changed in the filter since; and the arrays cannot be changed under them."""
+    f = SelectiveBloomFilter({"num_cells": 4096, "num_hashes": 3, "layout": "classic"}, prior, 5.0)
+    f.update([f"k{i}" for i in range(150)])
+    probe = query_keys(200, 200)
+    want = ref.bloom_query_many(f, probe)
+    got = f.query_many(probe)
+    f.update([f"x{i}" for i in range(400)])   # the FPR, so every posterior after "present", moves
+    f.cost = CostModel(1.0, 50.0)
+    assert not np.array_equal(f.query_many(probe).posterior, want.posterior)
+    assert_same_decisions(got, want)
+    assert got.posterior is got.posterior and got.expected_cost is got.expected_cost  # computed once
+    for name in ("member", "posterior", "filter_answer", "consulted", "expected_cost"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(got, name)[0] = 1
+    with pytest.raises(AttributeError, match="read-only"):
+        got.member = np.ones(len(probe), dtype=bool)
+    fresh = f.query_many(probe)
+    again = pickle.loads(pickle.dumps(fresh))  # a pickle carries every column, computed
+    assert type(again) is Decisions and again._columns is None
+    assert_same_decisions(again, fresh)
+    assert [again[i] for i in range(5)] == [fresh[i] for i in range(5)]
 
 
 def test_single_queries_with_a_constant_prior_allocate_nothing():

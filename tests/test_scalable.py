@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import pickle
@@ -16,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from bloomwise import BloomFilter, CapacityWarning, FormatError, ScalableBloomFilter, _format, theory
 from bloomwise.scalable import STAGE_SEED_STEP
-from concurrency import add_beside_workers
+from concurrency import add_beside_workers, batch_inserters
 from stats import assert_rate_matches
 
 KEYS = st.one_of(st.text(max_size=12), st.binary(max_size=12), st.integers(-(2**80), 2**80))
@@ -382,18 +381,8 @@ def test_single_key_adds_during_threaded_batches_lose_no_key():
         for scenario in range(5):
             shared = ScalableBloomFilter(4000, 0.5, seed=scenario)
             singles = [f"single-{scenario}-{i}" for i in range(8000)]
-            batches = [[np.arange(b * 4000, b * 4000 + 4000, dtype=np.uint64) + (t + 1) * 2**40 for b in range(30)]
-                       for t in range(2)]
-            inserted = []
-
-            def insert(own, stop):
-                for batch in own:  # bounded: 30 batches
-                    if stop.is_set():
-                        return
-                    shared.update(batch)
-                    inserted.append(batch)
-
-            add_beside_workers(shared.add, singles, [functools.partial(insert, own) for own in batches])
+            workers, inserted = batch_inserters(shared.update, batches=30, size=4000)
+            add_beside_workers(shared.add, singles, workers)
             assert shared.contains_many(singles).all(), f"scenario {scenario}: a key added one by one was lost"
             if inserted:
                 assert shared.contains_many(np.concatenate(inserted)).all(), f"scenario {scenario}: a batch key lost"

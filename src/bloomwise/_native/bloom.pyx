@@ -21,7 +21,7 @@ from bloomwise._native.hashes cimport (
 )
 from bloomwise._native.storage cimport AlignedBuffer, scratch_uint64
 from bloomwise._native.support cimport check_int, check_threads, numpy
-from bloomwise._native.core cimport PositionsCore
+from bloomwise._native.core cimport PositionsCore, lock_writer_if_held
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, set_bits, test_bits, prefetch_key, block_index, second_hash, probe, bw_prefetch_write,
     BW_SALT,
@@ -34,7 +34,6 @@ from bloomwise._native.hashes import hash_many, hash_range  # hash_many: re-expo
 cdef extern from "common.h" nogil:
     size_t bw_select_blocks(const uint64_t* hs, size_t n, uint64_t num_blocks, uint64_t lo, uint64_t hi,
                             uint64_t* out)
-    int bw_unlocked(int* flag)
     void bw_unlock(int* flag)
     int __builtin_popcountll(unsigned long long)
 
@@ -545,18 +544,16 @@ cdef class BloomCore(PositionsCore):
     def add(self, key):
         """Add a key. Returns True when it was certainly not present before (some bit changed), else False. O(k)."""
         cdef uint64_t h
-        cdef bint new_key
+        cdef bint new_key, locked
         if self._key_func is not None:
             hash_object(key, self._hasher, self._key_func, &h)
         elif not hash_common_str(key, self._hasher, &h):
             hash_key(key, self._hasher, &h)
         if not self._writable:
             self._check_writable()
-        if bw_unlocked(&self._lock):  # no writer holds it, and none can take it while this thread holds the GIL
-            new_key = add_key(&self._g, self._words, h)
-        else:
-            self._lock_writer()
-            new_key = add_key(&self._g, self._words, h)
+        locked = lock_writer_if_held(&self._lock)
+        new_key = add_key(&self._g, self._words, h)
+        if locked:
             bw_unlock(&self._lock)
         self._insertions += 1
         if new_key:

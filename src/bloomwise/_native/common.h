@@ -224,19 +224,13 @@ static inline void bw_prefetch_write(const void *p) { __builtin_prefetch(p, 1, 3
 /* ---- the writer lock --------------------------------------------------------------------------- *
  * One flag per filter. Every writer holds it while it changes bits; batch writers hold it with the GIL
  * released, single-key writers with the GIL held (so they never wait for the GIL while holding it).
- * A Bloom or scalable filter's flag is taken only with the GIL held (core.pxd's lock_writer, behind the
- * _lock_writer of both; bloom.pyx and scalable.pyx call nothing else), the wait for it done without (bw_wait_unlocked).
- * So a single-key writer holding the GIL that finds the flag clear (bw_unlocked) may write without taking it: no
- * other writer can take it before this one lets the GIL go, and the acquire load orders its writes after those of
- * the last holder (their add: no atomic exchange, a full barrier that would wait for every earlier store of the
- * Python loop to reach the cache). */
+ * Every structure's flag is taken only with the GIL held (core.pxd's lock_writer, the only caller of bw_try_lock),
+ * the wait for it done without (bw_wait_unlocked). So a single-key writer holding the GIL that finds the flag clear
+ * (bw_unlocked; core.pxd's lock_writer_if_held) may write without taking it: no other writer can take it before this
+ * one lets the GIL go, and the acquire load orders its writes after those of the last holder (no atomic exchange, a
+ * full barrier that would wait for every earlier store of the Python loop to reach the cache). */
 static inline int bw_try_lock(int *flag) {
     return __atomic_exchange_n(flag, 1, __ATOMIC_ACQUIRE) == 0;
-}
-static inline void bw_lock(int *flag) {
-    while (!bw_try_lock(flag)) {
-        while (__atomic_load_n(flag, __ATOMIC_RELAXED)) sched_yield();
-    }
 }
 static inline void bw_unlock(int *flag) { __atomic_store_n(flag, 0, __ATOMIC_RELEASE); }
 static inline int bw_unlocked(int *flag) { return __atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0; }

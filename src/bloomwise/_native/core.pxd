@@ -8,6 +8,7 @@ from bloomwise._native.layouts cimport Geometry
 
 cdef extern from "common.h" nogil:
     int bw_try_lock(int* flag)
+    int bw_unlocked(int* flag)
     void bw_wait_unlocked(int* flag)
     void bw_unlock(int* flag)
 
@@ -19,6 +20,16 @@ cdef inline int lock_writer(int* flag) except -1:
         with nogil:
             bw_wait_unlocked(flag)
     return 0
+
+
+cdef inline int lock_writer_if_held(int* flag) except -1:
+    """Before a single-key write, with the GIL held: 0 when no writer holds the lock, since none can take it before
+    this thread releases the GIL (the write needs no lock, and must not release the GIL); else 1, the lock taken
+    (lock_writer), which the caller releases after its write."""
+    if bw_unlocked(flag):
+        return 0
+    lock_writer(flag)
+    return 1
 
 
 cdef class PositionsCore:

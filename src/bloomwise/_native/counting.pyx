@@ -22,7 +22,7 @@ from libc.string cimport memset, memcpy, memcmp, memmove
 from bloomwise._native.hashing cimport Hasher, hash_key, hash_object, SCHEME_XXH3
 from bloomwise._native.hashes cimport Batch, HashStream, make_batch, hash_fixed, hash_batch, CHUNK, BATCH_OBJECTS
 from bloomwise._native.support cimport check_int, check_threads, numpy
-from bloomwise._native.core cimport PositionsCore
+from bloomwise._native.core cimport PositionsCore, lock_writer_if_held
 from bloomwise._native.storage cimport AlignedBuffer
 from bloomwise._native.layouts cimport (
     Geometry, geometry_init, positions, second_hash, bw_fmix64, bw_mulhi, bw_prefetch_write,
@@ -30,7 +30,6 @@ from bloomwise._native.layouts cimport (
 )
 
 cdef extern from "common.h" nogil:
-    void bw_lock(int* flag)
     void bw_unlock(int* flag)
 
 cdef extern from *:
@@ -215,12 +214,13 @@ cdef class CounterArrayCore(PositionsCore):
     def add(self, key):
         """Add one occurrence of a key. Returns True when it was certainly absent before. O(k)."""
         cdef uint64_t h
-        cdef bint new_key
+        cdef bint new_key, locked
         hash_object(key, self._hasher, self._key_func, &h)
         self._check_writable()
-        self._lock_writer()
+        locked = lock_writer_if_held(&self._lock)
         new_key = self._add_hash(h)
-        bw_unlock(&self._lock)
+        if locked:
+            bw_unlock(&self._lock)
         self._count_keys(1)
         return new_key
 
@@ -233,12 +233,13 @@ cdef class CounterArrayCore(PositionsCore):
 
     cdef int _remove_one(self, object key) except -1:
         cdef uint64_t h
-        cdef bint removed
+        cdef bint removed, locked
         hash_object(key, self._hasher, self._key_func, &h)
         self._check_writable()
-        self._lock_writer()
+        locked = lock_writer_if_held(&self._lock)
         removed = self._remove_hash(h, NULL)
-        bw_unlock(&self._lock)
+        if locked:
+            bw_unlock(&self._lock)
         if removed:
             self._count_keys(-1)
         return removed
@@ -270,14 +271,14 @@ cdef class CounterArrayCore(PositionsCore):
             return None
         if batch.keys.kind == BATCH_OBJECTS:
             hs = hash_batch(batch, self._hasher, self._key_func)
+            self._lock_writer()  # with the GIL (core.pxd's lock_writer)
             with nogil:
-                bw_lock(&self._lock)
                 self._add_hashes(&hs[0], n)
                 bw_unlock(&self._lock)
         else:
             stream = HashStream(batch, self._hasher.seed, self._hasher.scheme, None)  # its buffers
+            self._lock_writer()  # with the GIL (core.pxd's lock_writer)
             with nogil:
-                bw_lock(&self._lock)
                 while start < n:
                     count = min(<Py_ssize_t>CHUNK, n - start)
                     hash_fixed(&batch.keys, start, count, self._hasher, stream.hashes, stream.scratch)
@@ -327,8 +328,8 @@ cdef class CounterArrayCore(PositionsCore):
             for i in range(min(n, <Py_ssize_t>PREFETCH_DISTANCE)):
                 prefetch_key(self, hs[i])
         if missing == "ignore":
+            self._lock_writer()  # with the GIL (core.pxd's lock_writer)
             with nogil:
-                bw_lock(&self._lock)
                 for i in range(n):
                     if prefetch and i + PREFETCH_DISTANCE < n:
                         prefetch_key(self, hs[i + PREFETCH_DISTANCE])
@@ -338,8 +339,8 @@ cdef class CounterArrayCore(PositionsCore):
             return removed
         undo_array = np.empty(n * k, dtype=np.uint32)
         cdef uint32_t[::1] undo = undo_array
+        self._lock_writer()  # with the GIL (core.pxd's lock_writer)
         with nogil:
-            bw_lock(&self._lock)
             saved_length = self._journal.length
             saved_base = self._journal.base
             for i in range(n):
@@ -695,8 +696,8 @@ cdef class CountingCore(CounterArrayCore):
         other._check_ready()
         if other._g.num_bits != self._g.num_bits or other._width != self._width:
             raise ValueError("filters differ in size")
+        self._lock_writer()  # with the GIL (core.pxd's lock_writer)
         with nogil:
-            bw_lock(&self._lock)
             for i in range(self._g.num_bits):
                 b = cell_get(other._cells, other._width, i)
                 if b == 0:
@@ -721,8 +722,8 @@ cdef class CountingCore(CounterArrayCore):
         other._check_ready()
         if other._g.num_bits != self._g.num_bits or other._width != self._width:
             raise ValueError("filters differ in size")
+        self._lock_writer()  # with the GIL (core.pxd's lock_writer)
         with nogil:
-            bw_lock(&self._lock)
             for i in range(self._g.num_bits):
                 a = cell_get(self._cells, self._width, i)
                 if a == 0:
@@ -951,8 +952,8 @@ cdef class VariableIncrementCore(CounterArrayCore):
         if (other._g.num_bits != self._g.num_bits or other._width != self._width
                 or other._fixed_bits != self._fixed_bits):
             raise ValueError("filters differ in size")
+        self._lock_writer()  # with the GIL (core.pxd's lock_writer)
         with nogil:
-            bw_lock(&self._lock)
             for i in range(self._g.num_bits):
                 theirs = cell_get(other._cells, other._width, i)
                 if theirs == 0:

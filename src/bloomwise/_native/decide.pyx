@@ -489,7 +489,7 @@ def bloom_query_many(sel, keys):
     cdef Py_ssize_t i, n = len(keys)
     cdef double pi, post, fpr = s.fpr, thr = s.threshold, fp = s.false_positive, fn = s.false_negative
     cdef double skipped = s.max_skipped_prior
-    cdef bint use_skipped = s.use_skipped, selective = s.query_selectively, informative, consult, answer, member
+    cdef bint use_skipped = s.use_skipped, selective = s.query_selectively, informative, consult, answer
     cdef bint constant = s.prior_kind == PRIOR_CONSTANT
     cdef const double[::1] priors
     if constant:
@@ -518,45 +518,102 @@ def bloom_query_many(sel, keys):
             answer_arr[consulted_arr] = np.asarray(s.filter.contains_many(take(keys, consulted_arr)),
                                                    dtype=bool)
     member_arr = np.empty(n, dtype=np.bool_)
-    post_arr = np.empty(n, dtype=np.float64)
-    expected_arr = np.empty(n, dtype=np.float64)
     cdef const uint8_t[::1] ans = answer_arr.view(np.uint8)
     cdef const uint8_t[::1] cons = consulted_arr.view(np.uint8)
     cdef uint8_t[::1] mem = member_arr.view(np.uint8)
-    cdef double[::1] po = post_arr
-    cdef double[::1] ex = expected_arr
+    cdef BloomColumns columns = BloomColumns.__new__(BloomColumns)
+    columns.answer, columns.consulted, columns.member = answer_arr, consulted_arr, member_arr
+    columns.fpr, columns.false_positive, columns.false_negative = fpr, fp, fn
+    columns.max_skipped_prior, columns.use_skipped = skipped, use_skipped
     cdef bint member_if[2]
-    cdef double post_if[2], expected_if[2]
-    if constant:  # the answer decides everything: two precomputed outcomes, chosen per key without branches
+    if constant:  # the answer decides everything: two precomputed outcomes, chosen per key
+        columns.constant = True
         for answer in (False, True):
-            post = pi
-            if consult and informative:
-                post = pi / (pi + (1.0 - pi) * fpr) if answer else 0.0
-            member = (post * fn >= (1.0 - post) * fp) if selective else answer
-            member_if[answer], post_if[answer] = member, post
-            expected_if[answer] = (1.0 - post) * fp if member else post * fn
+            post = bloom_posterior(pi, consult, informative, answer, fpr)
+            member_if[answer] = cost_optimal(post, answer, selective, fp, fn)
+            columns.post_if[answer] = post
+            columns.expected_if[answer] = expected_cost(post, member_if[answer], fp, fn)
         with nogil:
             for i in range(n):
-                answer = ans[i] != 0
-                mem[i] = member_if[answer]
-                po[i] = post_if[answer]
-                ex[i] = expected_if[answer]
-        return _decisions_type(member_arr, post_arr, answer_arr, consulted_arr, expected_arr)
-    with nogil:
-        for i in range(n):
-            if not constant:
+                mem[i] = member_if[ans[i] != 0]
+    else:
+        columns.priors = p_arr
+        with nogil:
+            for i in range(n):
                 pi = priors[i]
                 informative = pi > skipped or not use_skipped
-            consult = cons[i]
-            answer = ans[i]
-            post = pi
-            if consult and informative:
-                post = pi / (pi + (1.0 - pi) * fpr) if answer else 0.0
-            member = (post * fn >= (1.0 - post) * fp) if selective else answer
-            mem[i] = member
-            po[i] = post
-            ex[i] = (1.0 - post) * fp if member else post * fn
-    return _decisions_type(member_arr, post_arr, answer_arr, consulted_arr, expected_arr)
+                post = bloom_posterior(pi, cons[i], informative, ans[i], fpr)
+                mem[i] = cost_optimal(post, ans[i], selective, fp, fn)
+    return _decisions_type.deferred(member_arr, answer_arr, consulted_arr, columns)
+
+
+cdef inline double bloom_posterior(double p, bint consulted, bint informative, bint answer, double fpr) noexcept nogil:
+    """``Pr(key in S)`` after the filter's answer, where it was asked and says something about the key: Bayes,
+    ``P / (P + (1 - P) FPR)`` after "present" and 0 after "absent" (Bloom paradox, section IV.A); the prior ``P``
+    otherwise."""
+    if consulted and informative:
+        return p / (p + (1.0 - p) * fpr) if answer else 0.0
+    return p
+
+
+cdef inline bint cost_optimal(double post, bint answer, bint selective, double fp, double fn) noexcept nogil:
+    """The answer to act on: "present" when ``post W_FN >= (1 - post) W_FP`` (Theorem 1), or the filter's own."""
+    return (post * fn >= (1.0 - post) * fp) if selective else answer
+
+
+cdef inline double expected_cost(double post, bint member, double fp, double fn) noexcept nogil:
+    """The expected cost of an answer: ``(1 - post) W_FP`` if it says "present", ``post W_FN`` if "absent"."""
+    return (1.0 - post) * fp if member else post * fn
+
+
+@cython.final
+cdef class BloomColumns:
+    """The posterior and expected-cost arrays of a SelectiveBloomFilter.query_many batch, computed when first read
+    (``Decisions.posterior`` / ``.expected_cost``) from what the batch saw: the priors, the filter's answers, which
+    keys were consulted, and the filter's FPR and costs at the time of the query. The same formulas as the batch's
+    member decisions (``bloom_posterior``, ``expected_cost``), so the arrays are those an eager batch would write."""
+    cdef object answer, consulted, member, priors, computed
+    cdef bint constant, use_skipped
+    cdef double fpr, false_positive, false_negative, max_skipped_prior
+    cdef double post_if[2]
+    cdef double expected_if[2]
+
+    def __reduce__(self):  # Decisions pickles its arrays, never this
+        raise TypeError("BloomColumns is internal to Decisions and cannot be pickled")
+
+    def arrays(self):
+        """``(posterior, expected_cost)``: computed on the first call, the same arrays on every later one."""
+        if self.computed is None:
+            self.computed = self._compute()
+        return self.computed
+
+    cdef tuple _compute(self):
+        np = numpy()
+        cdef Py_ssize_t i, n = len(self.member)
+        post_arr = np.empty(n, dtype=np.float64)
+        expected_arr = np.empty(n, dtype=np.float64)
+        cdef double[::1] po = post_arr
+        cdef double[::1] ex = expected_arr
+        cdef const uint8_t[::1] ans = self.answer.view(np.uint8)
+        cdef const uint8_t[::1] cons = self.consulted.view(np.uint8)
+        cdef const uint8_t[::1] mem = self.member.view(np.uint8)
+        cdef const double[::1] priors
+        cdef double pi, post, fpr = self.fpr, fp = self.false_positive, fn = self.false_negative
+        cdef double skipped = self.max_skipped_prior
+        cdef bint use_skipped = self.use_skipped, answer
+        if self.constant:
+            for i in range(n):
+                answer = ans[i] != 0
+                po[i] = self.post_if[answer]
+                ex[i] = self.expected_if[answer]
+        else:
+            priors = self.priors
+            for i in range(n):
+                pi = priors[i]
+                post = bloom_posterior(pi, cons[i], pi > skipped or not use_skipped, ans[i], fpr)
+                po[i] = post
+                ex[i] = expected_cost(post, mem[i], fp, fn)
+        return post_arr, expected_arr
 
 
 cdef enum:

@@ -31,13 +31,12 @@ from bloomwise._native.hashing cimport (
 )
 from bloomwise._native.hashes cimport Batch, HashStream, make_batch, hash_fixed, hash_batch, CHUNK, BATCH_OBJECTS
 from bloomwise._native.support cimport check_int, check_threads, numpy
-from bloomwise._native.core cimport PositionsCore, lock_writer
+from bloomwise._native.core cimport PositionsCore, lock_writer, lock_writer_if_held
 from bloomwise._native.layouts cimport (
     Geometry, set_bits, test_bits, prefetch_key, LAYOUT_BLOCKED, bw_prefetch_read, bw_prefetch_write,
 )
 
 cdef extern from "common.h" nogil:
-    int bw_unlocked(int* flag)
     void bw_unlock(int* flag)
 
 cdef extern from "simd.h" nogil:
@@ -407,6 +406,7 @@ cdef class ScalableCore:
     def add(self, key):
         """Add a key. Returns True when it was certainly not present before (then it went into the newest stage)."""
         cdef uint64_t h
+        cdef bint locked
         if not self._derived:
             return self._seeded_add(key)
         self._hash_ready(key, &h)
@@ -415,11 +415,9 @@ cdef class ScalableCore:
             return False
         if self._stages[self._num_stages - 1].keys >= self._stages[self._num_stages - 1].capacity:
             self._add_stage()
-        if bw_unlocked(&self._lock):  # no writer holds it, and none can take it while this thread holds the GIL
-            set_newest(self._stages, self._num_stages, h)
-        else:
-            self._lock_writer()  # (the newest stage is read under the lock: another thread may have added one)
-            set_newest(self._stages, self._num_stages, h)
+        locked = lock_writer_if_held(&self._lock)  # (then the newest stage is read under the lock)
+        set_newest(self._stages, self._num_stages, h)
+        if locked:
             bw_unlock(&self._lock)
         return True
 
