@@ -472,11 +472,8 @@ def bloom_query(sel, key):
             post = 0.0
         elif p != 0.0:
             post = p / (p + (1.0 - p) * s.fpr)
-    if s.query_selectively:
-        member = post * s.false_negative >= (1.0 - post) * s.false_positive
-    else:
-        member = answer
-    expected = (1.0 - post) * s.false_positive if member else post * s.false_negative
+    member = cost_optimal(post, answer, s.query_selectively, s.false_positive, s.false_negative)
+    expected = expected_cost(post, member, s.false_positive, s.false_negative)
     return make_decision(member, post, (True if answer else False) if consult else None, expected)
 
 
