@@ -97,8 +97,8 @@ def assigned_requests(requests: Iterable[Request], rule: str, num_proxies: int, 
         raise ValueError(f"limit must be an integer >= 0 or None, got {limit!r}")
     if rule == "hash-client" and getattr(requests, "has_clients", True) is False:
         name = getattr(requests, "path", "the trace")
-        raise ValueError(f"{name} has no client field: choose how requests go to proxies with the assignment "
-                         f"'random' or 'round-robin' (not 'hash-client')")
+        raise ValueError(f"{name} has no client field: choose how its requests go to proxies, 'random' or "
+                         f"'round-robin' (bloomwise simulate --assign), not 'hash-client'")
     return _assigned(requests, rule, num_proxies, seed, limit)
 
 
