@@ -18,8 +18,9 @@ other columns are ignored. Bad lines are counted as the Squid reader counts them
 
 **oracleGeneral** (libCacheSim's ``oracleGeneral`` trace type): little-endian records of 24 bytes,
 ``uint32 time, uint64 object id, uint32 size, int64 next access`` (the 1-based number of the object's next
-request, -1 when there is none). A record whose next access is neither -1 nor after the record itself cannot be
-in such a trace and is malformed, as is a truncated last record. Read 16,384 records at a time.
+request, -1 when there is none). A record whose next access is neither -1 nor after the record itself, or beyond
+:data:`MAX_NEXT_ACCESS` (no trace has a trillion requests; 8 bytes of text read as a number are far beyond it),
+cannot be in such a trace and is malformed, as is a truncated last record. Read 16,384 records at a time.
 
 Files compressed with zstd (``.zst``, how libCacheSim ships its large traces) or gzip, bz2, xz are read as such
 (:mod:`bloomwise.cache.traces.files`).
@@ -34,7 +35,7 @@ from bloomwise.cache.traces.readers import DETECTION_LINES, BaseTraceReader
 from bloomwise.cache.traces.records import NO_CLIENT, Request, TraceError, new_request
 
 __all__ = ["CsvTraceReader", "OracleGeneralReader", "parse_csv_columns", "CSV_FIELDS", "HEADER_NAMES",
-           "ORACLE_GENERAL_RECORD_BYTES"]
+           "ORACLE_GENERAL_RECORD_BYTES", "MAX_NEXT_ACCESS"]
 
 #: The fields a csv trace can give, in the order of a Request's.
 CSV_FIELDS = ("time", "object", "size", "client")
@@ -45,6 +46,8 @@ HEADER_NAMES = {
     "size": ("size", "obj_size", "object_size", "bytes", "req_size"),
     "client": ("client", "client_id", "tenant", "tenant_id"),
 }
+#: The largest next-access number an oracleGeneral record may hold (2**40, about 1.1e12 requests).
+MAX_NEXT_ACCESS = 2 ** 40
 #: Bytes of one oracleGeneral record.
 ORACLE_GENERAL_RECORD_BYTES = 24
 _RECORDS_PER_BLOCK = 16384
@@ -267,13 +270,13 @@ class OracleGeneralReader(BaseTraceReader):
                 block = np.frombuffer(data, dtype=record, count=whole)
                 numbers = np.arange(number + 1, number + whole + 1, dtype=np.int64)
                 nexts = block["next"]
-                bad = ((nexts < -1) | ((nexts >= 0) & (nexts <= numbers))).tolist()
+                bad = ((nexts < -1) | ((nexts >= 0) & (nexts <= numbers)) | (nexts > MAX_NEXT_ACCESS)).tolist()
                 for at, is_bad, t, obj, size, nxt in zip(numbers.tolist(), bad, block["time"].tolist(),
                                                          block["object"].tolist(), block["size"].tolist(),
                                                          nexts.tolist()):
                     if is_bad:
-                        self.note_malformed(at, f"next access {nxt} is neither -1 nor after this record ({at}): "
-                                                f"not an oracleGeneral record")
+                        self.note_malformed(at, f"next access {nxt} is neither -1 nor in ({at}, 2**40] "
+                                                f"(after this record): not an oracleGeneral record")
                         if not self.requests and self.malformed >= DETECTION_LINES:
                             raise TraceError(self.path, None, f"not an oracleGeneral trace: none of the first "
                                                               f"{DETECTION_LINES} records is valid "

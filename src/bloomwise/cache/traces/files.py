@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
 import os
 import sys
 import zlib
 
-__all__ = ["COMPRESSED_EXTENSIONS", "display_name", "open_binary", "read_errors", "compression_extension"]
+__all__ = ["COMPRESSED_EXTENSIONS", "display_name", "open_binary", "read_errors", "compression_extension",
+           "ZstdFrames"]
 
 #: Extensions read and written compressed.
 COMPRESSED_EXTENSIONS = (".gz", ".bz2", ".xz", ".lzma", ".zst")
@@ -69,8 +71,7 @@ def open_binary(source, mode: str):
             raw = open(name, mode)
             try:
                 if mode == "rb":
-                    decompressor = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
-                    return decompressor.stream_reader(raw, read_across_frames=True, closefd=True), True
+                    return io.BufferedReader(ZstdFrames(raw, zstandard), 1 << 18), True
                 return zstandard.ZstdCompressor().stream_writer(raw, closefd=True), True
             except BaseException:
                 raw.close()
@@ -79,6 +80,56 @@ def open_binary(source, mode: str):
             return gzip.open(name, mode, compresslevel=GZIP_WRITE_LEVEL), True
         return _STANDARD_OPENERS.get(extension, open)(name, mode), True
     return source, False
+
+
+class ZstdFrames(io.RawIOBase):
+    """The decompressed bytes of a Zstandard stream of one or more frames, read in bounded memory, with an error
+    for a truncated stream (zstandard's own stream reader ends silently at the last whole block).
+
+    The compressed input is fed :data:`INPUT_BYTES` at a time; a zstd block decodes to at most 128 KiB and takes at
+    least 3 bytes, so one step holds at most INPUT_BYTES / 3 * 128 KiB (22 MB), whatever the file claims.
+    """
+
+    INPUT_BYTES = 512
+
+    def __init__(self, raw, zstandard):
+        self._raw = raw
+        self._decompressor = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+        self._frame = None  # the decompressor of the frame being read, None between frames
+        self._pending, self._offset = b"", 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while self._offset >= len(self._pending):
+            data = self._raw.read(self.INPUT_BYTES)
+            if not data:
+                if self._frame is not None:
+                    raise OSError("truncated zstd stream: its last frame is incomplete")
+                return 0
+            self._pending, self._offset = self._feed(data), 0
+        count = min(len(buffer), len(self._pending) - self._offset)
+        buffer[:count] = self._pending[self._offset:self._offset + count]
+        self._offset += count
+        return count
+
+    def _feed(self, data: bytes) -> bytes:
+        out = []
+        while data:
+            if self._frame is None:
+                self._frame = self._decompressor.decompressobj()
+            out.append(self._frame.decompress(data))
+            if self._frame.eof:  # the frame ended inside data: the rest starts the next one
+                data, self._frame = self._frame.unused_data, None
+            else:
+                data = b""
+        return b"".join(out)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
 
 
 def read_errors() -> tuple:
