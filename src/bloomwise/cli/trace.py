@@ -181,8 +181,8 @@ def _write_synthetic(args) -> int:
     writer = write_plain_trace if args.format == "plain" else write_squid_log
     if num_requests > MAX_SYNTHETIC_REQUESTS and not args.force:
         sample = io.StringIO()
-        writer(itertools.islice(trace, _SIZE_SAMPLE), sample)
-        per_request = len(sample.getvalue().encode("utf-8")) / _SIZE_SAMPLE
+        sampled = writer(itertools.islice(trace, _SIZE_SAMPLE), sample)
+        per_request = len(sample.getvalue().encode("utf-8")) / sampled
         compressed = args.output != "-" and os.path.splitext(args.output)[1].lower() in (
             ".gz", ".bz2", ".xz", ".lzma", ".zst")
         raise CommandError(
@@ -221,12 +221,15 @@ def _csv_columns(text: str) -> dict:
 
 
 def _open(open_trace, path: str, format: str, strict: bool, columns):
-    """open_trace with its usage errors (exit 2) and a missing zstandard package (exit 1) as CommandError."""
+    """open_trace with its usage errors (exit 2), a file that is not a trace and a missing zstandard package
+    (exit 1) as CommandError."""
     if columns is not None and format not in ("auto", "csv"):
         raise CommandError(f"--csv-columns goes with --format csv, not {format}", EXIT_USAGE)
+    from bloomwise.cache.traces import TraceError
+
     try:
         return open_trace(path, format=format, strict=strict, csv_columns=columns)
-    except ImportError as exc:
+    except (ImportError, TraceError) as exc:  # TraceError is a ValueError, but not a usage error
         raise CommandError(str(exc)) from None
     except ValueError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
