@@ -93,7 +93,8 @@ def test_hash_client_keeps_the_clients_and_is_refused_without_them():
     trace = _objects(5, client="10.1.2.3")
     assert list(assigned_requests(trace, "hash-client", 3)) == trace
     no_clients = _NoClients(_objects(5))
-    with pytest.raises(ValueError, match="t.csv has no client field: .* 'random' or 'round-robin'.*--assign.*not 'hash-client'"):
+    with pytest.raises(ValueError,
+                       match="t.csv has no client field: .* 'random' or 'round-robin'.*--assign.*not 'hash-client'"):
         assigned_requests(no_clients, "hash-client", 3)
     for rule in ("random", "round-robin"):
         no_clients = _NoClients(_objects(5))

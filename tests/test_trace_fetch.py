@@ -10,7 +10,6 @@ import io
 import json
 import os
 import stat
-import sys
 import tarfile
 
 import pytest

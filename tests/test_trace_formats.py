@@ -211,7 +211,8 @@ def test_csv_and_binary_forms_of_one_trace_agree(tmp_path):
     """The same requests written as libCacheSim csv and as oracleGeneral read back the same."""
     rng = np.random.default_rng(3)
     n = 5_000
-    times, objects, sizes = np.sort(rng.integers(0, 10 ** 6, n)), rng.integers(0, 2 ** 63, n), rng.integers(1, 10 ** 6, n)
+    times, objects = np.sort(rng.integers(0, 10 ** 6, n)), rng.integers(0, 2 ** 63, n)
+    sizes = rng.integers(1, 10 ** 6, n)
     (tmp_path / "t.oracleGeneral").write_bytes(_oracle_records(times, objects, sizes, np.full(n, -1)))
     lines = "".join(f"{t}, {o}, {s}, -1\n" for t, o, s in zip(times, objects, sizes))
     (tmp_path / "t.csv").write_text("# time, object, size, next_access_vtime\n" + lines)

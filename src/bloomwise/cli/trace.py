@@ -36,7 +36,7 @@ from bloomwise.cli._parse import parse_count, parse_positive_int, parse_size_byt
 MAX_DISTINCT = 100
 #: False-positive rate of the filters that count distinct URLs (each miscounts a new URL as seen at most this often).
 DISTINCT_FPR = 1e-4
-#: The most requests ``--synthetic`` writes without ``--force`` (about 11 GB of Squid log, 5 GB plain).
+#: The most requests ``--synthetic`` writes without ``--force`` (about 10 GB of Squid log, 6 GB plain).
 MAX_SYNTHETIC_REQUESTS = 100_000_000
 #: ``bloomwise.cache.traces``' READ_FORMATS and ASSIGNMENT_RULES, spelled out here: the cache package is imported
 #: only when a trace command runs (it takes about half a second, which every other command would pay)
@@ -272,7 +272,8 @@ def _describe(args) -> int:
                     requests = assigned_requests(reader, args.assign or "hash-client", num_proxies, seed=seed,
                                                  limit=limit)
                 except ValueError as exc:
-                    raise CommandError(str(exc).replace("bloomwise simulate --assign", "--assign"), EXIT_USAGE) from None
+                    message = str(exc).replace("bloomwise simulate --assign", "--assign")
+                    raise CommandError(message, EXIT_USAGE) from None
             for request in requests:
                 _bounded(methods, request.method)
                 if request.squid_code is not None:

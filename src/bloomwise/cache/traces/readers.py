@@ -208,7 +208,8 @@ class TraceReader(BaseTraceReader):
             lines = self._blocks.next()
             if lines is None:
                 break
-            in_block = sum(1 for text in lines if text.strip() and not text.lstrip().startswith("#") or text == BAD_LINE)
+            in_block = sum(1 for text in lines
+                           if text.strip() and not text.lstrip().startswith("#") or text == BAD_LINE)
             head.append((lines, self._blocks.reasons) if in_block else (len(lines), None))
             content += in_block
         return head
