@@ -217,3 +217,11 @@ def test_csv_and_binary_forms_of_one_trace_agree(tmp_path):
     lines = "".join(f"{t}, {o}, {s}, -1\n" for t, o, s in zip(times, objects, sizes))
     (tmp_path / "t.csv").write_text("# time, object, size, next_access_vtime\n" + lines)
     assert [r[:5] for r in open_trace(tmp_path / "t.csv")] == [r[:5] for r in open_trace(tmp_path / "t.oracleGeneral")]
+
+
+def test_csv_comments_and_blank_lines_are_skipped(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("\n# made by hand\ntime,object,size\n1,a,2\n# a comment\n\n3,b,4\n")
+    reader = open_trace(path)
+    assert [(r.line, r.url) for r in reader] == [(4, "a"), (7, "b")]
+    assert (reader.skipped, reader.malformed) == (5, 0)

@@ -12,7 +12,7 @@ are ignored). The columns are named by a header line (``time,object,size``, or l
 ``# time, object, size, next_access_vtime``; :data:`HEADER_NAMES` lists the names understood, e.g. ``obj_id`` and
 ``lbn`` for the object) or given by number, 1-based: ``{"time": 1, "object": 2, "size": 3}`` (the command line's
 ``--csv-columns time=1,object=2,size=3``), in which case a first line that is not a record is taken as a header
-and skipped. ``object`` and ``size`` are required, ``time`` (seconds, default 0) and ``client`` are optional;
+and skipped. Blank lines and lines starting with ``#`` are skipped (counted in ``skipped``). ``object`` and ``size`` are required, ``time`` (seconds, default 0) and ``client`` are optional;
 other columns are ignored. Bad lines are counted as the Squid reader counts them (``malformed``,
 ``malformed_lines``, ``strict``), and a file whose first 100 lines hold no record is not a trace.
 
@@ -130,15 +130,16 @@ class CsvTraceReader(BaseTraceReader):
         self._iterator = self._generate()
 
     def _columns_from_header(self) -> dict[str, int]:
-        for index, text in enumerate(self._first):
-            if text == BAD_LINE or not text.strip():
+        for index, text in enumerate(self._first):  # the header: the first line naming the columns
+            stripped = text.strip()
+            if text == BAD_LINE or not stripped:
                 continue
-            names = text.lstrip().lstrip("#").split(",")
-            columns = _header_columns(names)
+            columns = _header_columns(stripped.lstrip("#").split(","))
             if "object" in columns and "size" in columns:
                 self._header = index
                 return columns
-            break
+            if not stripped.startswith("#"):  # comments before it are passed over, a record ends the search
+                break
         raise TraceError(self.path, None, "no csv header naming the object and size columns (e.g. "
                                           "'time,object,size'): give the columns by number, e.g. "
                                           "--csv-columns time=1,object=2,size=3")
@@ -164,10 +165,10 @@ class CsvTraceReader(BaseTraceReader):
                 if not stripped:
                     self.skipped += 1
                     continue
-                if number - 1 == header or (header is None and content == 0 and self.requests == 0
-                                            and stripped.startswith("#")):
-                    self.skipped += 1  # the header (or a commented first line)
-                    header = -1
+                if number - 1 == header or stripped.startswith("#"):
+                    self.skipped += 1  # the header, or a comment
+                    if number - 1 == header:
+                        header = -1
                     continue
                 content += 1
                 fields = text.split(",")
