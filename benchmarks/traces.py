@@ -8,8 +8,9 @@ Each figure is the median of the runs, in requests (lines) per second, twice: by
 process's CPU time (on a shared, loaded machine the process gets a fraction of a core, and the CPU-time rate is
 what one core would do alone); the machine and its load are printed beside them. Reading counts the whole loop
 a simulator runs: opening, parsing, building the Request records and handing them to a consumer that only
-counts them. The targets (issue 13): reading a plain trace above 300k
-lines/s, generation above 500k requests/s.
+counts them. The same trace is also read in libCacheSim's forms (csv, csv.zst when the zstandard package is
+installed, oracleGeneral), written by this benchmark (object ids numbered in order of first request). The targets
+(issue 13): reading a plain trace above 300k lines/s, generation above 500k requests/s.
 """
 from __future__ import annotations
 
@@ -30,6 +31,30 @@ from measure import loadavg, machine, summary  # noqa: E402
 from bloomwise.cache.traces import SyntheticTrace, open_trace, write_plain_trace, write_squid_log  # noqa: E402
 
 TARGETS = {"read plain": 300_000, "generate": 500_000}
+
+
+def write_cachesim_forms(trace, csv_path: str, oracle_path: str, zst_path: str | None) -> None:
+    """The trace as libCacheSim csv (``time,object,size``), oracleGeneral records and (if given) zstd csv."""
+    import numpy as np
+
+    ids: dict[str, int] = {}
+    times, objects, sizes = [], [], []
+    for request in trace:
+        times.append(int(request.timestamp))
+        objects.append(ids.setdefault(request.url, len(ids) + 1))
+        sizes.append(request.size)
+    with open(csv_path, "w") as out:
+        out.write("time,object,size\n")
+        out.writelines(f"{t},{o},{z}\n" for t, o, z in zip(times, objects, sizes))
+    record = np.dtype([("time", "<u4"), ("object", "<u8"), ("size", "<u4"), ("next", "<i8")])
+    array = np.zeros(len(times), dtype=record)
+    array["time"], array["object"], array["size"], array["next"] = times, objects, sizes, -1
+    array.tofile(oracle_path)
+    if zst_path is not None:
+        import zstandard
+
+        with open(csv_path, "rb") as source, open(zst_path, "wb") as target:
+            zstandard.ZstdCompressor().copy_stream(source, target)
 
 
 def _count(iterable) -> int:
@@ -80,7 +105,14 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         paths = {"plain": os.path.join(tmp, "t.txt"), "squid": os.path.join(tmp, "t.log"),
-                 "plain.gz": os.path.join(tmp, "t.txt.gz")}
+                 "plain.gz": os.path.join(tmp, "t.txt.gz"), "csv": os.path.join(tmp, "t.csv"),
+                 "oracleGeneral": os.path.join(tmp, "t.oracleGeneral.bin")}
+        try:
+            import zstandard  # noqa: F401  (only to know whether .zst can be read)
+            paths["csv.zst"] = os.path.join(tmp, "t.csv.zst")
+        except ImportError:
+            print("zstandard is not installed: csv.zst is not measured")
+        write_cachesim_forms(trace, paths["csv"], paths["oracleGeneral"], paths.get("csv.zst"))
         for _ in range(args.runs):
             record("generate", *timed(_count, trace))
             record("write plain", *timed(write_plain_trace, trace, paths["plain"]))
