@@ -533,7 +533,8 @@ def test_trace_benchmark_runs(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| read plain |" in run.stdout and "| generate |" in run.stdout
     figures = json.loads(out.read_text())["cpu_figures"]
-    assert set(figures) == {"generate", "write plain", "write squid", "read plain", "read squid", "read plain.gz"}
+    assert set(figures) == {"generate", "write plain", "write squid", "read plain", "read squid", "read plain.gz",
+                            "read csv", "read csv.zst", "read oracleGeneral"}
 
 
 @pytest.mark.parametrize("field, value, message", [
