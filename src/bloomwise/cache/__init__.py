@@ -2,8 +2,9 @@
 
 The engine is synchronous pure Python over the compiled filters, with no I/O: the simulator
 (``bloomwise.cache.simulation``, ``bloomwise simulate``) and the network proxy drive the same classes.
-``bloomwise.cache.traces``: request records, trace readers and writers (Squid access.log, plain), the client ->
-proxy mapping and the synthetic workload generator. See docs/cache.md.
+``bloomwise.cache.traces``: request records, trace readers (Squid access.log, plain, libCacheSim csv and
+oracleGeneral, compressed) and writers, the client -> proxy mapping, the synthetic workload generator and real
+traces fetched from package registries. See docs/cache.md and docs/traces.md.
 """
 from bloomwise.cache.node import STATS_KEYS, CacheNode
 from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, POLICY_NAMES, IcpPolicy, NoCooperation,

@@ -25,7 +25,8 @@ from bloomwise.cli._parse import parse_count, parse_fraction, parse_positive_int
 __all__ = ["register", "run", "format_table", "SWEEPS"]
 
 _DESCRIPTION = """\
-Replay a web-proxy trace (Squid access.log or plain "timestamp client url size" lines) or a synthetic one over
+Replay a trace (Squid access.log, plain "timestamp client url size" lines, libCacheSim csv or oracleGeneral, or a
+real trace fetched by `bloomwise trace fetch NAME`, given by its name) or a synthetic one over
 P cooperating proxy caches, once per routing policy over identical empty caches, and print per policy: requests,
 local / remote / total hit ratio, false hits, false misses, inter-proxy queries per request, summary bytes sent,
 total cost (queries x tau + origin fetches x omega) and wall time; then inter-proxy messages (an ICP query and its
