@@ -93,8 +93,9 @@ def _markdown(rep, doc) -> str:
         f"memory {doc['peak_memory_mb']} MB (" + ", ".join(f"{k} {v:.0f} s" for k, v in doc["timings_s"].items()
                                                    if k != "total")
         + "). " + _load_text(doc.get("load_average")) + _quick_text(doc.get("quick_run")),
-        f"- Runs: {s.seeds} full run{'s' if s.seeds > 1 else ''} of U per cell for the Bloom filter, Selective BF, GBF "
-        f"and CBF columns, {s.heavy_seeds} for the RBF column (it finds and clears every false positive of U), "
+        f"- Runs: {s.seeds} full run{'s' if s.seeds > 1 else ''} of U per cell for the Bloom filter, Selective BF "
+        f"and CBF columns ({s.heavy_seeds} for the GBF and RBF columns, whose queries of U are the slow part; the RBF "
+        f"finds and clears every false positive of U), "
         f"{s.fig8_seeds} seeds for Fig. 8, {s.trace_seeds} stand-in traces for Sec. VIII.C; the noise of every "
         f"simulated row from {s.replicates} replicate filters of the same set-up; population: "
         f"{s.population.members_per_type} members per type"

@@ -174,8 +174,12 @@ def paradox_text_rows() -> list[Row]:
                          "28.7", bits, method="computed", expected=bits, misprint=True,
                          note=f"Theorem 1 gives {bits:.2f}; 28.7 is alpha = 0.1 ({min_bits_per_item(1e-5, 0.1):.2f})"
                               f" or prior 1e-6 at alpha = 1 ({min_bits_per_item(1e-6, 1.0):.2f})"))
-    # Example 1: counters 1, 10 (x) and 5, 5 (y) with the same prior
-    m, n, prior = 9, 6, 0.1
+    half = 1 - math.exp(-math.log(2))
+    rows.append(make_row(BP, "Sec. III: probability that a bit is set after n insertions at k = ln(2) m/n", "0.5",
+                         half, method="computed", expected=0.5, note="1 - e^(-k n/m) = 1 - e^(-ln 2)"))
+    # Example 1 (Fig. 4): counters 0 1 0 5 2 10 0 5 3 (m = 9, k = 2, so n = 26 / 2 = 13); x has 1, 10, y has 5, 5
+    fig4_counters = (0, 1, 0, 5, 2, 10, 0, 5, 3)
+    m, n, prior = len(fig4_counters), sum(fig4_counters) // 2, 0.1
     px = cbf_posterior([1, 10], m, n, prior)
     py = cbf_posterior([5, 5], m, n, prior)
     rows += [
@@ -183,7 +187,8 @@ def paradox_text_rows() -> list[Row]:
         make_row(BP, "Example 1: product of y's counters (5, 5)", "25", 5.0 * 5, method="computed", expected=25.0),
         make_row(BP, "Example 1: Pr(y in S | CBF) > Pr(x in S | CBF) for equal priors", "true",
                  "true" if py > px else "false", method="computed",
-                 note=f"Theorem 2 with Fig. 4's m = 9, n = 6, prior 0.1: {py:.4f} > {px:.4f}"),
+                 note=f"Theorem 2 with Fig. 4's m = {m}, n = {n} (its counters sum to n k), prior 0.1: {py:.4f} > "
+                      f"{px:.4f}; any prior gives the same order"),
     ]
     # Example 2 (Fig. 6): D = {1, 2, 4}, h = 2, l = 3; x: c = (1, 2), a = (2, 8), increments (2, 4);
     # z: c1 = 2, a1 = 3, increment 1; c2 = 4 > h
