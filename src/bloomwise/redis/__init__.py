@@ -30,9 +30,11 @@ from bloomwise.redis.errors import (
 )
 from bloomwise.redis.filters import RedisBloomFilter, RedisCountingBloomFilter, open
 from bloomwise.redis.geometry import FORMAT_VERSION, MAX_PART_BYTES
+from bloomwise.redis.redisbloom import RedisBloomSnapshot, from_redisbloom
 
 __all__ = [
     "RedisBloomFilter", "RedisCountingBloomFilter", "to_redis", "from_redis", "open",
     "ServedFilterError", "FilterNotFoundError", "FilterMismatchError", "ServerUnavailableError",
-    "IncompleteBatchError", "FORMAT_VERSION", "MAX_PART_BYTES", "call_server",
+    "IncompleteBatchError", "FORMAT_VERSION", "MAX_PART_BYTES", "call_server", "from_redisbloom",
+    "RedisBloomSnapshot",
 ]
