@@ -599,3 +599,35 @@ def test_quick_benchmark_runs():
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| RedisBloomFilter blocked" in run.stdout and "insert, BITFIELD" in run.stdout
     assert "| RedisCountingBloomFilter classic 4-bit" in run.stdout
+
+
+@needs_server
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_reading_the_parts_answers_as_the_per_key_commands(redis_client, monkeypatch, layout):
+    monkeypatch.setattr(served_filters, "READ_SLICE_BYTES", 64 * 3)  # several GETRANGE slices per part
+    local = BloomFilter(4000, 0.02, layout=layout, seed=5)
+    remote = RedisBloomFilter(redis_client, "rp", 4000, 0.02, layout=layout, seed=5, part_bytes=1024)
+    assert len(remote.part_keys) > 2
+    keys = keys_of("r", 2500)
+    remote.update(keys, method="bitfield")  # the last part's string may end before the part does
+    local.update(keys)
+    probe = keys_of("absent", 6000) + keys
+    expected = local.contains_many(probe)
+    assert 0 < expected[:6000].sum() < 600  # some false positives, answered the same way
+    for method in ("read", "per_key", "auto"):
+        assert np.array_equal(remote.contains_many(probe, method=method), expected), method
+    with pytest.raises(ValueError, match="method"):
+        remote.contains_many(probe, method="fast")
+
+
+@needs_server
+def test_auto_chooses_by_the_batch_size_next_to_the_filter(redis_client, monkeypatch):
+    remote = RedisBloomFilter(redis_client, "auto", 100_000, 0.01)
+    chosen = []
+    monkeypatch.setattr(RedisBloomFilter, "read_part", lambda self, *a, **k: chosen.append("read") or np.zeros(
+        self.geometry.part_length(0), np.uint8))
+    small = -(-remote.nbytes // served_filters.READ_BYTES_PER_KEY) - 1  # one key too few to read the filter
+    remote.contains_many(np.arange(small, dtype=np.uint64))
+    assert chosen == []
+    remote.contains_many(np.arange(small + 1, dtype=np.uint64))
+    assert chosen == ["read"]

@@ -27,9 +27,10 @@ import numpy as np
 
 from bloomwise import _format, theory
 from bloomwise._native.bloom import hash_many
-from bloomwise._native.served import encode_args, pack_command, positions_many
+from bloomwise._native.served import encode_args, pack_command, positions_many, rows_all_set
 from bloomwise.bloom import BloomFilter
 from bloomwise.counting import CountingBloomFilter
+from bloomwise.errors import FormatError
 from bloomwise.redis.errors import (
     FilterMismatchError, FilterNotFoundError, IncompleteBatchError, ServedFilterError, ServerUnavailableError,
     call_server, redis_module, server_address, server_error,
@@ -48,8 +49,9 @@ CHUNK_KEYS = 1000
 #: Commands in flight before the replies are read (bounds the memory of the packed commands).
 WINDOW_COMMANDS = 32
 #: A bit filter's update() merges a locally built filter when the batch has a key per this many bytes of filter:
-#: a BITFIELD costs the server about 3 µs a key, SET + BITOP OR about a nanosecond a byte.
-MERGE_BYTES_PER_KEY = 64
+#: a BITFIELD costs the server about 2 µs a key; the merge (a local filter, SET, BITOP OR) a few nanoseconds a byte
+#: of filter, client and server together (the two met at about 800 bytes a key on the 2-core test machine).
+MERGE_BYTES_PER_KEY = 512
 #: Keys per MULTI/EXEC transaction of a counting insert.
 TRANSACTION_KEYS = 8000
 #: How often a counting insert looks again when another client recorded the same batch id meanwhile.
@@ -58,9 +60,10 @@ OPTIMISTIC_ATTEMPTS = 20
 REMOVE_ATTEMPTS = 3
 #: Seconds a counting batch's record is kept (a retry later than this may apply the batch twice).
 BATCH_RECORD_SECONDS = 24 * 3600
-#: contains_many reads a whole part once (and tests the bits here) when the batch has a key per this many bytes of
-#: the part: a GETRANGE per key costs the server about 0.5 µs, reading a part about a nanosecond a byte.
-READ_BYTES_PER_KEY = 64
+#: A bit filter's contains_many reads the filter's parts once (and tests the bits here) when the batch has a key per
+#: this many bytes of filter: a GETRANGE per key costs about 0.5 µs of server CPU and as much of the client's,
+#: reading a part about a nanosecond a byte (they met at 600-1,000 bytes a key: benchmarks/redis_served.py).
+READ_BYTES_PER_KEY = 512
 #: The largest slice of a part read by one GETRANGE (bounds the size of one reply).
 READ_SLICE_BYTES = 8 * 2 ** 20
 
@@ -395,11 +398,13 @@ class RedisBloomFilter(_Served):
         return local
 
     # -- reads --------------------------------------------------------------------------------------------------------
-    def _test(self, keys, single: bool):
+    def _test(self, keys, single: bool, method: str = "auto"):
         offsets, n, shape = self._offsets(keys, single)
         if n == 0:
             return np.zeros(shape, dtype=bool)
         doing = f"querying {self._name!r}"
+        if method == "read" or (method == "auto" and not single and n * READ_BYTES_PER_KEY >= self._g.nbytes):
+            return self._test_read_parts(offsets, doing).reshape(shape)
         if self._g.layout == "blocked" and not single:
             return self._test_blocks(offsets, doing).reshape(shape)
         op = encode_args([b"GET", b"u1"])
@@ -422,6 +427,37 @@ class RedisBloomFilter(_Served):
                 mask = (offsets[start:start + count] // part_bits) == part
                 rows[mask] = np.asarray(reply, dtype=np.int8) != 0
         return bits.all(axis=1).reshape(shape if not single else (1,))
+
+    def read_part(self, index: int, doing: str, connection=None):
+        """Part ``index`` of the payload as a uint8 array of its full length (``GETRANGE`` slices of at most
+        READ_SLICE_BYTES, pipelined; bytes never written read as 0)."""
+        length = self._g.part_length(index)
+        key = self._parts[index].encode()
+        starts = list(range(0, length, READ_SLICE_BYTES))
+        replies = self._exchange(
+            lambda i: encode_command([b"GETRANGE", key, str(starts[i]).encode(),
+                                      str(min(starts[i] + READ_SLICE_BYTES, length) - 1).encode()]),
+            len(starts), doing, [0] * len(starts), connection=connection)
+        _raise_error_replies(replies, doing)
+        part = np.zeros(length, dtype=np.uint8)
+        for start, data in zip(starts, replies):
+            expected = min(READ_SLICE_BYTES, length - start)
+            if not isinstance(data, bytes) or len(data) > expected:
+                raise FormatError(f"{self._parts[index]} answered {len(data) if isinstance(data, bytes) else data!r} "
+                                  f"bytes for a slice of {expected}")
+            part[start:start + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        return part
+
+    def _test_read_parts(self, offsets, doing: str):
+        """A batch large next to the filter: read every part once and test the bits here (``rows_all_set``, in
+        C). The server spends about a nanosecond a byte instead of half a microsecond a key
+        (READ_BYTES_PER_KEY). Bits are only ever set (clear() aside), so slices read one after the other still
+        find every key added before the call."""
+        positions = offsets ^ np.uint64(7)
+        found = np.ones(positions.shape[0], dtype=bool)
+        for index in range(len(self._parts)):
+            found &= rows_all_set(positions, self.read_part(index, doing), index * self._g.part_bytes * 8)
+        return found
 
     def _test_blocks(self, offsets, doing: str):
         """Blocked layout: one ``GETRANGE`` of the key's 64-byte block per key, the bits tested here. The server
@@ -459,9 +495,17 @@ class RedisBloomFilter(_Served):
         """``key in f``: False means certainly absent, True "might be present"."""
         return bool(self._test(key, True)[0])
 
-    def contains_many(self, keys):
-        """A numpy bool array: whether each key might be present (the shape of a numpy input)."""
-        return self._test(keys, False)
+    def contains_many(self, keys, *, method: str = "auto"):
+        """A numpy bool array: whether each key might be present (the shape of a numpy input).
+
+        ``method="per_key"``: a ``GETRANGE`` of each key's block (blocked layout) or ``BITFIELD_RO`` of its bits,
+        pipelined (about 0.5 µs of server CPU a key). ``method="read"``: the filter's parts are read once and the
+        bits tested here (the server's cost is that of the filter's bytes, not of the keys). ``"auto"`` (default)
+        reads when the batch holds at least one key per READ_BYTES_PER_KEY bytes of the filter. Same answers.
+        """
+        if method not in ("auto", "per_key", "read"):
+            raise ValueError(f"method must be 'auto', 'per_key' or 'read', got {method!r}")
+        return self._test(keys, False, method)
 
     # -- bulk ----------------------------------------------------------------------------------------------------------
     def merge(self, local) -> None:
