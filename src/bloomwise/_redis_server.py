@@ -96,8 +96,9 @@ class LocalRedisServer:
         if self.port:
             args += ["--bind", "127.0.0.1"]
         if self.cluster:
+            # the surviving masters keep serving their slots when one fails (no replicas in a test cluster)
             args += ["--cluster-enabled", "yes", "--cluster-config-file", os.path.join(self.directory, "nodes.conf"),
-                     "--cluster-node-timeout", "2000"]
+                     "--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"]
         for module in self.modules:
             args += ["--loadmodule", module]
         if self.password is not None:

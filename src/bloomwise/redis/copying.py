@@ -8,6 +8,7 @@ from bloomwise import _format
 from bloomwise.bloom import BloomFilter
 from bloomwise.counting import CountingBloomFilter
 from bloomwise.errors import FormatError
+from bloomwise.redis.cluster import route
 from bloomwise.redis.errors import FilterMismatchError, call_server
 from bloomwise.redis.filters import local_geometry, open_as
 from bloomwise.redis.geometry import LAYOUT_IDS, MAX_PART_BYTES, STRUCTURES, check_name, meta_key, part_key, read_meta
@@ -21,7 +22,8 @@ def to_redis(local, client, name: str, *, part_bytes=MAX_PART_BYTES, replace=Fal
     every part are written in one transaction, so readers never see half a filter."""
     name = check_name(name)
     geometry = local_geometry(local, part_bytes)
-    if not replace and read_meta(client, name) is not None:
+    cluster_client, (client, prefix) = client, route(client, name)
+    if not replace and read_meta(client, prefix) is not None:
         raise FilterMismatchError(f"a filter named {name!r} already exists on the server: pass replace=True to "
                                   "overwrite it")
     payload = memoryview(local._payload()).cast("B")
@@ -29,22 +31,23 @@ def to_redis(local, client, name: str, *, part_bytes=MAX_PART_BYTES, replace=Fal
     count_field = "num_keys" if geometry.structure == "counting" else "keys_added"
     fields[count_field] = str(local.num_keys if geometry.structure == "counting" else local._keys_added_count)
     pipe = client.pipeline(transaction=True)
-    pipe.delete(meta_key(name), *[part_key(name, i) for i in range(geometry.num_parts)])
+    pipe.delete(meta_key(prefix), *[part_key(prefix, i) for i in range(geometry.num_parts)])
     for index in range(geometry.num_parts):
         start = index * geometry.part_bytes
-        pipe.set(part_key(name, index), payload[start:start + geometry.part_length(index)].tobytes())
-    pipe.hset(meta_key(name), mapping=fields)
+        pipe.set(part_key(prefix, index), payload[start:start + geometry.part_length(index)].tobytes())
+    pipe.hset(meta_key(prefix), mapping=fields)
     call_server(client, f"storing {name!r}", pipe.execute)
-    return open_as(None, client, name)
+    return open_as(None, cluster_client, name)
 
 
 def from_redis(client, name: str):
     """The served filter ``name`` as a local BloomFilter or CountingBloomFilter, byte for byte (one consistent
     snapshot: the parts are read in one transaction). FormatError when what the server holds is inconsistent."""
     served = open_as(None, client, name)
+    client, prefix = served.client, served.key_prefix  # on a cluster: the node serving the filter
     g = served.geometry
     pipe = client.pipeline(transaction=True)
-    pipe.hget(meta_key(name), served.COUNT_FIELD)
+    pipe.hget(meta_key(prefix), served.COUNT_FIELD)
     for index, part in enumerate(served.part_keys):
         pipe.strlen(part)
     lengths = call_server(client, f"reading {name!r}", pipe.execute)
@@ -53,7 +56,7 @@ def from_redis(client, name: str):
             raise FormatError(f"{served.part_keys[index]} holds {length} bytes; the filter's part {index} has "
                               f"{g.part_length(index)}")
     pipe = client.pipeline(transaction=True)
-    pipe.hget(meta_key(name), served.COUNT_FIELD)
+    pipe.hget(meta_key(prefix), served.COUNT_FIELD)
     for part in served.part_keys:
         pipe.get(part)
     answer = call_server(client, f"reading {name!r}", pipe.execute)

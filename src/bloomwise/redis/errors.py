@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = ["ServedFilterError", "FilterNotFoundError", "FilterMismatchError", "ServerUnavailableError",
-           "IncompleteBatchError", "redis_module", "server_address", "server_error", "call_server"]
+           "IncompleteBatchError", "redis_module", "server_address", "server_error", "reply_error", "call_server"]
 
 
 class ServedFilterError(Exception):
@@ -71,6 +71,17 @@ def server_error(client, exc, doing: str) -> ServedFilterError:
                                       "check the password (and username) given to the client")
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)):
         return ServerUnavailableError(f"cannot reach the Redis server at {where} while {doing}: {exc}")
+    return reply_error(where, exc, doing)
+
+
+def reply_error(where: str, exc, doing: str) -> ServedFilterError:
+    """The error for an error reply of the server: a cluster's MOVED / ASK (the filter's slot now lives on another
+    node) says to open the filter again; anything else names the reply."""
+    redis = redis_module()
+    if isinstance(exc, (redis.exceptions.MovedError, redis.exceptions.AskError)):
+        return ServedFilterError(f"the cluster node at {where} no longer serves the filter's slot (it moved to "
+                                 f"{exc.host}:{exc.port}) while {doing}: open the filter again "
+                                 "(bloomwise.redis.open(cluster_client, name))")
     return ServedFilterError(f"the Redis server at {where} answered an error while {doing}: {exc}")
 
 

@@ -31,9 +31,10 @@ from bloomwise._native.served import encode_args, pack_command, positions_many, 
 from bloomwise.bloom import BloomFilter
 from bloomwise.counting import CountingBloomFilter
 from bloomwise.errors import FormatError
+from bloomwise.redis.cluster import is_cluster, route
 from bloomwise.redis.errors import (
     FilterMismatchError, FilterNotFoundError, IncompleteBatchError, ServedFilterError, ServerUnavailableError,
-    call_server, redis_module, server_address, server_error,
+    call_server, redis_module, reply_error, server_address, server_error,
 )
 from bloomwise.redis.geometry import (
     LAYOUT_IDS, MAX_PART_BYTES, Geometry, check_name, create_or_check, meta_key, part_key, read_meta,
@@ -74,23 +75,31 @@ class _Served:
     _STRUCTURE = ""
 
     def _setup(self, client, name: str, geometry: Geometry, create: bool) -> None:
-        if not hasattr(client, "connection_pool") or not hasattr(client, "hgetall"):
-            raise TypeError(f"client must be a redis.Redis (a RedisCluster is not supported), got "
+        name = check_name(name)
+        if not is_cluster(client) and (not hasattr(client, "connection_pool") or not hasattr(client, "hgetall")):
+            raise TypeError(f"client must be a redis.Redis or a redis.cluster.RedisCluster, got "
                             f"{type(client).__name__}")
+        client, self._keys = route(client, name)  # a cluster: the node that serves the filter's hash slot
         self._client = client
-        self._name = check_name(name)
+        self._name = name
         self._g = geometry
         self._layout_id = LAYOUT_IDS[geometry.layout]
         self._scheme_id = _format.hash_scheme_id(geometry.hash_scheme)
-        self._parts = [part_key(self._name, i) for i in range(geometry.num_parts)]
+        self._parts = [part_key(self._keys, i) for i in range(geometry.num_parts)]
         if create:
-            create_or_check(client, self._name, geometry)
+            create_or_check(client, self._keys, geometry)
 
     # -- description -----------------------------------------------------------------------------------------------
     @property
     def name(self) -> str:
-        """The filter's name on the server (its keys are ``name:meta`` and ``name:part:<i>``)."""
+        """The filter's name on the server (its keys are ``name:meta`` and ``name:part:<i>``; on a Redis Cluster
+        ``{name}:meta``, ...: ``key_prefix``)."""
         return self._name
+
+    @property
+    def key_prefix(self) -> str:
+        """The prefix of the filter's keys on the server: the name, or ``{name}`` on a Redis Cluster."""
+        return self._keys
 
     @property
     def client(self):
@@ -136,19 +145,19 @@ class _Served:
         return list(self._parts)
 
     def _meta_int(self, field: str) -> int:
-        value = call_server(self._client, f"reading {meta_key(self._name)}", self._client.hget,
-                      meta_key(self._name), field)
+        value = call_server(self._client, f"reading {meta_key(self._keys)}", self._client.hget,
+                      meta_key(self._keys), field)
         return int(value or 0)
 
     def delete(self) -> None:
         """Remove the filter from the server (its metadata and parts; batch records expire by themselves)."""
-        call_server(self._client, f"deleting {self._name!r}", self._client.delete, meta_key(self._name), *self._parts)
+        call_server(self._client, f"deleting {self._name!r}", self._client.delete, meta_key(self._keys), *self._parts)
 
     def clear(self) -> None:
         """Empty the filter (every bit or counter to 0, the key count to 0), atomically."""
         pipe = self._client.pipeline(transaction=True)
         pipe.delete(*self._parts)
-        pipe.hset(meta_key(self._name), self.COUNT_FIELD, 0)
+        pipe.hset(meta_key(self._keys), self.COUNT_FIELD, 0)
         call_server(self._client, f"clearing {self._name!r}", pipe.execute)
 
     # -- hashing -----------------------------------------------------------------------------------------------------
@@ -270,10 +279,10 @@ def encode_command(args) -> bytes:
     return b"*%d\r\n" % len(args) + encode_args(args)
 
 
-def _raise_error_replies(replies, doing: str) -> None:
+def _raise_error_replies(replies, doing: str, where: str = "the server") -> None:
     for reply in replies:
         if isinstance(reply, Exception):
-            raise ServedFilterError(f"the Redis server answered an error while {doing}: {reply}")
+            raise reply_error(where, reply, doing)
 
 
 class RedisBloomFilter(_Served):
@@ -343,7 +352,7 @@ class RedisBloomFilter(_Served):
             counts[-1] = chunk.shape[0]  # a chunk's keys count as applied once its last command is confirmed
         replies = self._exchange(lambda i: pack_command(plan[i][0], plan[i][1], op, tail, 4), len(plan), doing,
                                  counts)
-        _raise_error_replies(replies, doing)
+        _raise_error_replies(replies, doing, server_address(self._client))
         was_zero = np.zeros((n, self._g.num_hashes), dtype=bool)
         index = 0
         for start in range(0, n, CHUNK_KEYS):
@@ -361,7 +370,7 @@ class RedisBloomFilter(_Served):
         # A key is new when one of its bits was 0, also when an earlier key of the same batch set it: like update().
         added = int(new.sum())
         if added:
-            call_server(self._client, "counting keys", self._client.hincrby, meta_key(self._name), "keys_added", added)
+            call_server(self._client, "counting keys", self._client.hincrby, meta_key(self._keys), "keys_added", added)
         return new
 
     def add(self, key) -> bool:
@@ -416,7 +425,7 @@ class RedisBloomFilter(_Served):
                 masks.append((start, chunk.shape[0], part))
         replies = self._exchange(lambda i: pack_command(plan[i][0], plan[i][1], op, b"", 3), len(plan), doing,
                                  [0] * len(plan))
-        _raise_error_replies(replies, doing)
+        _raise_error_replies(replies, doing, server_address(self._client))
         bits = np.zeros((n, self._g.num_hashes), dtype=bool)
         part_bits = np.uint64(self._g.part_bytes * 8)
         for (start, count, part), reply in zip(masks, replies):
@@ -438,7 +447,7 @@ class RedisBloomFilter(_Served):
             lambda i: encode_command([b"GETRANGE", key, str(starts[i]).encode(),
                                       str(min(starts[i] + READ_SLICE_BYTES, length) - 1).encode()]),
             len(starts), doing, [0] * len(starts), connection=connection)
-        _raise_error_replies(replies, doing)
+        _raise_error_replies(replies, doing, server_address(self._client))
         part = np.zeros(length, dtype=np.uint8)
         for start, data in zip(starts, replies):
             expected = min(READ_SLICE_BYTES, length - start)
@@ -482,7 +491,7 @@ class RedisBloomFilter(_Served):
                                  len(plan), doing, [0] * len(plan), replies_per_command=[len(r) for _, r in plan])
         blocks = np.zeros((n, 64), dtype=np.uint8)
         for (_, rows), answers in zip(plan, replies):
-            _raise_error_replies(answers, doing)
+            _raise_error_replies(answers, doing, server_address(self._client))
             data = b"".join(answers)
             if len(data) != 64 * len(rows):  # blocks past the end of a string that was never written so far
                 data = b"".join(a.ljust(64, b"\0") for a in answers)
@@ -519,7 +528,7 @@ class RedisBloomFilter(_Served):
             raise FilterMismatchError(f"cannot merge into {self._name!r}: " + "; ".join(diff))
         redis = redis_module()
         payload = memoryview(local._payload()).cast("B")
-        temporary = f"{self._name}:merge:{uuid.uuid4().hex}"
+        temporary = f"{self._keys}:merge:{uuid.uuid4().hex}"
         merged = 0
         for index, part in enumerate(self._parts):
             start = index * self._g.part_bytes
@@ -545,7 +554,7 @@ class RedisBloomFilter(_Served):
             except redis.exceptions.RedisError as exc:
                 raise server_error(self._client, exc, f"merging into {part}") from exc
             merged += 1
-        call_server(self._client, "counting keys", self._client.hincrby, meta_key(self._name), "keys_added",
+        call_server(self._client, "counting keys", self._client.hincrby, meta_key(self._keys), "keys_added",
               local._keys_added_count)
 
 
@@ -620,13 +629,13 @@ class RedisCountingBloomFilter(_Served):
                      applied_before: int, total_keys: int):
         """The removal script over the given chunks (pipelined); returns their [status, value] replies."""
         k = offsets.shape[1]
-        meta = meta_key(self._name).encode()
+        meta = meta_key(self._keys).encode()
         parts = [p.encode() for p in self._parts]
         arguments = [str(BATCH_RECORD_SECONDS).encode(), str(k).encode(), str(self._g.part_bytes * 8).encode(),
                      f"u{self._g.counter_bits}".encode(), str(self.counter_max).encode(), mode.encode()]
 
         def pack(c, sha):
-            record = f"{self._name}:batch:{batch_id}:{c}".encode()
+            record = f"{self._keys}:batch:{batch_id}:{c}".encode()
             head = [b"EVALSHA", sha, str(2 + len(parts)).encode(), meta, record, *parts, *arguments]
             return pack_command(head, offsets[starts[c]:starts[c] + counts[c]].reshape(-1), b"", b"", 1)
 
@@ -660,7 +669,7 @@ class RedisCountingBloomFilter(_Served):
         replies = self._exchange(lambda i: pack_command([b"BITFIELD_RO", self._parts[plan[i][0]].encode()],
                                                         plan[i][1], op, b"", 3),
                                  len(plan), doing, [0] * len(plan), None, connection, applied_before, total_keys)
-        _raise_error_replies(replies, doing)
+        _raise_error_replies(replies, doing, server_address(self._client))
         values = np.empty(offsets.size, dtype=np.int64)
         if len(self._parts) == 1:
             values[:] = np.concatenate([np.asarray(r, dtype=np.int64) for r in replies])
@@ -689,10 +698,10 @@ class RedisCountingBloomFilter(_Served):
         chunk_keys = n if mode == "raise" else CHUNK_KEYS  # "raise" is all or nothing: one chunk
         starts = list(range(0, n, chunk_keys))
         counts = [min(chunk_keys, n - s) for s in starts]
-        records = [f"{self._name}:batch:{batch_id}:{c}".encode() for c in range(len(starts))]
+        records = [f"{self._keys}:batch:{batch_id}:{c}".encode() for c in range(len(starts))]
         per_transaction = max(1, TRANSACTION_KEYS // chunk_keys)
         maximum = self.counter_max
-        meta = meta_key(self._name).encode()
+        meta = meta_key(self._keys).encode()
         parts = [p.encode() for p in self._parts]
         minus_one = encode_args([b"-1"])
         op = encode_args([b"INCRBY", f"u{self._g.counter_bits}".encode()])
@@ -706,7 +715,7 @@ class RedisCountingBloomFilter(_Served):
                     watch = [encode_command([b"WATCH", *[records[c] for c in group], *parts]),
                              encode_command([b"MGET", *[records[c] for c in group]])]
                     replies = self._exchange(watch.__getitem__, 2, doing, [0, 0], batch_id, connection, applied, n)
-                    _raise_error_replies(replies, doing)
+                    _raise_error_replies(replies, doing, server_address(self._client))
                     recorded = {c: int(r) for c, r in zip(group, replies[1]) if r is not None}
                     todo = [c for c in group if c not in recorded]
                     if not todo:
@@ -733,12 +742,12 @@ class RedisCountingBloomFilter(_Served):
                     replies = self._exchange(commands.__getitem__, len(commands), doing,
                                              [0] * (len(commands) - 1) + [group_keys], batch_id, connection,
                                              applied, n)
-                    _raise_error_replies(replies[:-1], doing)
+                    _raise_error_replies(replies[:-1], doing, server_address(self._client))
                     if replies[-1] is None:
                         continue  # another client wrote the filter after WATCH: read again
                     if isinstance(replies[-1], Exception):
                         raise ServedFilterError(f"the Redis server refused a transaction while {doing}: {replies[-1]}")
-                    _raise_error_replies(replies[-1], doing)
+                    _raise_error_replies(replies[-1], doing, server_address(self._client))
                     done = sum(recorded.values()) + sum(counts[c] for c in todo)
                     break
                 if done is None:
@@ -772,11 +781,11 @@ class RedisCountingBloomFilter(_Served):
         tail = encode_args([b"1"])
         starts = list(range(0, n, CHUNK_KEYS))
         counts = [min(CHUNK_KEYS, n - s) for s in starts]
-        records = [f"{self._name}:batch:{batch_id}:{c}".encode() for c in range(len(starts))]
+        records = [f"{self._keys}:batch:{batch_id}:{c}".encode() for c in range(len(starts))]
         went_up = np.zeros(n, dtype=bool)
         per_transaction = max(1, TRANSACTION_KEYS // CHUNK_KEYS)
         applied = 0
-        meta = meta_key(self._name).encode()
+        meta = meta_key(self._keys).encode()
         with self._connection(doing) as connection:
             for first in range(0, len(starts), per_transaction):
                 group = range(first, min(first + per_transaction, len(starts)))
@@ -785,7 +794,7 @@ class RedisCountingBloomFilter(_Served):
                          encode_command([b"MGET", *[records[c] for c in group]])]
                 for _attempt in range(OPTIMISTIC_ATTEMPTS):
                     replies = self._exchange(watch.__getitem__, 2, doing, [0, 0], batch_id, connection, applied, n)
-                    _raise_error_replies(replies, doing)
+                    _raise_error_replies(replies, doing, server_address(self._client))
                     todo = [c for c, record in zip(group, replies[1]) if record is None]
                     if not todo:
                         self._exchange(lambda i: encode_command([b"UNWATCH"]), 1, doing, [0], batch_id, connection,
@@ -807,13 +816,13 @@ class RedisCountingBloomFilter(_Served):
                     replies = self._exchange(commands.__getitem__, len(commands), doing,
                                              [0] * (len(commands) - 1) + [group_keys], batch_id, connection, applied,
                                              n)
-                    _raise_error_replies(replies[:-1], doing)
+                    _raise_error_replies(replies[:-1], doing, server_address(self._client))
                     result = replies[-1]
                     if result is None:
                         continue  # a record changed after WATCH: another client applied a chunk; look again
                     if isinstance(result, Exception):
                         raise ServedFilterError(f"the Redis server refused a transaction while {doing}: {result}")
-                    _raise_error_replies(result, doing)
+                    _raise_error_replies(result, doing, server_address(self._client))
                     for owner, reply in zip(owners, result):
                         if owner is None:
                             continue
@@ -897,7 +906,7 @@ class RedisCountingBloomFilter(_Served):
                 where.append((start, chunk.shape[0], part))
         replies = self._exchange(lambda i: pack_command(plan[i][0], plan[i][1], op, b"", 3), len(plan), doing,
                                  [0] * len(plan))
-        _raise_error_replies(replies, doing)
+        _raise_error_replies(replies, doing, server_address(self._client))
         for (start, count, part), reply in zip(where, replies):
             rows = values[start:start + count]
             if len(self._parts) == 1:
@@ -936,12 +945,14 @@ def check_capacity(capacity) -> int:
 
 
 def open_as(cls, client, name: str):
+    """The served filter ``name`` of class ``cls`` (None: the class its metadata names)."""
     name = check_name(name)
-    raw = read_meta(client, name)
+    node, prefix = route(client, name)
+    raw = read_meta(node, prefix)
     if raw is None:
-        raise FilterNotFoundError(f"no bloomwise filter named {name!r} on the Redis server at {server_address(client)} "
-                                  f"(the key {meta_key(name)!r} does not exist)")
-    geometry = Geometry.from_fields(name, raw)
+        raise FilterNotFoundError(f"no bloomwise filter named {name!r} on the Redis server at {server_address(node)} "
+                                  f"(the key {meta_key(prefix)!r} does not exist)")
+    geometry = Geometry.from_fields(prefix, raw)
     wanted = {RedisBloomFilter: "bloom", RedisCountingBloomFilter: "counting", None: geometry.structure}[cls]
     if geometry.structure != wanted:
         raise FilterMismatchError(f"{name!r} on the server is a {geometry.structure} filter, not a {wanted} filter")
