@@ -25,7 +25,7 @@ from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, POL
                                      make_policy)
 from bloomwise.cache.store import AVERAGE_DOCUMENT_SIZE, EVICTION_POLICIES, DocumentCache
 from bloomwise.cache.summary import SUMMARY_KINDS, PeerSummary
-from bloomwise.cache.traces import assign_proxy
+from bloomwise.cache.traces import client_to_proxy
 
 __all__ = ["SimulationConfig", "PolicyResult", "simulate", "replay", "JSON_KEYS", "ICP_QUERY_OVERHEAD",
            "estimate_mean_size"]
@@ -204,7 +204,7 @@ def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: 
     cooperative = policy in ("summary", "paradox")
     sequential = nodes[0].policy.sequential
     wire = config.wire
-    proxy_of: dict = {}
+    proxy_of = client_to_proxy(num_proxies)  # one hash a request: no state per distinct client
     caches = [node.cache._docs for node in nodes]  # the oracle's view of every cache (dicts: no method call)
     shared_copies = [PeerSummary() for _ in nodes]
     result = PolicyResult(policy)
@@ -217,10 +217,7 @@ def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: 
         if request.method != "GET":
             skipped += 1
             continue
-        client = request.client
-        p = proxy_of.get(client)
-        if p is None:
-            p = proxy_of[client] = assign_proxy(client, num_proxies)
+        p = proxy_of(request.client)
         node = nodes[p]
         url = request.url
         key = "GET " + url
