@@ -33,6 +33,15 @@ average (:class:`OnlinePrior`, weight ``1 / prior_window``):
   keys were chosen because their summary said "maybe", so this estimates ``Pr(hit | asked)``, a posterior rather
   than a prior (``SampledPrior`` warns: unbiased samples only), and the posterior then counts the summary's evidence
   twice. Kept to compare with.
+
+Neither average is used raw: a prior of exactly 0 makes every posterior 0, the peer is never asked again, and (for
+``outcomes``) no new sample can ever lift it. Both are smoothed with Laplace's rule of succession (the mean of the
+Beta(1 + x, 1 + n - x) posterior of a uniform prior) over the average's effective sample size:
+``P = (n_eff * a + 1) / (n_eff + 2)``, where ``a`` is the estimate above (clamped to [0, 1]) and ``n_eff`` the
+effective number of samples of the bias-corrected EWMA after t samples with weight ``w = 1/window``, ``r = 1 - w``:
+``n_eff = (sum r^i)^2 / sum r^(2i) = (1 - r^t)(1 + r) / ((1 - r)(1 + r^t))`` (1 after one sample, about
+``2 window - 1`` in the long run). So ``P >= 1 / (n_eff + 2) > 0`` (about ``1 / (2 window)``): a peer whose summary's
+counters are strong evidence is still asked, and an estimate of 0 needs thousands of samples to approach it.
 """
 from __future__ import annotations
 
@@ -149,6 +158,28 @@ class OnlinePrior:
         """Samples seen so far."""
         return self._recorded + self._pending
 
+    @property
+    def effective_samples(self) -> float:
+        """Kish's effective sample size of the weighted average, ``(sum a_i)^2 / sum a_i^2`` with weights
+        ``a_i = (1-w)^i``, i < t: ``(1 - r^t)(1 + r) / ((1 - r)(1 + r^t))``, ``r = 1 - w`` (0 before any sample)."""
+        t = self._recorded + self._pending
+        if t == 0:
+            return 0.0
+        r = 1.0 - self._w
+        if r == 0.0:
+            return 1.0
+        rt = r ** t
+        return (1.0 - rt) * (1.0 + r) / ((1.0 - r) * (1.0 + rt))
+
+    def smoothed(self, fraction: Optional[float] = None) -> float:
+        """Laplace's rule of succession over the effective sample: ``(n_eff * a + 1) / (n_eff + 2)`` with ``a`` the
+        estimate (or ``fraction``, clamped to [0, 1]); ``initial`` before any sample. Never 0 nor 1."""
+        if not (self._recorded or self._pending):
+            return self.initial
+        a = self.estimate() if fraction is None else min(1.0, max(0.0, fraction))
+        n = self.effective_samples
+        return (n * a + 1.0) / (n + 2.0)
+
     def record(self, member: bool) -> None:
         self._fold()
         w = self._w
@@ -207,14 +238,13 @@ class ParadoxPolicy(RoutingPolicy):
         return average
 
     def _prior_from(self, average: OnlinePrior, summary) -> float:
+        """The smoothed prior (module docstring): never 0, so a posterior can always rise with strong evidence."""
         if not self._mixture:
-            return average.estimate()
-        if not (average._recorded or average._pending):
-            return self.initial_prior
+            return average.smoothed()
         fpr = summary.fpr
-        if fpr >= 1.0:
+        if not average.samples or fpr >= 1.0:
             return self.initial_prior
-        return min(1.0, max(0.0, (average.estimate() - fpr) / (1.0 - fpr)))
+        return average.smoothed((average.estimate() - fpr) / (1.0 - fpr))
 
     def order(self, key, peers) -> list:
         threshold = 1.0 / self.origin_cost
