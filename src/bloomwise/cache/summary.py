@@ -398,6 +398,11 @@ class SummaryPublisher:
                     seed=filt.seed, hash_scheme=filt.hash_scheme)
 
     @property
+    def measured_publications(self) -> int:
+        """Publications made with at least one document cached (those ``mean_positions_per_document`` averages)."""
+        return self._measured_publications
+
+    @property
     def mean_positions_per_document(self) -> Optional[float]:
         """The mean over publications (with at least one document cached) of summary positions per cached
         document; None before such a publication."""
