@@ -226,12 +226,22 @@ def test_a_killed_and_restarted_proxy_is_noticed_and_no_request_fails():
     (["proxy", "--listen", "127.0.0.1:0", "--peer", "ftp://x:1"], "--peer"),
     (["proxy", "--listen", "127.0.0.1:0", "--peer-timeout", "-1"], "--peer-timeout"),
     (["cluster", "--proxies", "0"], "--proxies"),
+    (["proxy", "--listen", "127.0.0.1:0", "--cache-size", "0"], "--cache-size '0' must be at least 1 byte"),
+    (["proxy", "--listen", "127.0.0.1:0", "--mean-document-size", "0"], "--mean-document-size '0'"),
+    (["proxy", "--listen", "127.0.0.1:0", "--bits-per-entry", "100000"], "--bits-per-entry '100000'"),
+    (["proxy", "--listen", "127.0.0.1:0", "--origin-cost", "nan"], "positive number of milliseconds"),
+    (["proxy", "--listen", "127.0.0.1:0", "--allow-clients", "10.0.0.0/33"], "--allow-clients '10.0.0.0/33'"),
+    (["proxy", "--listen", "127.0.0.1:0", "--allow-clients", ","], "--allow-clients ',' names no network"),
+    (["proxy", "--listen", "127.0.0.1:0", "--allow-destinations", "x:0"], "--allow-destinations 'x:0'"),
+    (["cluster", "--allow-destinations", "no host"], "--allow-destinations 'no host'"),
 ])
 def test_bad_options_are_usage_errors(argv, message, capsys):
+    """A bad setting is exit 2 and one line on stderr, never a traceback (issue 34)."""
     from bloomwise.cli import main
 
     assert main(argv) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
 
 
 def test_cluster_command_starts_and_stops_on_ctrl_c():

@@ -13,6 +13,9 @@ A :class:`PeerLink` keeps one peer's summary current in the :class:`~bloomwise.c
   tried again after ``retry_after`` seconds, doubling up to ``max_retry_after``; a successful pull makes it
   healthy again.
 
+The peer's host name is resolved when the link starts and again every ``ADDRESS_REFRESH_SECONDS``: requests
+from those addresses may use the peer endpoints and ask peer queries (:mod:`bloomwise.proxy.access`).
+
 The round-trip time is the time to the answer's status line, smoothed (EWMA, weight 1/4, as TCP's SRTT uses
 1/8); it is the peer's cost tau in the ``paradox`` policy (in milliseconds, like the origin's cost omega).
 """
@@ -22,8 +25,10 @@ import asyncio
 import logging
 import time
 from typing import Optional
+from urllib.parse import urlsplit
 
 from bloomwise.errors import FormatError
+from bloomwise.proxy.access import normalize_address, resolve
 
 __all__ = ["PeerLink", "PeerFailure", "SUMMARY_CONTENT_TYPE"]
 
@@ -31,6 +36,8 @@ log = logging.getLogger("bloomwise.proxy")
 
 SUMMARY_CONTENT_TYPE = "application/x-bloomwise-summary"
 RTT_WEIGHT = 0.25
+#: seconds between two resolutions of a peer's host name (its addresses may use the peer endpoints)
+ADDRESS_REFRESH_SECONDS = 60.0
 
 
 class PeerFailure(Exception):
@@ -53,6 +60,8 @@ class PeerLink:
         self.summaries_rejected = 0
         self.summary_pulls = 0
         self.digest_version = 0
+        self.addresses: frozenset = frozenset()
+        self._addresses_at = float("-inf")
         self._wake = asyncio.Event()
         self._stopping = False
         self._task: Optional[asyncio.Task] = None
@@ -83,6 +92,28 @@ class PeerLink:
         self.healthy = False
         self.proxy.node.set_peer_health(self.url, False)
         self._wake.set()  # let the pull loop schedule the retry
+
+    def has_address(self, address: Optional[str]) -> bool:
+        """Whether a request from ``address`` comes from this peer (its host name as last resolved)."""
+        if not address or not self.addresses:
+            return False
+        try:
+            return normalize_address(address) in self.addresses
+        except ValueError:
+            return False
+
+    async def refresh_addresses(self) -> None:
+        parts = urlsplit(self.url)
+        found = await resolve(parts.hostname or "", parts.port or 80)
+        addresses = set()
+        for text in found:
+            try:
+                addresses.add(normalize_address(text))
+            except ValueError:
+                continue
+        if addresses:  # a failed resolution keeps the addresses known
+            self.addresses = frozenset(addresses)
+        self._addresses_at = time.monotonic()
 
     def notify(self) -> None:
         """The peer said it has a new summary version (or that it started): pull now, even if it was unhealthy."""
@@ -115,6 +146,8 @@ class PeerLink:
         # cancellation that coincides with its time-out into a TimeoutError, and the loop would go on.
         interval = self.proxy.config.summary_interval
         while not self._stopping:
+            if time.monotonic() - self._addresses_at >= ADDRESS_REFRESH_SECONDS:
+                await self.refresh_addresses()
             if self.healthy or time.monotonic() >= self.retry_at:
                 try:
                     await self.pull()

@@ -43,6 +43,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from bloomwise.cache.traces import request_key
 from bloomwise.proxy import http_cache
+from bloomwise.proxy.access import ClientPolicy, DestinationPolicy, GuardedResolver
 from bloomwise.proxy.peers import SUMMARY_CONTENT_TYPE, PeerFailure, PeerLink
 
 __all__ = ["ProxyConfig", "BloomwiseProxy", "request_key"]
@@ -77,10 +78,20 @@ class ProxyConfig:
     min_publish_interval: float = 0.1    # seconds between two summary publications, at least
     expected_entries: Optional[int] = None
     mean_document_size: int = 8192       # sizes the summary: expected documents = cache_size / this
+    #: who may use the proxy (None: loopback only) and where it may fetch (None: anything but loopback,
+    #: link-local and metadata addresses): bloomwise.proxy.access
+    clients: Optional[ClientPolicy] = None
+    destinations: Optional[DestinationPolicy] = None
 
     def __post_init__(self):
         if self.max_object_size is None:
             self.max_object_size = max(1, min(self.cache_size // 8, 64 * 2**20))
+        if self.clients is None:
+            self.clients = ClientPolicy()
+        if self.destinations is None:
+            self.destinations = DestinationPolicy()
+        if self.mean_document_size < 1:
+            raise ValueError(f"mean_document_size must be at least 1 byte, got {self.mean_document_size}")
 
 
 class BloomwiseProxy:
@@ -98,10 +109,12 @@ class BloomwiseProxy:
         self.links: dict[str, PeerLink] = {}
         self.counters = {key: 0 for key in (
             "requests_total", "pass_through", "cache_bypassed", "peer_failures", "summaries_rejected",
-            "notifies_sent", "notifies_received", "digests_served", "loops_refused", "summaries_served")}
+            "notifies_sent", "notifies_received", "digests_served", "loops_refused", "summaries_served",
+            "clients_refused", "destinations_refused", "connect_refused")}
         #: where a miss's time goes: the summary decision (node.route) against the whole miss (peers + origin)
         self.timing = {"misses": 0, "miss_seconds": 0.0, "route_seconds": 0.0}
-        self.session = None
+        self.session = None          # to peers and the parent (configured by the operator)
+        self.origin_session = None   # to origins: connects only where the destination policy allows
         self.started_monotonic = time.monotonic()
         self._runner = None
         self._digest_cache: Optional[tuple] = None
@@ -128,12 +141,17 @@ class BloomwiseProxy:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port, reuse_address=True)
         await site.start()
-        self.config.port = site._server.sockets[0].getsockname()[1]
+        sockets = site._server.sockets
+        self.config.port = sockets[0].getsockname()[1]
+        self.config.destinations.add_own_endpoints(s.getsockname()[:2] for s in sockets)
         if not self.config.name:
             self.node.name = self.url
+        timeout = aiohttp.ClientTimeout(total=self.config.origin_timeout)
         connector = aiohttp.TCPConnector(limit=256, limit_per_host=64, ttl_dns_cache=300)
-        self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
-                                             timeout=aiohttp.ClientTimeout(total=self.config.origin_timeout))
+        self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False, timeout=timeout)
+        guarded = aiohttp.TCPConnector(limit=256, limit_per_host=64, use_dns_cache=False,
+                                       resolver=GuardedResolver(self.config.destinations))
+        self.origin_session = aiohttp.ClientSession(connector=guarded, auto_decompress=False, timeout=timeout)
         self.started_monotonic = time.monotonic()
         for peer in self.config.peers:
             self.add_peer(peer)
@@ -164,9 +182,10 @@ class BloomwiseProxy:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        if self.session is not None:
-            await self.session.close()
-            self.session = None
+        for session in (self.session, self.origin_session):
+            if session is not None:
+                await session.close()
+        self.session = self.origin_session = None
 
     def _spawn(self, coro) -> None:
         task = asyncio.create_task(coro)
@@ -180,19 +199,51 @@ class BloomwiseProxy:
         self.counters["requests_total"] += 1
         target = request.raw_path
         try:
+            client = request.remote
+            is_client = self.config.clients.allows(client)
+            if not is_client and not self.is_peer_address(client):
+                self.counters["clients_refused"] += 1
+                return _error(403, f"client {client} is not allowed to use this proxy (--allow-clients "
+                                   f"{self.config.clients.describe()})")
+            if request.method == "CONNECT":
+                self.counters["connect_refused"] += 1
+                return _error(405, "CONNECT is not supported: this proxy forwards http:// requests only",
+                              Allow="GET, HEAD, POST, PUT, DELETE, OPTIONS, PURGE")
             if target.startswith("/"):
-                return await self._internal(request, target)
+                return await self._internal(request, target, is_client)
             parts = urlsplit(target)
             if parts.scheme != "http" or not parts.hostname:
                 return _error(400, f"this proxy forwards http:// absolute-form targets only, got {target[:200]!r}")
             if self._is_self(parts):
-                return await self._internal(request, parts.path + (f"?{parts.query}" if parts.query else ""))
+                return await self._internal(request, parts.path + (f"?{parts.query}" if parts.query else ""),
+                                            is_client)
+            if not is_client and not (request.method == "GET" and http_cache.only_if_cached(request.headers)):
+                self.counters["clients_refused"] += 1
+                return _error(403, f"{client} is a peer: it may ask peer queries (GET with Cache-Control: "
+                                   f"only-if-cached), not fetch through this proxy")
             return await self._proxy(request, target)
         except web.HTTPException:
             raise
         except Exception:
             log.exception("%s: error handling %s %s", self.name, request.method, target[:200])
             return _error(500, "internal error in the bloomwise proxy (logged)")
+
+    def is_peer_address(self, address: Optional[str]) -> bool:
+        """Whether ``address`` is one of the configured peers' addresses (as last resolved)."""
+        return any(link.has_address(address) for link in self.links.values())
+
+    async def _refused_destination(self, url: str):
+        """A 403 response if the destination policy refuses ``url``'s host and port, else None."""
+        parts = urlsplit(url)
+        try:
+            port = parts.port or 80
+        except ValueError:
+            return _error(400, f"the port of {url[:200]!r} is not a number in 0..65535")
+        refusal, _ = await self.config.destinations.check(parts.hostname, port)
+        if refusal is None:
+            return None
+        self.counters["destinations_refused"] += 1
+        return _error(403, f"destination refused: {refusal}")
 
     def _is_self(self, parts) -> bool:
         try:
@@ -204,7 +255,8 @@ class BloomwiseProxy:
         return port == self.config.port and (parts.path.startswith("/bloomwise/")
                                              or parts.path.startswith("/squid-internal-periodic/"))
 
-    async def _internal(self, request, target: str):
+    async def _internal(self, request, target: str, is_client: bool):
+        """The proxy's own endpoints: open to allowed clients and to the configured peers."""
         from aiohttp import web
 
         from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH
@@ -329,6 +381,9 @@ class BloomwiseProxy:
         if http_cache.only_if_cached(headers):
             return self._serve_peer_query(method, url)
         if method != "GET":
+            refused = await self._refused_destination(url)
+            if refused is not None:
+                return refused
             self.counters["pass_through"] += 1
             return await self._pass_through(request, url)
         key = request_key(method, url)
@@ -338,11 +393,17 @@ class BloomwiseProxy:
             node.cache.remove(key)  # stale: fetched again below
             self._after_change()
         if not http_cache.request_may_use_cache(method, headers):  # no-cache: fetch, and store the new copy
+            refused = await self._refused_destination(url)
+            if refused is not None:
+                return refused
             self.counters["cache_bypassed"] += 1
             return await self._fetch_and_respond(request, url, key, store=True)
         doc = node.lookup(key)
         if doc is not None:
             return self._respond_document(doc, "HIT")
+        refused = await self._refused_destination(url)  # a miss: the peers and then the origin fetch it
+        if refused is not None:
+            return refused
         miss_started = time.perf_counter()
         try:
             return await self._miss(request, url, key, miss_started)
@@ -418,6 +479,11 @@ class BloomwiseProxy:
                                 headers={"X-Cache": f"MISS from {self.url}"})
         return self._respond_document(doc, "HIT")
 
+    @property
+    def _fetch_session(self):
+        """The session origin fetches use: through the parent (an operator's choice) or guarded to the origin."""
+        return self.session if self.config.parent else self.origin_session
+
     def _via(self) -> str:
         return f"1.1 {self.url}"
 
@@ -430,8 +496,8 @@ class BloomwiseProxy:
         headers.pop("Host", None)
         headers["Via"] = (request.headers.get("Via", "") + ", " if "Via" in request.headers else "") + self._via()
         try:
-            async with self.session.request(request.method, url, headers=headers, proxy=self.config.parent,
-                                            allow_redirects=False) as reply:
+            async with self._fetch_session.request(request.method, url, headers=headers, proxy=self.config.parent,
+                                                   allow_redirects=False) as reply:
                 reply_headers = dict(reply.headers)
                 body, complete = await _read_body(reply, self.config.max_object_size, strict=False)
                 if not complete:  # larger than the largest object stored: streamed on, uncached
@@ -468,8 +534,8 @@ class BloomwiseProxy:
         if data is not None and len(data) > self.config.max_object_size:
             return _error(413, f"request body over {self.config.max_object_size} bytes")
         try:
-            async with self.session.request(request.method, url, headers=headers, data=data,
-                                            proxy=self.config.parent, allow_redirects=False) as reply:
+            async with self._fetch_session.request(request.method, url, headers=headers, data=data,
+                                                   proxy=self.config.parent, allow_redirects=False) as reply:
                 body = await reply.read()
                 return self._respond(reply.status, dict(reply.headers), body, "MISS")
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
@@ -558,10 +624,10 @@ async def _read_body(reply, limit: int, *, strict: bool = True):
     return body if strict else (body, True)
 
 
-def _error(status: int, message: str):
+def _error(status: int, message: str, **headers):
     from aiohttp import web
 
-    return web.Response(status=status, text=message + "\n", headers={"X-Bloomwise-Error": "1"})
+    return web.Response(status=status, text=message + "\n", headers={"X-Bloomwise-Error": "1", **headers})
 
 
 async def serve(config: ProxyConfig, *, ready=None) -> None:
