@@ -130,6 +130,12 @@ def test_a_summary_that_fails_its_checks_is_rejected_and_the_previous_one_kept()
                 assert b.node.peer(fake.url).summary is held and held.version == 1
                 assert all(key in held for key in keys)
                 assert b.stats()["peers"][fake.url]["summaries_rejected"] >= 3
+                # it keeps sending invalid summaries: unhealthy (routing skips it), and healthy again once valid
+                await eventually(lambda: not b.stats()["peers"][fake.url]["healthy"], what="the peer unhealthy")
+                assert "invalid summaries in a row" in b.stats()["peers"][fake.url]["last_error"]
+                assert not b.node.peer(fake.url).healthy
+                answers[:] = [good]
+                await eventually(lambda: b.stats()["peers"][fake.url]["healthy"], what="the peer healthy again")
         finally:
             await fake.stop()
     run(scenario())
@@ -160,6 +166,7 @@ def test_a_squid_digest_that_fails_its_checks_is_rejected_and_the_previous_one_k
                 await eventually(lambda: b.stats()["summaries_rejected"] >= 3, what="three rejections")
                 assert b.node.peer(fake.url).summary is held
                 assert all(f"GET {u}" in held for u in urls)
+                await eventually(lambda: not b.stats()["peers"][fake.url]["healthy"], what="the Squid unhealthy")
         finally:
             await fake.stop()
     run(scenario())
@@ -287,3 +294,12 @@ def test_proxy_on_a_busy_port_fails_with_a_clear_message(capsys):
         port = busy.getsockname()[1]
         assert main(["proxy", "--listen", f"127.0.0.1:{port}"]) == 1
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_proxy_with_an_access_log_it_cannot_write_fails_with_a_clear_message(tmp_path, capsys):
+    from bloomwise.cli import main
+
+    path = tmp_path / "missing-directory" / "access.log"
+    assert main(["proxy", "--listen", "127.0.0.1:0", "--access-log", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bloomwise proxy: --access-log {path}: cannot write it (") and err.count("\n") == 1, err

@@ -41,7 +41,7 @@ def _proxy_options(args) -> list[str]:
            "--update-threshold", args.update_threshold, "--summary-kind", args.summary_kind,
            "--mean-document-size", args.mean_document_size,
            "--summary-interval", args.summary_interval, "--peer-timeout", args.peer_timeout,
-           "--origin-cost", args.origin_cost, "--log-level", args.log_level]
+           "--origin-cost", args.origin_cost, "--header-timeout", args.header_timeout, "--log-level", args.log_level]
     if args.parent:
         out += ["--parent", args.parent]
     if args.allow_destinations:

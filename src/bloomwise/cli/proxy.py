@@ -50,6 +50,9 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
                             help="a peer proxy, http://HOST:PORT (repeat for more); a bloomwise proxy or a Squid "
                                  "(its Cache Digest is used)")
         parser.add_argument("--name", help="this proxy's name in stats and logs (default: its URL)")
+        parser.add_argument("--access-log", metavar="FILE",
+                            help="append one line per client request to FILE, in Squid's native access.log format "
+                                 "(bloomwise simulate --trace FILE --format squid replays it)")
         parser.add_argument("--allow-clients", metavar="CIDR,...",
                             help="client addresses allowed to use the proxy (default: loopback only, "
                                  "127.0.0.0/8 and ::1); others get 403")
@@ -76,6 +79,9 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
                         help="seconds between periodic summary pulls from each peer (default 5)")
     parser.add_argument("--peer-timeout", default="2", metavar="SECONDS",
                         help="a peer slower than this is skipped and marked unhealthy (default 2)")
+    parser.add_argument("--header-timeout", default="10", metavar="SECONDS",
+                        help="a client whose request headers are not complete this long after their first byte (or "
+                             "after it connected) gets 408 and is disconnected (default 10)")
     parser.add_argument("--origin-cost", default="100", metavar="MS",
                         help="omega, the cost of an origin fetch in milliseconds (peers cost their measured "
                              "round-trip time; default 100)")
@@ -134,6 +140,8 @@ def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=N
         name=name if name is not None else getattr(args, "name", None),
         summary_interval=_seconds(args.summary_interval, "--summary-interval"),
         peer_timeout=_seconds(args.peer_timeout, "--peer-timeout"),
+        header_timeout=_seconds(args.header_timeout, "--header-timeout"),
+        access_log=getattr(args, "access_log", None),
         origin_cost_ms=_positive(args.origin_cost, "--origin-cost", "milliseconds"),
         mean_document_size=mean_document_size,
         clients=ClientPolicy.parse(clients) if clients is not None else None,
@@ -169,6 +177,13 @@ def run(args) -> int:
     except ValueError as exc:
         print(f"bloomwise proxy: {exc}", file=sys.stderr)
         return 2
+    if config.access_log:
+        try:
+            open(config.access_log, "a").close()
+        except OSError as exc:
+            print(f"bloomwise proxy: --access-log {config.access_log}: cannot write it ({exc.strerror or exc})",
+                  file=sys.stderr)
+            return 1
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         asyncio.run(_serve_until_signal(proxy))

@@ -9,6 +9,7 @@ A :class:`PeerLink` keeps one peer's summary current in the :class:`~bloomwise.c
 - a peer that does not serve ``/bloomwise/summary`` but serves ``/squid-internal-periodic/store_digest`` is a Squid:
   its Cache Digest is fetched instead and used for routing (:class:`~bloomwise.cache.squid_digest.SquidDigestSummary`);
 - a summary or digest that fails its checks (``FormatError``) is rejected and logged; the one held stays in use;
+  after ``INVALID_SUMMARIES_BEFORE_UNHEALTHY`` in a row the peer is marked unhealthy (a valid one ends the run);
 - a failure (refused, timed out, an answer that is not HTTP) marks the peer unhealthy: routing skips it; it is
   tried again after ``retry_after`` seconds, doubling up to ``max_retry_after``; a successful pull makes it
   healthy again.
@@ -38,6 +39,8 @@ SUMMARY_CONTENT_TYPE = "application/x-bloomwise-summary"
 RTT_WEIGHT = 0.25
 #: seconds between two resolutions of a peer's host name (its addresses may use the peer endpoints)
 ADDRESS_REFRESH_SECONDS = 60.0
+#: consecutive summaries (or digests) failing their checks after which a peer is marked unhealthy
+INVALID_SUMMARIES_BEFORE_UNHEALTHY = 3
 
 
 class PeerFailure(Exception):
@@ -58,6 +61,7 @@ class PeerLink:
         self.retry_at = 0.0
         self.last_error: Optional[str] = None
         self.summaries_rejected = 0
+        self.consecutive_rejections = 0
         self.summary_pulls = 0
         self.digest_version = 0
         self.addresses: frozenset = frozenset()
@@ -202,8 +206,8 @@ class PeerLink:
             if status == 200 and ctype == SUMMARY_CONTENT_TYPE:
                 self.kind = "bloomwise"
                 self.note_rtt(elapsed)
-                self.note_success()
-                self._apply(body)
+                if self._apply(body):
+                    self.note_success()
                 return
             if status == 304:
                 self.kind = "bloomwise"
@@ -214,7 +218,8 @@ class PeerLink:
                 raise PeerFailure(f"GET /bloomwise/summary answered {status} {ctype}")
         await self._pull_digest()
 
-    def _apply(self, body: bytes) -> None:
+    def _apply(self, body: bytes) -> bool:
+        """Apply a pulled summary; False when it was rejected."""
         from bloomwise.cache.summary import SummaryGap
 
         self.summary_pulls += 1
@@ -227,12 +232,20 @@ class PeerLink:
             self._wake.set()
         except FormatError as exc:
             self._reject(exc)
+            return False
+        self.consecutive_rejections = 0
+        return True
 
     def _reject(self, exc: Exception) -> None:
+        """A summary or digest failed its checks: keep the one held; after several in a row, the peer is
+        unhealthy (routing skips it; it is retried with the usual back-off)."""
         self.summaries_rejected += 1
+        self.consecutive_rejections += 1
         self.proxy.counters["summaries_rejected"] += 1
         log.warning("%s: rejected the summary of %s: %s (the previous one stays in use)",
                     self.proxy.name, self.url, exc)
+        if self.consecutive_rejections >= INVALID_SUMMARIES_BEFORE_UNHEALTHY:
+            self.note_failure(f"{self.consecutive_rejections} invalid summaries in a row: {exc}")
 
     async def _pull_digest(self) -> None:
         from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, SquidDigestSummary
@@ -248,7 +261,6 @@ class PeerLink:
             raise PeerFailure(f"GET {DIGEST_PATH} answered {status}")
         self.kind = "squid"
         self.note_rtt(elapsed)
-        self.note_success()
         self.summary_pulls += 1
         try:
             summary = SquidDigestSummary.from_bytes(body, version=self.digest_version + 1,
@@ -256,6 +268,8 @@ class PeerLink:
         except FormatError as exc:
             self._reject(exc)
             return
+        self.consecutive_rejections = 0
+        self.note_success()
         self.digest_version += 1
         self.proxy.node.peer(self.url).summary = summary
         node = self.proxy.node
