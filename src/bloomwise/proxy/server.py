@@ -45,7 +45,9 @@ from urllib.parse import parse_qs, urlsplit
 from bloomwise.cache.node import RequestState
 from bloomwise.cache.traces import request_key
 from bloomwise.proxy import http_cache
+from bloomwise.cache.summary import SummaryPublisher
 from bloomwise.proxy.access import ClientPolicy, DestinationPolicy, GuardedResolver
+from bloomwise.proxy.advertised import AdvertisedSet
 from bloomwise.proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE, ProxyMetrics, exposition
 from bloomwise.proxy.peers import SUMMARY_CONTENT_TYPE, PeerFailure, PeerLink
 
@@ -78,6 +80,8 @@ class ProxyConfig:
     max_summary_bytes: int = 64 * 2**20
     max_object_size: Optional[int] = None  # largest body stored (default: cache_size / 8, at most 64 MiB)
     digest_period: float = 2.0           # seconds a served Squid digest is reused before it is rebuilt
+    #: a Squid digest lists only documents fresh this much longer (Squid refetches a peer's digest every 5 minutes)
+    digest_horizon: float = 300.0
     min_publish_interval: float = 0.1    # seconds between two summary publications, at least
     expected_entries: Optional[int] = None
     mean_document_size: int = 8192       # sizes the summary: expected documents = cache_size / this
@@ -87,6 +91,17 @@ class ProxyConfig:
     #: link-local and metadata addresses): bloomwise.proxy.access
     clients: Optional[ClientPolicy] = None
     destinations: Optional[DestinationPolicy] = None
+
+    @property
+    def expiry_sweep(self) -> float:
+        """Seconds between two withdrawals of the documents about to expire from the summary."""
+        return max(0.05, self.summary_interval / 2)
+
+    @property
+    def advertise_horizon(self) -> float:
+        """A document is in the summary only while it stays fresh this much longer: the sweep period, the delay
+        of a publication and a peer's pull interval (bloomwise.proxy.advertised)."""
+        return self.expiry_sweep + self.min_publish_interval + self.summary_interval
 
     def __post_init__(self):
         if self.max_object_size is None:
@@ -111,12 +126,17 @@ class BloomwiseProxy:
         self.node = CacheNode(config.name or "bloomwise", cache, policy=config.policy,
                               summary_kind=config.summary_kind, update_threshold=config.update_threshold,
                               origin_cost=config.origin_cost_ms, peer_cost=1.0)
+        # The summary advertises the documents that stay fresh while a peer may act on it, not the whole cache
+        # (bloomwise.proxy.advertised): the node's publisher summarises that set instead of the cache.
+        self.advertised = AdvertisedSet(cache.filter)
+        self.node.publisher = SummaryPublisher(self.advertised, kind=config.summary_kind,
+                                               update_threshold=config.update_threshold)
         self.links: dict[str, PeerLink] = {}
         self.counters = {key: 0 for key in (
             "requests_total", "pass_through", "cache_bypassed", "peer_failures", "summaries_rejected",
             "notifies_sent", "notifies_received", "digests_served", "loops_refused", "summaries_served",
             "clients_refused", "destinations_refused", "connect_refused", "collapsed_requests", "purges",
-            "peer_queries_sent", "header_timeouts", "bad_requests")}
+            "peer_queries_sent", "header_timeouts", "bad_requests", "withdrawn_expiring")}
         #: where a miss's time goes: the summary decision (node.route) against the whole miss (peers + origin)
         self.timing = {"misses": 0, "miss_seconds": 0.0, "route_seconds": 0.0}
         self.session = None          # to peers and the parent (configured by the operator)
@@ -176,6 +196,7 @@ class BloomwiseProxy:
         if self.config.access_log:
             self._access_log = open(self.config.access_log, "a", encoding="utf-8", buffering=65536)
             self._flush_task = asyncio.create_task(self._flush_access_log_every_second())
+        self._spawn(self._withdraw_expiring_documents())
         for peer in self.config.peers:
             self.add_peer(peer)
         log.info("%s listening on %s (policy %s, %d peers)", self.name, self.url, self.config.policy,
@@ -223,6 +244,21 @@ class BloomwiseProxy:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _withdraw_expiring_documents(self) -> None:
+        """Every ``expiry_sweep`` seconds: documents about to expire leave the summary, published at once."""
+        while True:
+            await asyncio.sleep(self.config.expiry_sweep)
+            withdrawn = self.advertised.withdraw_expiring(time.time())
+            if withdrawn:
+                self.counters["withdrawn_expiring"] += len(withdrawn)
+                self._after_change(now=True)
+
+    def _drop(self, key: str) -> None:
+        """Remove a document found stale: from the cache and from the summary."""
+        self.node.cache.remove(key)
+        self.advertised.withdraw(key)
+        self._after_change()
 
     # -- connections and the access log ------------------------------------------------------------------------
     def _header_timed_out(self, transport) -> None:
@@ -441,17 +477,17 @@ class BloomwiseProxy:
             pass  # the peer pulls periodically anyway; its health is judged by pulls and queries
 
     def squid_digest_bytes(self) -> bytes:
-        """The cache's keys as a Squid Cache Digest (rebuilt at most every ``digest_period`` seconds)."""
+        """The advertised documents that stay fresh ``digest_horizon`` seconds longer, as a Squid Cache Digest
+        (rebuilt at most every ``digest_period`` seconds)."""
         from bloomwise.cache.squid_digest import CacheDigest
 
         now = time.monotonic()
-        changes = self.node.cache.changes
-        if self._digest_cache is None or (self._digest_cache[1] != changes
-                                          and now - self._digest_cache[0] >= self.config.digest_period):
-            keys = [k for k in self.node.cache.keys() if k.startswith("GET ")]
+        if self._digest_cache is None or now - self._digest_cache[0] >= self.config.digest_period:
+            until = time.time() + self.config.digest_horizon
+            keys = [k for k, expires in self.advertised.expires_at.items() if k.startswith("GET ") and expires > until]
             digest = CacheDigest.from_keys(keys, capacity=max(1, len(keys)))
-            self._digest_cache = (now, changes, digest.to_bytes())
-        return self._digest_cache[2]
+            self._digest_cache = (now, digest.to_bytes())
+        return self._digest_cache[1]
 
     # -- proxying ---------------------------------------------------------------------------------------------
     async def _proxy(self, request, url: str):
@@ -476,8 +512,7 @@ class BloomwiseProxy:
         forwarded_because = "uri-miss"
         stored = node.cache.peek(key)
         if stored is not None and not http_cache.is_fresh(stored.headers or {}, stored.stored_at):
-            node.cache.remove(key)  # stale: fetched again below
-            self._after_change()
+            self._drop(key)  # stale: fetched again below
             forwarded_because = "stale"
         if not http_cache.request_may_use_cache(method, headers):  # no-cache: fetch, and store the new copy
             refused = await self._refused_destination(url)
@@ -593,8 +628,7 @@ class BloomwiseProxy:
         key = request_key(method, url)
         doc = self.node.serve_peer_query(key) if method == "GET" else None
         if doc is not None and not http_cache.is_fresh(doc.headers or {}, doc.stored_at):
-            self.node.cache.remove(key)
-            self._after_change()
+            self._drop(key)
             doc = None
         if doc is None:
             _log_as(request, "TCP_MISS")
@@ -608,8 +642,10 @@ class BloomwiseProxy:
         """PURGE url (allowed clients only): remove it; the next summary, published now, leaves it out."""
         from aiohttp import web
 
-        if not self.node.purge(request_key("GET", url)):
+        key = request_key("GET", url)
+        if not self.node.purge(key):
             return web.Response(status=404, text=f"not cached: {url[:200]}\n")
+        self.advertised.withdraw(key)
         self.counters["purges"] += 1
         self._after_change(now=True)
         return web.Response(status=200, text=f"purged: {url[:200]}\n")
@@ -697,9 +733,14 @@ class BloomwiseProxy:
         stored_headers = http_cache.end_to_end_headers(reply_headers)
         for name in ("X-Cache", "Via", "Date", "Cache-Status", "X-Bloomwise-Peer"):
             stored_headers.pop(name, None)
-        self.node.admit(key, len(body), body, stored_headers)
+        now = time.time()
+        for evicted in self.node.admit(key, len(body), body, stored_headers, stored_at=now):
+            self.advertised.withdraw(evicted)
+        if key in self.node.cache:
+            self.advertised.advertise(key, expires_at=http_cache.expires_at(stored_headers, now), now=now,
+                                      horizon=self.config.advertise_horizon)
         self._after_change()
-        return True
+        return key in self.node.cache
 
     def _client_headers(self, headers: dict, cache_state: str, cache_status: str) -> dict:
         """The reply's end-to-end headers with this proxy's X-Cache, its Cache-Status entry (RFC 9211: appended
@@ -745,6 +786,7 @@ class BloomwiseProxy:
             "hit_ratio": served / out["requests"] if out["requests"] else 0.0,
             "cache": {"documents": self.node.cache.num_documents, "used_bytes": self.node.cache.used_bytes,
                       "capacity_bytes": self.node.cache.capacity_bytes},
+            "advertised_documents": len(self.advertised),
             "summary": {"version": self.node.publisher.current_version,
                         "num_keys": self.node.publisher.current_num_keys,
                         "origin": f"{self.node.publisher.origin:016x}", "kind": self.config.summary_kind},
