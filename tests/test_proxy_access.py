@@ -136,6 +136,8 @@ def test_a_peer_may_ask_peer_queries_and_read_summaries_but_not_fetch():
             assert status == 504                                          # a peer query: answered
             text = await _refused(session, a, origin.url + "/doc/1")         # a fetch: refused
             assert "is a peer" in text
+            async with session.request("PURGE", origin.url + "/doc/1", proxy=a.url) as reply:
+                assert reply.status == 403 and "is a peer" in await reply.text()   # PURGE: clients only
             assert sum(origin.served.values()) == 0
     run(scenario())
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import time
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence, Union
 
@@ -41,6 +42,12 @@ __all__ = ["ClientPolicy", "DestinationPolicy", "DestinationRule", "GuardedResol
            "DEFAULT_DENIED_NETWORKS", "normalize_address"]
 
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+
+#: answers remembered (client addresses; checked destinations, for DESTINATION_CHECK_SECONDS) before the memo is
+#: emptied: a bound on memory, whatever clients and URLs arrive
+MEMO_ENTRIES = 4096
+#: seconds a destination check (its name resolution) is reused; the connection is checked again by GuardedResolver
+DESTINATION_CHECK_SECONDS = 30.0
 
 #: the clients allowed when ``--allow-clients`` is not given: loopback only
 DEFAULT_CLIENT_NETWORKS = tuple(ipaddress.ip_network(n) for n in ("127.0.0.0/8", "::1/128"))
@@ -84,6 +91,7 @@ class ClientPolicy:
 
     def __init__(self, networks: Optional[Sequence[Network]] = None):
         self.networks = tuple(DEFAULT_CLIENT_NETWORKS if networks is None else networks)
+        self._memo: dict = {}
 
     @classmethod
     def parse(cls, text: str) -> "ClientPolicy":
@@ -97,11 +105,17 @@ class ClientPolicy:
         """Whether a client at ``address`` (text, as the socket reports it) may use the proxy."""
         if not address:
             return False  # a unix socket or an unknown peer: not a listed address
-        try:
-            ip = normalize_address(address)
-        except ValueError:
-            return False
-        return any(ip in network for network in self.networks)
+        allowed = self._memo.get(address)
+        if allowed is None:
+            try:
+                ip = normalize_address(address)
+            except ValueError:
+                return False
+            allowed = any(ip in network for network in self.networks)
+            if len(self._memo) >= MEMO_ENTRIES:
+                self._memo.clear()
+            self._memo[address] = allowed
+        return allowed
 
     def describe(self) -> str:
         return ",".join(str(n) for n in self.networks)
@@ -194,6 +208,7 @@ class DestinationPolicy:
     def __init__(self, rules: Optional[Sequence[DestinationRule]] = None, own_endpoints: Iterable = ()):
         self.rules = None if rules is None else tuple(rules)
         self.own_endpoints = set()
+        self._memo: dict = {}
         self.add_own_endpoints(own_endpoints)
 
     @classmethod
@@ -209,6 +224,7 @@ class DestinationPolicy:
                 self.own_endpoints.add((normalize_address(address), int(port)))
             except ValueError:
                 continue
+        self._memo.clear()
 
     def describe(self) -> str:
         if self.rules is None:
@@ -247,9 +263,20 @@ class DestinationPolicy:
         return None
 
     async def check(self, host: str, port: int) -> tuple[Optional[str], list[str]]:
-        """Resolve ``host`` and check ``host:port``: (the refusal or None, the addresses)."""
+        """Resolve ``host`` and check ``host:port``: (the refusal or None, the addresses); an answer is reused for
+        ``DESTINATION_CHECK_SECONDS``."""
+        now = time.monotonic()
+        memo = self._memo.get((host, port))
+        if memo is not None and now - memo[0] < DESTINATION_CHECK_SECONDS:
+            return memo[1], memo[2]
         addresses = await resolve(host, port)
-        return self.refusal(host, port, addresses), addresses
+        refusal = self.refusal(host, port, addresses)
+        if not addresses:  # a resolution that failed may succeed on the next request
+            return refusal, addresses
+        if len(self._memo) >= MEMO_ENTRIES:
+            self._memo.clear()
+        self._memo[(host, port)] = (now, refusal, addresses)
+        return refusal, addresses
 
 
 async def resolve(host: str, port: int) -> list[str]:

@@ -28,6 +28,8 @@ import time
 from typing import Optional
 from urllib.parse import urlsplit
 
+from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, SquidDigestSummary
+from bloomwise.cache.summary import SummaryGap
 from bloomwise.errors import FormatError
 from bloomwise.proxy.access import normalize_address, resolve
 
@@ -220,8 +222,6 @@ class PeerLink:
 
     def _apply(self, body: bytes) -> bool:
         """Apply a pulled summary; False when it was rejected."""
-        from bloomwise.cache.summary import SummaryGap
-
         self.summary_pulls += 1
         try:
             self.proxy.node.receive_summary(self.url, body)
@@ -248,8 +248,6 @@ class PeerLink:
             self.note_failure(f"{self.consecutive_rejections} invalid summaries in a row: {exc}")
 
     async def _pull_digest(self) -> None:
-        from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, SquidDigestSummary
-
         try:
             status, ctype, body, elapsed = await self._get(DIGEST_PATH, DIGEST_CONTENT_TYPE)
         except FormatError as exc:

@@ -15,7 +15,15 @@ decision is the engine's (:class:`bloomwise.cache.CacheNode`); this module only 
 
 Requests with ``Cache-Control: only-if-cached`` are peer queries: answered from the cache or with 504, never
 forwarded (no loops; a ``Via`` header naming this proxy is refused with 508 as a second guard). Other methods than
-GET pass through to the origin uncached.
+GET pass through to the origin uncached; ``PURGE`` removes a document; ``CONNECT`` is refused (405).
+
+Closed by default (:mod:`bloomwise.proxy.access`): loopback clients only, no fetch from loopback, link-local or
+metadata addresses, the peers limited to peer queries and the endpoints. Each miss carries its own
+:class:`~bloomwise.cache.node.RequestState` (requests interleave on the event loop), and concurrent misses for one
+URL wait for the first one's fetch (collapsed forwarding). The summary advertises only the documents that stay fresh
+while a peer may act on it (:mod:`bloomwise.proxy.advertised`). Every response carries ``Cache-Status`` (RFC 9211)
+beside ``X-Cache``; client requests go to ``--access-log`` in Squid's format; a connection's request headers have a
+deadline (:class:`HeaderDeadline`).
 
 Endpoints of the proxy itself (origin-form targets, or absolute ones naming the proxy's own address)::
 
@@ -23,6 +31,7 @@ Endpoints of the proxy itself (origin-form targets, or absolute ones naming the 
                                                  when O is this proxy's instance id and V still kept; 304 if current
     POST /bloomwise/notify                       {"url": PEER_URL, "version": V}: a peer has a new version
     GET  /bloomwise/stats                        JSON counters (CacheNode.stats() and the network's)
+    GET  /metrics                                the counters and latency histograms, Prometheus text
     GET  /squid-internal-periodic/store_digest   the cache's keys as a Squid Cache Digest (for Squid siblings)
 
 Why aiohttp: one well-kept library gives both an asyncio HTTP/1.1 server that accepts absolute-form targets (the
@@ -42,7 +51,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 from urllib.parse import parse_qs, urlsplit
 
-from bloomwise.cache.node import RequestState
+from bloomwise.cache.node import CacheNode, RequestState
+from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, CacheDigest
+from bloomwise.cache.store import DocumentCache
 from bloomwise.cache.traces import request_key
 from bloomwise.proxy import http_cache
 from bloomwise.cache.summary import SummaryPublisher
@@ -118,8 +129,6 @@ class BloomwiseProxy:
     """One running proxy: ``await proxy.start()``, ``proxy.url``, ``await proxy.stop()``."""
 
     def __init__(self, config: ProxyConfig):
-        from bloomwise.cache import CacheNode, DocumentCache
-
         self.config = config
         expected = config.expected_entries or max(1, config.cache_size // config.mean_document_size)
         cache = DocumentCache(config.cache_size, bits_per_entry=config.bits_per_entry, expected_entries=expected)
@@ -372,8 +381,6 @@ class BloomwiseProxy:
         """The proxy's own endpoints: open to allowed clients and to the configured peers."""
         from aiohttp import web
 
-        from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH
-
         path, _, query = target.partition("?")
         if path == "/bloomwise/summary" and request.method in ("GET", "HEAD"):
             return self._serve_summary(parse_qs(query))
@@ -479,8 +486,6 @@ class BloomwiseProxy:
     def squid_digest_bytes(self) -> bytes:
         """The advertised documents that stay fresh ``digest_horizon`` seconds longer, as a Squid Cache Digest
         (rebuilt at most every ``digest_period`` seconds)."""
-        from bloomwise.cache.squid_digest import CacheDigest
-
         now = time.monotonic()
         if self._digest_cache is None or now - self._digest_cache[0] >= self.config.digest_period:
             until = time.time() + self.config.digest_horizon
