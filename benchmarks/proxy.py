@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import aiohttp  # noqa: E402
 
-from bloomwise.proxy.cluster import _read_ready_line  # noqa: E402
+from bloomwise.proxy.cluster import read_ready_line  # noqa: E402
 from bloomwise.proxy.squid import SquidPeer, SquidProcess, free_port, squid_binary  # noqa: E402
 
 MEAN_SIZE = 4096
@@ -37,7 +37,7 @@ def start_origin(documents: int):
     p = subprocess.Popen([sys.executable, "-m", "bloomwise.proxy.origin", "--listen", "127.0.0.1:0", "--documents",
                           str(documents), "--mean-size", str(MEAN_SIZE)], stdout=subprocess.PIPE,
                          stdin=subprocess.DEVNULL)
-    return p, _read_ready_line(p, 60, "origin")["origin"]
+    return p, read_ready_line(p, 60, "origin")["origin"]
 
 
 def start_proxy(port: int, peers: list, extra: list):
@@ -45,7 +45,7 @@ def start_proxy(port: int, peers: list, extra: list):
     for peer in peers:
         args += ["--peer", peer]
     p = subprocess.Popen(args + extra, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    _read_ready_line(p, 60, f"proxy on {port}")
+    read_ready_line(p, 60, f"proxy on {port}")
     return p, f"http://127.0.0.1:{port}"
 
 
@@ -227,6 +227,48 @@ async def churn_run(origin, seconds, rate, threshold, cache_size):
         stop([p0, p1])
 
 
+async def digest_routing_run(origin, entries, sample):
+    """What a Squid routes by a bloomwise sibling's digest of ``entries`` URLs: the fraction of ``sample`` of them
+    that its access.log shows as CD_SIBLING_HIT (Squid 5.7: see bug 5510 in docs/cache.md), beside the fraction the
+    digest as served holds (bloomwise's reader)."""
+    from bloomwise.cache.squid_digest import CacheDigest, mask_size_for
+
+    port = free_port()
+    p0, u0 = start_proxy(port, [], ["--mean-document-size", str(MEAN_SIZE)])
+    squid = None
+    try:
+        held = [f"{origin}/doc/{i}" for i in range(entries)]
+        await load(u0, held, 8)
+        squid = await asyncio.to_thread(SquidProcess(peers=[SquidPeer("127.0.0.1", port)], cache_mem_mb=256).start)
+        await load(squid.proxy_url, [f"{origin}/doc/{entries + 7}"], 1)           # makes Squid fetch the digest
+        await wait_until(lambda: _digests_served(u0), 60, "Squid's fetch of the digest")
+        await asyncio.sleep(3.0)                                                  # time to take it in use
+        step = max(1, entries // sample)
+        chosen = held[::step][:sample]
+        await load(squid.proxy_url, chosen, 8)
+        await asyncio.sleep(2.0)                                                  # the log daemon's last lines
+        wanted = set(chosen)
+        routed = 0
+        for line in squid.access_log_lines():
+            fields = line.split()
+            if len(fields) >= 9 and fields[6] in wanted and fields[8].startswith("CD_SIBLING_HIT/"):
+                routed += 1
+        async with aiohttp.ClientSession() as session:
+            async with session.get(u0 + "/squid-internal-periodic/store_digest") as reply:
+                digest = CacheDigest.from_bytes(await reply.read())
+        listed = sum(digest.contains_url(u) for u in chosen)
+        return {"entries": entries, "mask_bytes": mask_size_for(entries, 5), "sampled": len(chosen),
+                "listed_fraction": listed / len(chosen), "cd_sibling_hit_fraction": routed / len(chosen)}
+    finally:
+        if squid is not None:
+            await asyncio.to_thread(squid.stop)
+        stop([p0])
+
+
+async def _digests_served(proxy_url):
+    return (await fetch_json(proxy_url + "/bloomwise/stats"))["digests_served"] >= 1
+
+
 def median_of(runs, *path):
     values = []
     for r in runs:
@@ -246,6 +288,10 @@ def main(argv=None) -> int:
     parser.add_argument("--churn-seconds", type=float, help="seconds of churn per threshold (default 20; quick 3)")
     parser.add_argument("--churn-rate", type=float, help="new documents per second at P0 (default 100; quick 50)")
     parser.add_argument("--no-squid", action="store_true")
+    parser.add_argument("--digest-routing", metavar="ENTRIES,...",
+                        help="instead: what a Squid routes by a bloomwise sibling's digest of that many URLs, e.g. "
+                             "200,1000,5000,10000 (Squid 5.7's bug 5510 as a function of digest size)")
+    parser.add_argument("--digest-sample", type=int, default=1000, help="URLs asked per digest size (default 1000)")
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
     defaults = dict(requests=200, runs=1, churn_seconds=3.0, churn_rate=50.0) if args.quick else \
@@ -254,6 +300,8 @@ def main(argv=None) -> int:
         if getattr(args, name) is None:
             setattr(args, name, value)
     use_squid = not args.no_squid and squid_binary() is not None
+    if args.digest_routing:
+        return digest_routing_main(args)
     from measure import machine
     try:
         from bloomwise._native.bloom import batch_kernels
@@ -285,6 +333,41 @@ def main(argv=None) -> int:
         json.dump(results, f, indent=1)
     with open(os.path.join(args.out, f"{stamp}-proxy.md"), "w") as f:
         f.write(report)
+    print(report)
+    return 0
+
+
+def digest_routing_main(args) -> int:
+    if squid_binary() is None:
+        print("proxy.py: --digest-routing needs Squid (scripts/system-deps.sh installs it)", file=sys.stderr)
+        return 2
+    try:
+        sizes = [int(x) for x in args.digest_routing.split(",")]
+    except ValueError:
+        print(f"proxy.py: --digest-routing {args.digest_routing!r}: expected entry counts such as 200,5000",
+              file=sys.stderr)
+        return 2
+    origin_process, origin = start_origin(max(sizes) + 100)
+    try:
+        rows = [asyncio.run(digest_routing_run(origin, n, args.digest_sample)) for n in sizes]
+    finally:
+        stop([origin_process])
+    version = subprocess.run([squid_binary(), "-v"], capture_output=True, text=True).stdout.split("\n")[0]
+    lines = [f"# A Squid routing by a bloomwise sibling's Cache Digest ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
+             "", f"{version}; the sibling (a bloomwise proxy) holds every URL of its digest; up to "
+             f"{args.digest_sample} of them asked through the Squid, after it fetched the digest.", "",
+             "| digest entries | mask bytes | URLs asked | listed in the digest as served | routed CD_SIBLING_HIT |",
+             "|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['entries']:,} | {r['mask_bytes']:,} | {r['sampled']} | "
+                     f"{100 * r['listed_fraction']:.1f}% | {100 * r['cd_sibling_hit_fraction']:.1f}% |")
+    report = "\n".join(lines) + "\n"
+    os.makedirs(args.out, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    with open(os.path.join(args.out, f"{stamp}-squid-digest-routing.md"), "w") as f:
+        f.write(report)
+    with open(os.path.join(args.out, f"{stamp}-squid-digest-routing.json"), "w") as f:
+        json.dump({"squid": version, "rows": rows}, f, indent=1)
     print(report)
     return 0
 
