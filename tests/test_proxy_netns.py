@@ -6,6 +6,9 @@ proxies measure (``rtt_ms``, the tau of the paradox policy) reflect each pair's 
 with the reason elsewhere. See bloomwise.proxy.netns for the network (netem where the kernel has it, otherwise a
 delaying packet relay).
 """
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -15,7 +18,8 @@ pytest.importorskip("aiohttp", reason="the proxy tests need aiohttp (the proxy e
 from bloomwise.proxy.netns import NETWORK, NetnsCluster, namespaces_unavailable, netem_available  # noqa: E402
 
 UNAVAILABLE = namespaces_unavailable()
-pytestmark = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"namespaced cluster: {UNAVAILABLE}")
+needs_namespaces = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"namespaced cluster: {UNAVAILABLE}")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MEAN_SIZE = 1500
 PROXY_DELAYS_MS = (3.0, 5.0, 12.0)      # one way: round trips 16, 30 and 34 ms between the proxies
@@ -40,6 +44,7 @@ def _wait_for(condition, timeout, what):
         time.sleep(0.3)
 
 
+@needs_namespaces
 def test_remote_hits_and_round_trip_times_across_namespaces():
     options = ["--summary-interval", "0.5", "--mean-document-size", str(MEAN_SIZE), "--cache-size", "8MiB",
                "--peer-timeout", "2", *RESTRICTIONS]
@@ -86,3 +91,12 @@ def test_remote_hits_and_round_trip_times_across_namespaces():
                 rtt = peers[cluster.proxy_urls[j]]["rtt_ms"]
                 expected = cluster.round_trip_ms(i, j)
                 assert rtt is not None and expected - EARLY_MS <= rtt <= 2 * expected + LATE_MS, (i, j, rtt, expected)
+
+
+@pytest.mark.parametrize("option", [["--delays", "4,x"], ["--delays", "-1"], ["--origin-delay", "20000"]])
+def test_cluster_netns_rejects_bad_delays(option):
+    done = subprocess.run([sys.executable, "-m", "bloomwise", "cluster", "--netns", *option], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "src")})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("bloomwise cluster: --") and "milliseconds from 0 to 10000" in done.stderr
+    assert "Traceback" not in done.stderr
