@@ -20,7 +20,7 @@ import math
 import sys
 from typing import Optional, TextIO
 
-from bloomwise.cli._parse import parse_count, parse_positive_int, parse_probability, parse_size_bits
+from bloomwise.units import parse_count, parse_positive_int, parse_probability, parse_size_bits
 
 __all__ = ["register", "run", "format_plan"]
 

@@ -1,6 +1,6 @@
 """Readers for the page's form fields, with the page's bounds, and :class:`InputError`.
 
-A field arrives as text (a query parameter). The readers reuse the command line's (:mod:`bloomwise.cli._parse`:
+A field arrives as text (a query parameter). The readers are those of :mod:`bloomwise.units` (shared with the command line:
 ``40M``, ``1 in 10000``, ``64KiB``; they refuse numbers above 1e40 before any arithmetic) and add the page's upper
 bounds, so that no request can ask the server for an absurd amount of work. Each error names the field, quotes what
 was typed and says what is accepted; the server answers them with ``400`` and ``{"error": ..., "fields": {field:
@@ -12,7 +12,7 @@ import math
 import re
 from typing import Mapping, Optional
 
-from bloomwise.cli._parse import parse_count, parse_positive_int, parse_probability, parse_size_bits
+from bloomwise.units import parse_count, parse_positive_int, parse_probability, parse_size_bits
 
 __all__ = ["InputError", "Fields", "MAX_KEYS", "MAX_BITS", "MAX_HASHES", "MAX_TEXT"]
 
