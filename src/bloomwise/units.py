@@ -25,7 +25,7 @@ import math
 import re
 
 __all__ = ["parse_count", "parse_size_bits", "parse_size_bytes", "parse_probability", "parse_fraction",
-           "parse_positive_int"]
+           "parse_positive_int", "format_bytes"]
 
 _NUMBER = r"[+-]?(?:\d[\d_,]*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _COUNT_SUFFIXES = {"": 1, "k": 10 ** 3, "K": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12}
@@ -222,3 +222,15 @@ def parse_fraction(text: str, what: str = "fraction") -> float:
     if not 0.0 < value <= 1.0:  # also rejects NaN
         raise ValueError(f"{what} {text!r} must lie in (0, 1] (examples: 1%, 0.01, 10%)")
     return value
+
+
+def format_bytes(num_bytes: float) -> str:
+    """A number of bytes with a binary unit (KiB = 1024 bytes, up to PiB), two decimals.
+
+    >>> format_bytes(12_624_134_720), format_bytes(1536), format_bytes(100)
+    ('11.76 GiB', '1.50 KiB', '100 B')
+    """
+    for unit, factor in (("PiB", 2 ** 50), ("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if num_bytes >= factor:
+            return f"{num_bytes / factor:.2f} {unit}"
+    return f"{math.ceil(num_bytes)} B"

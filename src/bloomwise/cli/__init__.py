@@ -100,7 +100,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_kernel_setting() -> None:
+    """Read ``BLOOMWISE_KERNELS`` now, by importing the compiled core that reads it, so that every subcommand
+    reports a bad value the same way (a usage error), not only those that build or query a filter.
+
+    :raises ValueError: naming the value and the kernel sets that are accepted.
+    """
+    importlib.import_module("bloomwise._native.hashes")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    try:  # before the subcommands are imported: some of them load the compiled core
+        check_kernel_setting()
+    except ValueError as exc:
+        words = sys.argv[1:] if argv is None else list(argv)
+        command = next((word for word in words if word in SUBCOMMANDS), None)
+        print(f"bloomwise{' ' + command if command else ''}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # named with the command they were given to, not as the top-level parser's
@@ -120,6 +136,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("bloomwise: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except MemoryError as exc:  # commands that know the size they need say so first (build)
+        print(f"bloomwise {args.command}: not enough memory{f' ({exc})' if str(exc) else ''}", file=sys.stderr)
+        return EXIT_FAILURE
     except BrokenPipeError:  # e.g. `bloomwise query ... | head`
         sys.stderr.close()
         return EXIT_OK
