@@ -142,8 +142,9 @@ class Fields:
             return default
         return text
 
-    def counters(self, name: str) -> Optional[list[int]]:
-        """A key's counter values: whole numbers separated by commas or spaces (``1, 10``)."""
+    def counters(self, name: str, counter_bits: int = 16) -> Optional[list[int]]:
+        """A key's counter values: whole numbers separated by commas or spaces (``1, 10``), each at most
+        ``2^counter_bits - 1``, the largest value a counter of that width holds."""
         text = self.text(name)
         if text is None:
             return None
@@ -155,8 +156,11 @@ class Fields:
             self.fail(name, f"{self.label(name)}: {len(parts)} counters is more than {MAX_COUNTERS}")
             return None
         values = [int(part) for part in parts]
-        if max(values) > MAX_COUNTER_VALUE:
-            self.fail(name, f"{self.label(name)}: a counter above {MAX_COUNTER_VALUE} (16-bit counters at most)")
+        largest = min(2 ** counter_bits - 1, MAX_COUNTER_VALUE)
+        if max(values) > largest:
+            article = "an" if counter_bits in (8, 11, 18) else "a"
+            self.fail(name, f"{self.label(name)}: {max(values)} is above {largest}, the largest value of {article} "
+                            f"{counter_bits}-bit counter (lower the counters, or choose wider counters)")
             return None
         return values
 
