@@ -116,3 +116,14 @@ def test_build_without_enough_memory_says_how_much_the_filter_needs(tmp_path, ke
                              f"0.01 needs {needed:,} bytes (11.76 GiB) of memory; lower --capacity, raise --fpr, "
                              f"or run where more memory is available\n")
     assert not output.exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n"])
+def test_simulate_on_a_log_without_requests_says_so(tmp_path, capsys, content):
+    log = tmp_path / "access.log"
+    log.write_bytes(content)
+    code = main(["simulate", "--trace", str(log), "--format", "plain", "--policy", "summary"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert err.startswith(f"bloomwise simulate: --trace {str(log)!r}: no request was read"), err
+    assert err.rstrip().endswith("nothing to replay") and err.count("\n") == 1
