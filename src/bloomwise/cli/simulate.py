@@ -333,6 +333,9 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
     except ValueError as error:
         return _fail(str(error), stderr)
 
+    if all(result.requests == 0 for result in all_results):  # an empty log: no table of zeros
+        skipped = f" ({readers[0].malformed:,} malformed line(s) skipped)" if readers and readers[0].malformed else ""
+        return _fail(f"--trace {args.trace!r}: no request was read{skipped}; nothing to replay", stderr, code=1)
     if readers:
         reader = readers[0]
         if reader.malformed:
