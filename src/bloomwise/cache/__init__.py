@@ -7,8 +7,9 @@ oracleGeneral, compressed) and writers, the client -> proxy mapping, the synthet
 traces fetched from package registries. See docs/cache.md and docs/traces.md.
 """
 from bloomwise.cache.node import STATS_KEYS, CacheNode
-from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, POLICY_NAMES, IcpPolicy, NoCooperation,
-                                     OnlinePrior, ParadoxPolicy, PeerState, RoutingPolicy, SummaryPolicy, make_policy)
+from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, POLICY_NAMES, CarpPolicy, IcpPolicy,
+                                     NoCooperation, OnlinePrior, ParadoxPolicy, PeerState, RoutingPolicy, SummaryPolicy,
+                                     make_policy)
 from bloomwise.cache.store import (AVERAGE_DOCUMENT_SIZE, EVICTION_POLICIES, Document, DocumentCache, EvictionPolicy,
                                    FIFOPolicy, LRUPolicy)
 from bloomwise.cache.summary import (DEFAULT_MAX_SUMMARY_BYTES, SUMMARY_KINDS, PeerSummary, SummaryGap,
@@ -25,7 +26,7 @@ __all__ = [
     # summary
     "DEFAULT_MAX_SUMMARY_BYTES", "SUMMARY_KINDS", "PeerSummary", "SummaryGap", "SummaryPublisher", "SummaryUpdate",
     # routing
-    "DEFAULT_ORIGIN_COST", "DEFAULT_PEER_COST", "POLICY_NAMES", "IcpPolicy", "NoCooperation", "OnlinePrior",
+    "DEFAULT_ORIGIN_COST", "DEFAULT_PEER_COST", "POLICY_NAMES", "CarpPolicy", "IcpPolicy", "NoCooperation", "OnlinePrior",
     "ParadoxPolicy", "PeerState", "RoutingPolicy", "SummaryPolicy", "make_policy",
     # node
     "STATS_KEYS", "CacheNode",

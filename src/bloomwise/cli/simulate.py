@@ -2,7 +2,7 @@
 
 Examples::
 
-    bloomwise simulate --synthetic 200000 --proxies 8 --policy none,icp,summary,paradox
+    bloomwise simulate --synthetic 200000 --proxies 8 --policy none,icp,summary,paradox,carp
     bloomwise simulate --trace access.log --format squid --proxies 4 --cache-size 256MiB --json results.json
     bloomwise simulate --synthetic 100000 --sweep bits-per-entry=2,4,8,16,32 --plot figures/
     bloomwise simulate --synthetic 100000 --sweep update-threshold=1%,2%,5%,10%
@@ -28,12 +28,16 @@ _DESCRIPTION = """\
 Replay a trace (Squid access.log, plain "timestamp client url size" lines, libCacheSim csv or oracleGeneral, or a
 real trace fetched by `bloomwise trace fetch NAME`, given by its name) or a synthetic one over
 P cooperating proxy caches, once per routing policy over identical empty caches, and print per policy: requests,
-local / remote / total hit ratio, false hits, false misses, inter-proxy queries per request, summary bytes sent,
-total cost (queries x tau + origin fetches x omega) and wall time; then inter-proxy messages (an ICP query and its
-reply per peer asked, one per summary update sent) and their bytes.
+local / remote / total hit ratio, byte hit ratio, false hits, false misses, inter-proxy queries per request, the
+false-positive rate of summary checks of peers that lacked the key, summary positions per cached document,
+inter-proxy messages (a query and its reply per peer asked, one per summary update sent), wire bytes (queries and
+summaries), the bytes of peer summaries a proxy holds, total cost (queries x tau + origin fetches x omega), mean
+latency per request (waiting: parallel queries cost their largest tau, sequential ones the sum, + omega from the
+origin) and wall time.
 
 policies:  none (no cooperation), icp (ask every peer), summary (ask the peers whose summary says "maybe":
-           Summary Cache), paradox (the Bloom-paradox paper's optimal order by posterior / cost)
+           Summary Cache), paradox (the Bloom-paradox paper's optimal order by posterior / cost), carp (ask the
+           URL's home proxy, highest random weight as in CARP; the home fetches from the origin and keeps it)
 sizes:     64MiB, 512KB, 1e9 (bytes);  fractions: 1%, 0.01
 sweeps:    --sweep PARAM=V1,V2,... with PARAM one of bits-per-entry, update-threshold, proxies, cache-size
 """
@@ -45,7 +49,7 @@ SWEEPS = {
     "proxies": ("num_proxies", lambda text: parse_positive_int(text, "--sweep proxies value")),
     "cache-size": ("cache_size", lambda text: _positive_size(text, "--sweep cache-size value")),
 }
-_POLICIES = ("none", "icp", "summary", "paradox")
+_POLICIES = ("none", "icp", "summary", "paradox", "carp")
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -67,12 +71,17 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--strict", action="store_true", help="stop at the first malformed trace line")
     parser.add_argument("--proxies", default="4", metavar="P", help="number of proxies (default 4)")
     parser.add_argument("--policy", default=",".join(_POLICIES), metavar="LIST",
-                        help="comma-separated policies (default: all four)")
+                        help="comma-separated policies (default: all five)")
     parser.add_argument("--cache-size", default="64MiB", metavar="SIZE", help="bytes per proxy (default 64MiB)")
     parser.add_argument("--bits-per-entry", default="8", metavar="B",
-                        help="summary bits (counters) per expected document (default 8)")
+                        help="summary bits (counters) per document cached (default 8)")
+    parser.add_argument("--resize-tolerance", default="10%", metavar="D",
+                        help="re-size a summary to B positions per document cached when the count drifted more "
+                             "than this fraction from the count it was sized for (default 10%%, Squid's; off: "
+                             "never, the summaries keep the size --mean-document-size gives)")
     parser.add_argument("--update-threshold", default="1%", metavar="T",
-                        help="publish a summary when this fraction of the cached documents changed (default 1%%)")
+                        help="publish a summary when new documents reach this fraction of the documents cached "
+                             "(default 1%%)")
     parser.add_argument("--seed", default="0", metavar="S", help="seed of the synthetic trace and the filters")
     parser.add_argument("--summary-kind", default="auto", choices=("auto", "bits", "counters"),
                         help="auto: bits for summary, counters for paradox")
@@ -82,7 +91,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--prior", default="mixture", choices=("mixture", "outcomes"),
                         help="how the paradox policy estimates each peer's prior (default mixture)")
     parser.add_argument("--mean-document-size", default="auto", metavar="SIZE",
-                        help="sizes the summaries: cache size / this = expected documents (auto: the trace's mean)")
+                        help="the summaries' starting size: cache size / this = expected documents (auto: the "
+                             "trace's mean)")
     parser.add_argument("--documents", default="100000", metavar="N", help="synthetic: distinct documents")
     parser.add_argument("--zipf", "--zipf-alpha", dest="zipf_alpha", default="0.8", metavar="ALPHA",
                         help="synthetic: Zipf exponent (default 0.8)")
@@ -134,7 +144,21 @@ def _config(args) -> dict:
         peer_cost=_real(args.peer_cost, "--peer-cost"),
         origin_cost=_real(args.origin_cost, "--origin-cost"),
         prior_estimator=args.prior,
+        resize_tolerance=None if str(args.resize_tolerance).strip() == "off" else
+        _positive_fraction(args.resize_tolerance, "--resize-tolerance"),
     )
+
+
+def _positive_fraction(text: str, what: str) -> float:
+    """A fraction > 0 ("10%", "0.1"; more than 100% allowed): ValueError naming the option."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a fraction (10%, 0.1) nor 'off'") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{what} {text!r} must be a fraction > 0 (10%, 0.1) or 'off'")
+    return value
 
 
 def _policies(text: str) -> list:
@@ -164,17 +188,25 @@ def _sweep(text: Optional[str]):
 def format_table(results, column: Optional[str] = None, values=None) -> str:
     """The results as an aligned text table (one row per policy; with ``column``, one per value and policy).
 
-    Beyond the JSON's measures: ``messages`` (inter-proxy messages: an ICP query and its reply per peer asked, one per
-    summary copy sent) and ``bandwidth`` (their bytes: ICP queries and replies plus summary updates)."""
-    header = ["policy", "requests", "local hit", "remote hit", "hit ratio", "false hits", "false misses",
-              "queries/req", "summary bytes", "cost", "seconds", "messages", "bandwidth"]
+    Columns: hit ratios (local, remote, total), byte hit ratio, false hits and misses, queries per request, the
+    false-positive rate of summary checks of peers that lacked the key (``check fpr``), summary positions per cached
+    document (``bits/doc``), inter-proxy messages, summary bytes, wire bytes (queries + summaries), the bytes of peer
+    summaries one proxy holds (``memory/proxy``), total cost, mean latency per request, wall time (JSON: the same
+    measures, keys ``JSON_KEYS``)."""
+    header = ["policy", "requests", "local hit", "remote hit", "hit ratio", "byte hit", "false hits",
+              "false misses", "queries/req", "check fpr", "bits/doc", "messages", "summary bytes", "wire bytes",
+              "memory/proxy", "cost", "latency/req", "seconds"]
     if column is not None:
         header.insert(0, column)
     rows = []
     for i, r in enumerate(results):
+        fpr = "-" if r.peer_check_fpr is None else f"{r.peer_check_fpr:.4f}"
+        bits = "-" if r.bits_per_cached_document is None else f"{r.bits_per_cached_document:.2f}"
         row = [r.policy, f"{r.requests:,}", f"{r.local_hit_ratio:.4f}", f"{r.remote_hit_ratio:.4f}",
-               f"{r.hit_ratio:.4f}", f"{r.false_hits:,}", f"{r.false_misses:,}", f"{r.queries_per_request:.4f}",
-               f"{r.summary_bytes:,}", f"{r.cost:,.0f}", f"{r.seconds:.2f}", f"{r.messages:,}", f"{r.bandwidth:,}"]
+               f"{r.hit_ratio:.4f}", f"{r.byte_hit_ratio:.4f}", f"{r.false_hits:,}", f"{r.false_misses:,}",
+               f"{r.queries_per_request:.4f}", fpr, bits, f"{r.messages:,}", f"{r.summary_bytes:,}",
+               f"{r.wire_bytes:,}", f"{r.receiver_memory_bytes:,.0f}", f"{r.cost:,.0f}", f"{r.mean_latency:.4f}",
+               f"{r.seconds:.2f}"]
         if column is not None:
             row.insert(0, _show(values[i]))
         rows.append(row)
@@ -302,6 +334,9 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
     except ValueError as error:
         return _fail(str(error), stderr)
 
+    if all(result.requests == 0 for result in all_results):  # an empty log: no table of zeros
+        skipped = f" ({readers[0].malformed:,} malformed line(s) skipped)" if readers and readers[0].malformed else ""
+        return _fail(f"--trace {args.trace!r}: no request was read{skipped}; nothing to replay", stderr, code=1)
     if readers:
         reader = readers[0]
         if reader.malformed:
