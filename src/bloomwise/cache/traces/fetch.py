@@ -218,7 +218,9 @@ def _deb_data_tar(archive: str) -> bytes:
 
 
 def _extract(entry: RealTrace, archive: str, path: str) -> None:
-    temporary = f"{path}.part"
+    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part",
+                                         dir=os.path.dirname(path))  # two fetches at once never share it
+    os.close(handle)
     try:
         with ExitStack() as stack:
             try:
