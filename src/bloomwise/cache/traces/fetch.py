@@ -13,8 +13,8 @@ name                     what it is
 twitter-cluster52        1,000,000 requests of a Twitter in-memory cache cluster (Yang, Yue and Rashmi, OSDI 2020),
                          libCacheSim csv ``time, object, size, next_access_vtime``; from the sdist of PyPI's
                          ``libcachesim`` 0.3.5 (81 MB download)
-twitter-cluster52-10m    the first 10,000,000 requests of the same cluster, the same csv compressed with zstd
-                         (reading it needs the ``zstandard`` package); same sdist
+twitter-cluster52-10m    10,000,000 requests of the same cluster (the first million are twitter-cluster52's), the
+                         same csv compressed with zstd (reading it needs the ``zstandard`` package); same sdist
 cloudphysics             113,872 block I/O requests of a CloudPhysics VM (Waldspurger et al., FAST 2015),
                          libCacheSim's oracleGeneral binary form; same sdist
 squidview-example        94 requests of a real Squid access.log (one client, December 2007), gzip-compressed;
