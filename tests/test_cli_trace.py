@@ -204,6 +204,12 @@ def test_simulate_reads_csv_with_limit_and_assignment(tmp_path, capsys):
     assert code == 2 and "--csv-columns goes with --format csv, not plain" in err
 
 
+@pytest.mark.parametrize("flag", [["--limit", "10"], ["--assign", "random"], ["--csv-columns", "object=1,size=2"]])
+def test_simulate_trace_input_flags_are_not_for_synthetic(capsys, flag):
+    code, _, err = run(capsys, "simulate", "--synthetic", "100", *flag)
+    assert code == 2 and f"{flag[0]} is for --trace" in err
+
+
 def test_simulate_names_a_real_trace_not_fetched(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("BLOOMWISE_DATA", str(tmp_path))
     monkeypatch.chdir(tmp_path)

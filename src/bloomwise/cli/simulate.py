@@ -65,7 +65,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--csv-columns", metavar="SPEC", help="csv columns, e.g. time=1,object=2,size=3 (1-based; "
                                                               "default: the header's names)")
     parser.add_argument("--limit", metavar="N", help="replay only the first N requests of the trace")
-    parser.add_argument("--assign", choices=("hash-client", "random", "round-robin"), default="hash-client",
+    parser.add_argument("--assign", choices=("hash-client", "random", "round-robin"), default=None,
                         help="requests to proxies: by a hash of the client (default), or per request at random "
                              "(seeded by --seed) or in turn; traces without clients need random or round-robin")
     parser.add_argument("--strict", action="store_true", help="stop at the first malformed trace line")
@@ -257,6 +257,11 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         SimulationConfig(**fields)  # the remaining checks, named
         limit = None if args.limit is None else parse_positive_int(args.limit, "--limit")
         columns = None if args.csv_columns is None else _csv_columns(args.csv_columns, args.format)
+        if args.synthetic is not None:
+            for flag, value in (("--limit", args.limit), ("--assign", args.assign),
+                                ("--csv-columns", args.csv_columns)):
+                if value is not None:
+                    raise ValueError(f"{flag} is for --trace (a synthetic trace has its clients and its length)")
     except ValueError as error:
         return _fail(str(error), stderr)
     if args.trace is not None and args.trace != "-" and not os.path.isfile(args.trace):
@@ -291,7 +296,8 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         def opener():
             reader = open_trace(trace_path, format=args.format, strict=args.strict, csv_columns=columns)
             readers.append(reader)
-            return assigned_requests(reader, args.assign, num_proxies, seed=fields["seed"], limit=limit)
+            return assigned_requests(reader, args.assign or "hash-client", num_proxies, seed=fields["seed"],
+                                     limit=limit)
         if mean_size is None and args.trace == "-":
             # standard input is read once: the requests the estimate reads (at most 10,000) are kept and replayed
             # first, then the rest of the stream
