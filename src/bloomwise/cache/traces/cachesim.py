@@ -13,8 +13,9 @@ are ignored). The columns are named by a header line (``time,object,size``, or l
 ``lbn`` for the object) or given by number, 1-based: ``{"time": 1, "object": 2, "size": 3}`` (the command line's
 ``--csv-columns time=1,object=2,size=3``), in which case a first line that is not a record is taken as a header
 and skipped. Blank lines and lines starting with ``#`` are skipped (counted in ``skipped``). ``object`` and
-``size`` are required, ``time`` (seconds, default 0) and ``client`` are optional; other columns are ignored. Bad lines are counted as the Squid reader counts them (``malformed``,
-``malformed_lines``, ``strict``), and a file whose first 100 lines hold no record is not a trace.
+``size`` are required, ``time`` (seconds, default 0) and ``client`` are optional; other columns are ignored.
+Bad lines are counted as the Squid reader counts them (``malformed``, ``malformed_lines``, ``strict``), and a
+file whose first 100 lines hold no record is not a trace.
 
 **oracleGeneral** (libCacheSim's ``oracleGeneral`` trace type): little-endian records of 24 bytes,
 ``uint32 time, uint64 object id, uint32 size, int64 next access`` (the 1-based number of the object's next
