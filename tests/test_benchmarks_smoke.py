@@ -10,8 +10,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_quick_benchmark_writes_its_report(tmp_path):
-    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "run.py"), "--quick", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
+    # bloomwise and one peer (Python's set) exercise every workload, the peer ratios and the report; the other peers
+    # (about two thirds of the run's time: 76 s against 33 s on this loaded 2-CPU machine) run in `make bench`
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "run.py"), "--quick",
+                          "--libs", "bloomwise,set", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     [raw] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
     [report] = [p for p in tmp_path.iterdir() if p.suffix == ".md"]  # one file per machine, no copies
@@ -19,7 +21,7 @@ def test_quick_benchmark_writes_its_report(tmp_path):
     results = json.loads(raw.read_text())
     assert results  # the bloomwise rows were measured
     table = report.read_text()
-    assert "bloomwise" in table and "ns" in table
+    assert "bloomwise" in table and "ns" in table and "| set (reference) |" in table
 
 
 def test_quick_benchmark_measures_every_kernel_set(tmp_path):
