@@ -1,6 +1,6 @@
 """Latency of local hits, remote hits and origin fetches across emulated hosts (needs root).
 
-    .venv/bin/python benchmarks/proxy_netns.py          # ~1 minute; writes benchmarks/results/DATE-proxy-netns.{md,json}
+    .venv/bin/python benchmarks/proxy_netns.py      # ~2 minutes; writes benchmarks/results/DATE-proxy-netns.{md,json}
 
 The origin and three bloomwise proxies each in its own network namespace (bloomwise.proxy.netns): one-way delays
 4, 6 and 10 ms at the proxies and 25 ms at the origin, so round trips of 20-32 ms between proxies and 58-70 ms to
