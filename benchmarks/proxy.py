@@ -248,21 +248,55 @@ async def digest_routing_run(origin, entries, sample):
         await load(squid.proxy_url, chosen, 8)
         await asyncio.sleep(2.0)                                                  # the log daemon's last lines
         wanted = set(chosen)
-        routed = 0
+        routed = set()
         for line in squid.access_log_lines():
             fields = line.split()
             if len(fields) >= 9 and fields[6] in wanted and fields[8].startswith("CD_SIBLING_HIT/"):
-                routed += 1
+                routed.add(fields[6])
         async with aiohttp.ClientSession() as session:
             async with session.get(u0 + "/squid-internal-periodic/store_digest") as reply:
                 digest = CacheDigest.from_bytes(await reply.read())
         listed = sum(digest.contains_url(u) for u in chosen)
+        # the receive loop of Squid 5.7 replayed on the digest as served, for every header length that could precede
+        # it in Squid's first read: the one that predicts the routed URLs best, and how many it gets wrong
+        fits = []
+        for header_bytes in range(128, 1025):
+            received = squid57_received_digest(digest, header_bytes)
+            predicted = {u for u in chosen if received.contains_url(u)}
+            fits.append((len(predicted ^ routed), header_bytes))
+        wrong, header_bytes = min(fits)
         return {"entries": entries, "mask_bytes": mask_size_for(entries, 5), "sampled": len(chosen),
-                "listed_fraction": listed / len(chosen), "cd_sibling_hit_fraction": routed / len(chosen)}
+                "listed_fraction": listed / len(chosen), "cd_sibling_hit_fraction": len(routed) / len(chosen),
+                "model_header_bytes": header_bytes, "model_mispredicted": wrong,
+                "model_header_bytes_with_that_fit": [h for w, h in fits if w == wrong]}
     finally:
         if squid is not None:
             await asyncio.to_thread(squid.stop)
         stop([p0])
+
+
+def squid57_received_digest(digest, header_bytes: int, first_read: int = 4096):
+    """The digest a Squid 5.7 stores after receiving ``digest`` (a CacheDigest as served), modelled on its bug 5510.
+
+    Squid reads a peer's digest reply into a 4096-byte buffer (SM_PAGE_SIZE): the stored HTTP headers
+    (``header_bytes``), the 128-byte control block, then the mask. After each parsing step consumes ``r`` of the
+    ``n`` buffered bytes, ``peerDigestHandleReply`` should move the ``n - r`` remaining bytes to the front of the
+    buffer; it moves ``r`` bytes instead (the size computed as ``bufofs - newsize``). So after the headers (``r`` =
+    ``header_bytes``) and the control block (``r`` = 128) only part of the first read's mask bytes land at their
+    place; the later reads are consumed whole and arrive intact. Returns a CacheDigest with the mask so received."""
+    from bloomwise.cache.squid_digest import CacheDigest
+
+    stream = bytes(header_bytes) + digest.to_bytes()
+    buffer = bytearray(stream[:first_read]) + bytearray(max(0, 2 * header_bytes + 256))  # stale bytes beyond
+    buffered = min(first_read, len(stream))
+    for consumed in (header_bytes, 128):                    # the headers, then the control block
+        buffer[0:consumed] = buffer[consumed:2 * consumed]  # memmove(buf, buf + retsize, retsize): the bug
+        buffered -= consumed
+    mask = bytearray(digest.to_bytes()[128:])
+    mask[0:buffered] = buffer[0:buffered]                   # the first read's mask bytes, as left in the buffer
+    received = CacheDigest(digest.capacity, digest.bits_per_entry)
+    received.mask[:] = mask
+    return received
 
 
 async def _digests_served(proxy_url):
@@ -580,6 +614,19 @@ def main(argv=None) -> int:
     return 0
 
 
+def _ranges(values) -> str:
+    """[3, 4, 5, 9] -> '3-5, 9'."""
+    out, start, prev = [], None, None
+    for v in sorted(values) + [None]:
+        if start is not None and (v is None or v != prev + 1):
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = None
+        if v is not None and start is None:
+            start = v
+        prev = v
+    return ", ".join(out)
+
+
 def digest_routing_main(args) -> int:
     if squid_binary() is None:
         print("proxy.py: --digest-routing needs Squid (scripts/system-deps.sh installs it)", file=sys.stderr)
@@ -599,11 +646,13 @@ def digest_routing_main(args) -> int:
     lines = [f"# A Squid routing by a bloomwise sibling's Cache Digest ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
              "", f"{version}; the sibling (a bloomwise proxy) holds every URL of its digest; up to "
              f"{args.digest_sample} of them asked through the Squid, after it fetched the digest.", "",
-             "| digest entries | mask bytes | URLs asked | listed in the digest as served | routed CD_SIBLING_HIT |",
-             "|---:|---:|---:|---:|---:|"]
+             "| digest entries | mask bytes | URLs asked | listed in the digest as served | routed CD_SIBLING_HIT | "
+             "5.7's receive loop replayed: URLs mispredicted (header bytes) |",
+             "|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         lines.append(f"| {r['entries']:,} | {r['mask_bytes']:,} | {r['sampled']} | "
-                     f"{100 * r['listed_fraction']:.1f}% | {100 * r['cd_sibling_hit_fraction']:.1f}% |")
+                     f"{100 * r['listed_fraction']:.1f}% | {100 * r['cd_sibling_hit_fraction']:.1f}% | "
+                     f"{r['model_mispredicted']} ({_ranges(r['model_header_bytes_with_that_fit'])}) |")
     report = "\n".join(lines) + "\n"
     os.makedirs(args.out, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
