@@ -41,7 +41,8 @@ def start_origin(documents: int):
 
 
 def start_proxy(port: int, peers: list, extra: list):
-    args = [sys.executable, "-m", "bloomwise", "proxy", "--listen", f"127.0.0.1:{port}", "--cache-size", "256MiB"]
+    args = [sys.executable, "-m", "bloomwise", "proxy", "--listen", f"127.0.0.1:{port}", "--cache-size", "256MiB",
+            "--allow-destinations", "127.0.0.1"]
     for peer in peers:
         args += ["--peer", peer]
     p = subprocess.Popen(args + extra, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)

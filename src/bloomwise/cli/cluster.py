@@ -5,6 +5,9 @@ Examples::
     bloomwise cluster --proxies 3 --origin-documents 1000
     bloomwise cluster --proxies 4 --origin-documents 10000 --policy paradox --summary-kind counters
     bloomwise cluster --netns --proxies 3 --delays 4,6,10 --origin-delay 25    # as root: one namespace per host
+
+Its proxies answer loopback clients only and fetch from 127.0.0.1 only (the test origin) unless
+--allow-destinations says otherwise.
 """
 from __future__ import annotations
 
@@ -49,9 +52,11 @@ def _proxy_options(args) -> list[str]:
            "--update-threshold", args.update_threshold, "--summary-kind", args.summary_kind,
            "--mean-document-size", args.mean_document_size,
            "--summary-interval", args.summary_interval, "--peer-timeout", args.peer_timeout,
-           "--origin-cost", args.origin_cost, "--log-level", args.log_level]
+           "--origin-cost", args.origin_cost, "--header-timeout", args.header_timeout, "--log-level", args.log_level]
     if args.parent:
         out += ["--parent", args.parent]
+    if args.allow_destinations:
+        out += ["--allow-destinations", args.allow_destinations]
     return out
 
 

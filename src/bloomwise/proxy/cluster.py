@@ -67,6 +67,8 @@ class Cluster:
         self.origin_documents = origin_documents
         self.mean_size = mean_size
         self.proxy_options = list(proxy_options)
+        if "--allow-destinations" not in self.proxy_options:  # the test origin, and nothing else
+            self.proxy_options += ["--allow-destinations", host]
         self.startup_timeout = startup_timeout
         self.host = host
         self.stderr = stderr
