@@ -208,7 +208,9 @@ class NetnsCluster:
     :param proxy_delays_ms: each proxy's one-way access delay ``d_k`` (repeated cyclically if shorter than N).
     :param origin_delay_ms: the origin's; the round-trip time between namespaces i and j is ``2 (d_i + d_j)``.
     :param emulator: ``"auto"`` (netem where the kernel has it, else the relay), ``"netem"`` or ``"relay"``.
-    :param proxy_options: more ``bloomwise proxy`` options, the same for every proxy.
+    :param proxy_options: more ``bloomwise proxy`` options, the same for every proxy; unless they say otherwise,
+        ``--allow-clients`` and ``--allow-destinations`` are the cluster's network (``NETWORK``): the proxies serve
+        its hosts and fetch from them only.
 
     ``start()`` / ``stop()`` or a context manager; ``proxy_urls``, ``origin_url``, ``namespaces``,
     ``round_trip_ms(i, j)`` (the configured RTT between proxies i and j; ``j=None``: to the origin), ``client(i,
@@ -231,6 +233,9 @@ class NetnsCluster:
         self.origin_documents = origin_documents
         self.mean_size = mean_size
         self.proxy_options = list(proxy_options)
+        for option in ("--allow-clients", "--allow-destinations"):  # the cluster's own hosts, and nothing else
+            if option not in self.proxy_options:
+                self.proxy_options += [option, NETWORK]
         self.requested_emulator = emulator
         self.emulator: Optional[str] = None
         self.startup_timeout = startup_timeout
