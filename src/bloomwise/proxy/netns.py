@@ -82,8 +82,14 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return done
 
 
-def _in_namespace(namespace: str, *command: str) -> subprocess.CompletedProcess:
-    return _ip("netns", "exec", namespace, *command)
+def _set_sysctl(namespace: str, key: str, value: str, check: bool = True) -> None:
+    """Write ``/proc/sys/KEY`` (dots for slashes) inside ``namespace``, with this Python (no procps needed)."""
+    path = "/proc/sys/" + key.replace(".", "/")
+    done = subprocess.run(["ip", "netns", "exec", namespace, sys.executable, "-c",
+                           f"open({path!r}, 'w').write({value!r})"], capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
+    if check and done.returncode != 0:
+        raise NamespaceError(f"setting {key} = {value} in {namespace} failed: {done.stderr.strip()[-300:]}")
 
 
 def namespaces_unavailable() -> Optional[str]:
@@ -289,11 +295,11 @@ class NetnsCluster:
             _ip("netns", "add", name)
             self._created.append(name)
             _ip("-n", name, "link", "set", "lo", "up")
-        for name in self.namespaces:                        # IPv4 only: nothing else to relay or route
-            _in_namespace(name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        for name in self.namespaces:    # IPv4 only (best effort: the relay drops other packets anyway)
+            _set_sysctl(name, "net.ipv6.conf.all.disable_ipv6", "1", check=False)
 
     def _link_with_netem(self) -> None:
-        _in_namespace(self.hub, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        _set_sysctl(self.hub, "net.ipv4.ip_forward", "1")
         for k, name in enumerate(self.namespaces):
             hub_end, host_end = f"h{k}", f"e{k}"
             _ip("-n", self.hub, "link", "add", hub_end, "type", "veth", "peer", "name", host_end, "netns", name)
