@@ -93,7 +93,8 @@ def _set_sysctl(namespace: str, key: str, value: str, check: bool = True) -> Non
 
 
 def namespaces_unavailable() -> Optional[str]:
-    """None when this process can create network namespaces and veth pairs, else why not (for a skip message)."""
+    """None when this process can create network namespaces and veth pairs and delay between them (netem or TUN),
+    else why not (for a skip message)."""
     if os.name != "posix" or not sys.platform.startswith("linux"):
         return "network namespaces need Linux"
     if os.geteuid() != 0:
@@ -109,6 +110,8 @@ def namespaces_unavailable() -> Optional[str]:
             _ip("netns", "del", probe, check=False)
     except NamespaceError as exc:
         return str(exc)
+    if not os.path.exists("/dev/net/tun") and not netem_available():
+        return "delays need the netem qdisc or /dev/net/tun (the relay's TUN devices), and this kernel has neither"
     return None
 
 
