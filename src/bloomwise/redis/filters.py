@@ -37,7 +37,8 @@ from bloomwise.redis.errors import (
     call_server, redis_module, reply_error, server_address, server_error,
 )
 from bloomwise.redis.geometry import (
-    LAYOUT_IDS, MAX_PART_BYTES, Geometry, check_name, create_or_check, meta_key, part_key, read_meta,
+    LAYOUT_IDS, MAX_PART_BYTES, Geometry, check_name, check_stored, create_meta_command, meta_fields, meta_key, part_key,
+    read_meta,
 )
 from bloomwise.redis.scripts import LUA_OPS_PER_CALL, REMOVE_SCRIPT  # noqa: F401
 
@@ -79,15 +80,26 @@ class _Served:
         if not is_cluster(client) and (not hasattr(client, "connection_pool") or not hasattr(client, "hgetall")):
             raise TypeError(f"client must be a redis.Redis or a redis.cluster.RedisCluster, got "
                             f"{type(client).__name__}")
-        client, self._keys = route(client, name)  # a cluster: the node that serves the filter's hash slot
+        client, prefix = route(client, name)  # a cluster: the node that serves the filter's hash slot
+        self._bind(client, name, prefix, geometry)
+        if create:
+            self._drive(self._create_or_check(), f"creating {meta_key(prefix)}")
+
+    def _bind(self, client, name: str, prefix: str, geometry: Geometry) -> None:
         self._client = client
         self._name = name
+        self._keys = prefix
         self._g = geometry
         self._layout_id = LAYOUT_IDS[geometry.layout]
         self._scheme_id = _format.hash_scheme_id(geometry.hash_scheme)
-        self._parts = [part_key(self._keys, i) for i in range(geometry.num_parts)]
-        if create:
-            create_or_check(client, self._keys, geometry)
+        self._parts = [part_key(prefix, i) for i in range(geometry.num_parts)]
+
+    def _create_or_check(self):
+        """Steps: create ``name:meta`` atomically, or check that the existing one describes the same filter."""
+        doing = f"creating {meta_key(self._keys)}"
+        yield from self._command(create_meta_command(self._keys, self._g), doing)
+        stored = yield from self._command([b"HGETALL", meta_key(self._keys).encode()], doing)
+        check_stored(self._keys, self._g, meta_fields(stored))
 
     # -- description -----------------------------------------------------------------------------------------------
     @property
@@ -165,11 +177,11 @@ class _Served:
 
     def delete(self) -> None:
         """Remove the filter from the server (its metadata and parts; batch records expire by themselves)."""
-        self._drive(self._delete(), f"deleting {self._name!r}")
+        return self._run(self._delete(), f"deleting {self._name!r}")
 
     def clear(self) -> None:
         """Empty the filter (every bit or counter to 0, the key count to 0), atomically."""
-        self._drive(self._clear(), f"clearing {self._name!r}")
+        return self._run(self._clear(), f"clearing {self._name!r}")
 
     # -- hashing -----------------------------------------------------------------------------------------------------
     def _offsets(self, keys, single: bool = False):
@@ -204,6 +216,10 @@ class _Served:
     # operation (WATCH state lives on one connection): ``_drive`` here with redis-py, ``drive_async`` in
     # ``bloomwise.redis.asyncio`` with redis.asyncio. So both clients run the same commands, the same exactly-once
     # batches and the same error accounting.
+    def _run(self, steps, doing: str):
+        """Run an operation's steps: here at once with redis-py (``bloomwise.redis.asyncio`` returns an awaitable)."""
+        return self._drive(steps, doing)
+
     def _drive(self, steps, doing: str):
         """Run an operation's steps on a connection of the client's pool; returns the operation's result."""
         redis = redis_module()
@@ -264,6 +280,20 @@ class _Served:
         replies = yield from self._exchange(lambda i: encode_command(args), 1, doing, [0])
         _raise_error_replies(replies, doing, server_address(self._client))
         return replies[0]
+
+
+def then(steps, finish):
+    """Steps: run ``steps``, return ``finish(its result)``."""
+    result = yield from steps
+    return finish(result)
+
+
+def naming_missing_key(steps, key_at):
+    """Steps: run ``steps``; a KeyError(index) they raise becomes KeyError(key_at(index))."""
+    try:
+        return (yield from steps)
+    except KeyError as missing:
+        raise KeyError(key_at(missing.args[0])) from None
 
 
 class ExchangeRequest:
@@ -381,7 +411,7 @@ class RedisBloomFilter(_Served):
     @property
     def keys_added(self) -> int:
         """How many added keys were certainly new when added (all clients together)."""
-        return self._drive(self._meta_int("keys_added"), f"reading {meta_key(self._keys)}")
+        return self._run(self._meta_int("keys_added"), f"reading {meta_key(self._keys)}")
 
     def __repr__(self) -> str:
         return (f"<RedisBloomFilter {self._name!r} on {server_address(self._client)}: {self._g.layout}, "
@@ -429,7 +459,7 @@ class RedisBloomFilter(_Served):
     def add(self, key) -> bool:
         """Set a key's bits; True when one of them was 0 (the key was certainly absent before)."""
         doing = f"adding a key to {self._name!r}"
-        return bool(self._drive(self._set_bits(key, True, doing), doing)[0])
+        return self._run(then(self._set_bits(key, True, doing), lambda new: bool(new[0])), doing)
 
     def update(self, keys: Iterable, *, method: str = "auto") -> None:
         """Add every key of an iterable or numpy array.
@@ -445,11 +475,10 @@ class RedisBloomFilter(_Served):
         if method == "auto":
             size = len(keys) if hasattr(keys, "__len__") and not isinstance(keys, (str, bytes)) else 0
             method = "merge" if size * MERGE_BYTES_PER_KEY >= self._g.nbytes else "bitfield"
+        doing = f"adding a batch to {self._name!r}"
         if method == "merge":
-            self.merge(self._local_batch(keys))
-        else:
-            doing = f"adding a batch to {self._name!r}"
-            self._drive(self._set_bits(keys, False, doing), doing)
+            return self._run(self._merge(self._local_batch(keys)), doing)
+        return self._run(then(self._set_bits(keys, False, doing), lambda new: None), doing)
 
     def _local_batch(self, keys):
         """A local BloomFilter of this filter's parameters holding ``keys``."""
@@ -558,7 +587,11 @@ class RedisBloomFilter(_Served):
 
     def __contains__(self, key) -> bool:
         """``key in f``: False means certainly absent, True "might be present"."""
-        return bool(self._drive(self._test(key, True), f"querying {self._name!r}")[0])
+        return self._run(then(self._test(key, True), lambda found: bool(found[0])), f"querying {self._name!r}")
+
+    def contains(self, key) -> bool:
+        """The same as ``key in f``."""
+        return self.__contains__(key)
 
     def contains_many(self, keys, *, method: str = "auto"):
         """A numpy bool array: whether each key might be present (the shape of a numpy input).
@@ -570,13 +603,13 @@ class RedisBloomFilter(_Served):
         """
         if method not in ("auto", "per_key", "read"):
             raise ValueError(f"method must be 'auto', 'per_key' or 'read', got {method!r}")
-        return self._drive(self._test(keys, False, method), f"querying {self._name!r}")
+        return self._run(self._test(keys, False, method), f"querying {self._name!r}")
 
     # -- bulk ----------------------------------------------------------------------------------------------------------
     def merge(self, local) -> None:
         """OR a local BloomFilter of the same parameters into this one (``SET`` a temporary key, ``BITOP OR``),
         part by part, each part in one transaction: the fast way to load many keys."""
-        self._drive(self._merge(local), f"merging into {self._name!r}")
+        return self._run(self._merge(local), f"merging into {self._name!r}")
 
     def _merge(self, local):
         if not isinstance(local, BloomFilter):
@@ -662,7 +695,7 @@ class RedisCountingBloomFilter(_Served):
     @property
     def num_keys(self) -> int:
         """Keys added minus keys removed (every occurrence counts), all clients together."""
-        return self._drive(self._meta_int("num_keys"), f"reading {meta_key(self._keys)}")
+        return self._run(self._meta_int("num_keys"), f"reading {meta_key(self._keys)}")
 
     def __repr__(self) -> str:
         return (f"<RedisCountingBloomFilter {self._name!r} on {server_address(self._client)}: {self._g.layout}, "
@@ -894,30 +927,27 @@ class RedisCountingBloomFilter(_Served):
         """Add one occurrence of a key; True when it was certainly absent before (a counter went 0 -> 1)."""
         offsets, _, _ = self._offsets(key, True)
         doing = f"adding to {self._name!r}"
-        return bool(self._drive(self._increment(offsets, batch_id, doing), doing)[0])
+        return self._run(then(self._increment(offsets, batch_id, doing), lambda went_up: bool(went_up[0])), doing)
 
     def update(self, keys: Iterable, *, batch_id: Optional[str] = None) -> None:
         """Add one occurrence of every key. Applied once per ``batch_id`` (a fresh one when None): retrying the
         same keys with the same id after an IncompleteBatchError applies only what was not applied."""
         offsets, n, _ = self._offsets(keys)
-        if n:
-            doing = f"adding a batch to {self._name!r}"
-            self._drive(self._increment(offsets, batch_id, doing), doing)
+        doing = f"adding a batch to {self._name!r}"
+        return self._run(then(self._increment(offsets, batch_id, doing) if n else iter(()), lambda _: None), doing)
 
     def remove(self, key, *, batch_id: Optional[str] = None) -> None:
         """Remove one occurrence of a key; KeyError (and no change) when it is certainly absent."""
         offsets, _, _ = self._offsets(key, True)
-        try:
-            doing = f"removing from {self._name!r}"
-            self._drive(self._decrement(offsets, "raise", batch_id, doing), doing)
-        except KeyError:
-            raise KeyError(key) from None
+        doing = f"removing from {self._name!r}"
+        return self._run(then(naming_missing_key(self._decrement(offsets, "raise", batch_id, doing), lambda _: key),
+                              lambda _: None), doing)
 
     def discard(self, key, *, batch_id: Optional[str] = None) -> bool:
         """Remove one occurrence of a key if it might be present; returns whether anything was removed."""
         offsets, _, _ = self._offsets(key, True)
         doing = f"removing from {self._name!r}"
-        return bool(self._drive(self._decrement(offsets, "ignore", batch_id, doing), doing))
+        return self._run(then(self._decrement(offsets, "ignore", batch_id, doing), bool), doing)
 
     def remove_many(self, keys, *, missing="raise", batch_id: Optional[str] = None) -> int:
         """Remove one occurrence of each key, in order; returns how many were removed.
@@ -932,15 +962,12 @@ class RedisCountingBloomFilter(_Served):
         if missing == "raise" and not isinstance(keys, (list, tuple)) and not hasattr(keys, "__array_interface__"):
             keys = list(keys)
         offsets, n, _ = self._offsets(keys)
+        doing = f"removing a batch from {self._name!r}"
         if n == 0:
-            return 0
-        try:
-            doing = f"removing a batch from {self._name!r}"
-            return self._drive(self._decrement(offsets, missing, batch_id, doing), doing)
-        except KeyError as missing_key:
-            index = missing_key.args[0]
-            flat = keys.reshape(-1) if hasattr(keys, "reshape") else keys
-            raise KeyError(flat[index]) from None
+            return self._run(then(iter(()), lambda _: 0), doing)
+        flat = keys.reshape(-1) if hasattr(keys, "reshape") else keys
+        return self._run(naming_missing_key(self._decrement(offsets, missing, batch_id, doing), flat.__getitem__),
+                         doing)
 
     # -- reads ----------------------------------------------------------------------------------------------------------
     def _counter_values(self, keys, single: bool):
@@ -969,22 +996,28 @@ class RedisCountingBloomFilter(_Served):
         return values, shape
 
     def __contains__(self, key) -> bool:
-        values, _ = self._drive(self._counter_values(key, True), f"querying {self._name!r}")
-        return bool((values[0] > 0).all())
+        """``key in f``: False means certainly absent (a counter of the key is 0)."""
+        return self._run(then(self._counter_values(key, True), lambda got: bool((got[0][0] > 0).all())),
+                         f"querying {self._name!r}")
+
+    def contains(self, key) -> bool:
+        """The same as ``key in f``."""
+        return self.__contains__(key)
 
     def contains_many(self, keys):
         """A numpy bool array: whether each key might be present (all its counters > 0)."""
-        values, shape = self._drive(self._counter_values(keys, False), f"querying {self._name!r}")
-        return (values > 0).all(axis=1).reshape(shape)
+        return self._run(then(self._counter_values(keys, False),
+                              lambda got: (got[0] > 0).all(axis=1).reshape(got[1])), f"querying {self._name!r}")
 
     def counters(self, key) -> tuple:
         """The key's k counter values in probe order."""
-        values, _ = self._drive(self._counter_values(key, True), f"querying {self._name!r}")
-        return tuple(int(v) for v in values[0])
+        return self._run(then(self._counter_values(key, True), lambda got: tuple(int(v) for v in got[0][0])),
+                         f"querying {self._name!r}")
 
     def count(self, key) -> int:
         """The smallest of the key's counters: how often it was added, at most."""
-        return min(self.counters(key))
+        return self._run(then(self._counter_values(key, True), lambda got: int(got[0][0].min())),
+                         f"querying {self._name!r}")
 
 
 # ---- construction helpers ---------------------------------------------------------------------------------------------
