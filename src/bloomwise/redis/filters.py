@@ -42,7 +42,8 @@ from bloomwise.redis.geometry import (
 )
 from bloomwise.redis.scripts import LUA_OPS_PER_CALL, REMOVE_SCRIPT  # noqa: F401
 
-__all__ = ["RedisBloomFilter", "RedisCountingBloomFilter", "open", "open_as", "local_geometry", "encode_command",
+__all__ = ["RedisBloomFilter", "RedisCountingBloomFilter", "open", "open_as", "open_async", "drive_async",
+           "is_async_client", "local_geometry", "encode_command",
            "CHUNK_KEYS", "WINDOW_COMMANDS", "MERGE_BYTES_PER_KEY", "READ_BYTES_PER_KEY", "TRANSACTION_KEYS",
            "OPTIMISTIC_ATTEMPTS", "REMOVE_ATTEMPTS", "BATCH_RECORD_SECONDS"]
 
@@ -74,9 +75,20 @@ class _Served:
     """What both served filters share: geometry, key hashing, positions, the raw pipelined exchange."""
 
     _STRUCTURE = ""
+    #: True for the classes of ``bloomwise.redis.asyncio``: a redis.asyncio client, and operations return awaitables.
+    ASYNC = False
 
     def _setup(self, client, name: str, geometry: Geometry, create: bool) -> None:
         name = check_name(name)
+        if self.ASYNC:
+            if not is_async_client(client):
+                raise TypeError(f"client must be a redis.asyncio.Redis (a redis.asyncio.RedisCluster is not "
+                                f"supported yet), got {type(client).__name__}")
+            self._bind(client, name, name, geometry)
+            self._awaiting_creation = create  # done by the first await (of the filter or of an operation)
+            return
+        if is_async_client(client):
+            raise TypeError("a redis.asyncio client: use the classes of bloomwise.redis.asyncio")
         if not is_cluster(client) and (not hasattr(client, "connection_pool") or not hasattr(client, "hgetall")):
             raise TypeError(f"client must be a redis.Redis or a redis.cluster.RedisCluster, got "
                             f"{type(client).__name__}")
@@ -86,6 +98,7 @@ class _Served:
             self._drive(self._create_or_check(), f"creating {meta_key(prefix)}")
 
     def _bind(self, client, name: str, prefix: str, geometry: Geometry) -> None:
+        self._awaiting_creation = False
         self._client = client
         self._name = name
         self._keys = prefix
@@ -217,8 +230,34 @@ class _Served:
     # ``bloomwise.redis.asyncio`` with redis.asyncio. So both clients run the same commands, the same exactly-once
     # batches and the same error accounting.
     def _run(self, steps, doing: str):
-        """Run an operation's steps: here at once with redis-py (``bloomwise.redis.asyncio`` returns an awaitable)."""
+        """Run an operation's steps: at once with redis-py; an awaitable for the classes of
+        ``bloomwise.redis.asyncio``."""
+        if self.ASYNC:
+            return self._run_async(steps, doing)
         return self._drive(steps, doing)
+
+    async def _run_async(self, steps, doing: str):
+        await self._attach_async()
+        return await drive_async(self, steps, doing)
+
+    async def _attach_async(self):
+        if self._awaiting_creation:
+            await drive_async(self, self._create_or_check(), f"creating {meta_key(self._keys)}")
+            self._awaiting_creation = False
+        return self
+
+    def __await__(self):
+        """``await RedisBloomFilter(async_client, ...)``: create or attach to the filter on the server."""
+        if not self.ASYNC:
+            raise TypeError(f"{type(self).__name__} of bloomwise.redis is not awaitable: use bloomwise.redis.asyncio "
+                            "with a redis.asyncio client")
+        return self._attach_async().__await__()
+
+    def __contains__(self, key) -> bool:
+        """``key in f``: False means certainly absent, True "might be present"."""
+        if self.ASYNC:
+            raise TypeError("'in' cannot await the server: use 'await f.contains(key)'")
+        return self.contains(key)
 
     def _drive(self, steps, doing: str):
         """Run an operation's steps on a connection of the client's pool; returns the operation's result."""
@@ -334,6 +373,88 @@ def perform_exchange(connection, request: ExchangeRequest, redis):
     return replies, None
 
 
+async def drive_async(served, steps, doing: str):
+    """Run an operation's steps on a connection of a redis.asyncio client's pool (the asyncio ``_drive``)."""
+    redis = redis_module()
+    pool = served.client.connection_pool
+    connection = None
+    try:
+        request = next(steps)
+        while True:
+            if connection is None:
+                try:
+                    connection = await pool.get_connection()
+                except redis.exceptions.RedisError as exc:
+                    raise server_error(served.client, exc, doing) from exc
+            request = steps.send(await perform_exchange_async(connection, request, redis))
+    except StopIteration as stop:
+        return stop.value
+    except BaseException:
+        if connection is not None:
+            await connection.disconnect()  # replies may still be in flight: never reuse this connection
+        raise
+    finally:
+        if connection is not None:
+            await pool.release(connection)
+
+
+async def perform_exchange_async(connection, request: ExchangeRequest, redis):
+    """``perform_exchange`` on a redis.asyncio connection."""
+    replies = []
+    windows = request.windows()
+    pack = request.pack
+    try:
+        for j, window in enumerate(windows):
+            if j == 0:
+                await connection.send_packed_command([pack(i) for i in window], check_health=True)
+            if j + 1 < len(windows):
+                await connection.send_packed_command([pack(i) for i in windows[j + 1]], check_health=False)
+            for i in window:
+                if request.replies_per_command is None:
+                    replies.append(await _read_reply_async(connection, redis))
+                else:
+                    replies.append([await _read_reply_async(connection, redis)
+                                    for _ in range(request.replies_per_command[i])])
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        await connection.disconnect()
+        return replies, exc
+    return replies, None
+
+
+async def _read_reply_async(connection, redis):
+    try:
+        return await connection.read_response()
+    except redis.exceptions.ResponseError as exc:
+        return exc
+
+
+def is_async_client(client) -> bool:
+    """Whether ``client`` is a redis.asyncio client."""
+    module = type(client).__module__
+    return module.startswith("redis.asyncio")
+
+
+async def open_async(client, name: str, classes: dict, wanted=None):
+    """The served filter ``name`` on a redis.asyncio client, of ``classes[structure]`` (``wanted``: the structure
+    asked for, FilterMismatchError when the metadata names another)."""
+    redis = redis_module()
+    name = check_name(name)
+    try:
+        raw = meta_fields(await client.hgetall(meta_key(name)))
+    except redis.exceptions.RedisError as exc:
+        raise server_error(client, exc, f"reading {meta_key(name)}") from exc
+    if raw is None:
+        raise FilterNotFoundError(f"no bloomwise filter named {name!r} on the Redis server at {server_address(client)} "
+                                  f"(the key {meta_key(name)!r} does not exist)")
+    geometry = Geometry.from_fields(name, raw)
+    if wanted is not None and geometry.structure != wanted:
+        raise FilterMismatchError(f"{name!r} on the server is a {geometry.structure} filter, not a {wanted} filter")
+    cls = classes[geometry.structure]
+    self = cls.__new__(cls)
+    self._setup(client, name, geometry, create=False)
+    return self
+
+
 def _read_reply(connection, redis):
     try:
         return connection.read_response()
@@ -402,6 +523,8 @@ class RedisBloomFilter(_Served):
     @classmethod
     def open(cls, client, name: str) -> "RedisBloomFilter":
         """Attach to an existing served filter by name (FilterNotFoundError, FilterMismatchError)."""
+        if cls.ASYNC:
+            return open_async(client, name, {cls._STRUCTURE: cls}, cls._STRUCTURE)
         return open_as(cls, client, name)
 
     @property
@@ -585,13 +708,9 @@ class RedisBloomFilter(_Served):
         bits = (np.take_along_axis(blocks, within >> 3, axis=1) >> (within & 7).astype(np.uint8)) & 1
         return bits.all(axis=1)
 
-    def __contains__(self, key) -> bool:
+    def contains(self, key) -> bool:
         """``key in f``: False means certainly absent, True "might be present"."""
         return self._run(then(self._test(key, True), lambda found: bool(found[0])), f"querying {self._name!r}")
-
-    def contains(self, key) -> bool:
-        """The same as ``key in f``."""
-        return self.__contains__(key)
 
     def contains_many(self, keys, *, method: str = "auto"):
         """A numpy bool array: whether each key might be present (the shape of a numpy input).
@@ -678,6 +797,8 @@ class RedisCountingBloomFilter(_Served):
     @classmethod
     def open(cls, client, name: str) -> "RedisCountingBloomFilter":
         """Attach to an existing served counting filter by name (FilterNotFoundError, FilterMismatchError)."""
+        if cls.ASYNC:
+            return open_async(client, name, {cls._STRUCTURE: cls}, cls._STRUCTURE)
         return open_as(cls, client, name)
 
     @property
@@ -995,14 +1116,10 @@ class RedisCountingBloomFilter(_Served):
                 rows[(offsets[start:start + count] // part_bits) == part] = np.asarray(reply, dtype=np.int64)
         return values, shape
 
-    def __contains__(self, key) -> bool:
+    def contains(self, key) -> bool:
         """``key in f``: False means certainly absent (a counter of the key is 0)."""
         return self._run(then(self._counter_values(key, True), lambda got: bool((got[0][0] > 0).all())),
                          f"querying {self._name!r}")
-
-    def contains(self, key) -> bool:
-        """The same as ``key in f``."""
-        return self.__contains__(key)
 
     def contains_many(self, keys):
         """A numpy bool array: whether each key might be present (all its counters > 0)."""
