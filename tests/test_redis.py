@@ -599,6 +599,12 @@ def test_quick_benchmark_runs():
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| RedisBloomFilter blocked" in run.stdout and "insert, BITFIELD" in run.stdout
+    from bloomwise._redis_server import find_redisbloom_module
+    if find_redisbloom_module() is None:
+        assert "side by side with RedisBloom: SKIPPED" in run.stdout
+    else:  # the side-by-side prints a verdict for every regime and operation
+        verdicts = [line for line in run.stdout.splitlines() if line.startswith(("PASS: ", "FAIL: "))]
+        assert len(verdicts) == 6 and all("x RedisBloom's" in line for line in verdicts), run.stdout[:3000]
     assert "| RedisCountingBloomFilter classic 4-bit" in run.stdout
 
 

@@ -19,7 +19,6 @@ rebuilds every argument of ``redis.call``), a transaction about 3 (docs/redis.md
 """
 from __future__ import annotations
 
-import contextlib
 import uuid
 from typing import Iterable, Optional
 
@@ -34,13 +33,13 @@ from bloomwise.errors import FormatError
 from bloomwise.redis.cluster import is_cluster, route
 from bloomwise.redis.errors import (
     FilterMismatchError, FilterNotFoundError, IncompleteBatchError, ServedFilterError, ServerUnavailableError,
-    call_server, redis_module, reply_error, server_address, server_error,
+    redis_module, reply_error, server_address, server_error,
 )
 from bloomwise.redis.geometry import (
-    LAYOUT_IDS, MAX_PART_BYTES, Geometry, check_name, check_stored, create_meta_command, meta_fields, meta_key, part_key,
-    read_meta,
+    LAYOUT_IDS, MAX_PART_BYTES, Geometry, check_name, check_stored, create_meta_command, meta_fields, meta_key,
+    part_key, read_meta,
 )
-from bloomwise.redis.scripts import LUA_OPS_PER_CALL, REMOVE_SCRIPT  # noqa: F401
+from bloomwise.redis.scripts import REMOVE_SCRIPT
 
 __all__ = ["RedisBloomFilter", "RedisCountingBloomFilter", "open", "open_as", "open_async", "drive_async",
            "is_async_client", "local_geometry", "encode_command",
@@ -555,7 +554,8 @@ class RedisBloomFilter(_Served):
                 plan.append(([b"BITFIELD", self._parts[part].encode()], local))
                 counts.append(0)
             counts[-1] = chunk.shape[0]  # a chunk's keys count as applied once its last command is confirmed
-        replies = yield from self._exchange(lambda i: pack_command(plan[i][0], plan[i][1], op, tail, 4), len(plan), doing,
+        replies = yield from self._exchange(lambda i: pack_command(plan[i][0], plan[i][1], op, tail, 4), len(plan),
+                                            doing,
                                  counts)
         _raise_error_replies(replies, doing, server_address(self._client))
         was_zero = np.zeros((n, self._g.num_hashes), dtype=bool)
@@ -630,7 +630,8 @@ class RedisBloomFilter(_Served):
             for part, local in self._split_parts(chunk):
                 plan.append(([b"BITFIELD_RO", self._parts[part].encode()], local))
                 masks.append((start, chunk.shape[0], part))
-        replies = yield from self._exchange(lambda i: pack_command(plan[i][0], plan[i][1], op, b"", 3), len(plan), doing,
+        replies = yield from self._exchange(lambda i: pack_command(plan[i][0], plan[i][1], op, b"", 3), len(plan),
+                                            doing,
                                  [0] * len(plan))
         _raise_error_replies(replies, doing, server_address(self._client))
         bits = np.zeros((n, self._g.num_hashes), dtype=bool)
@@ -822,7 +823,7 @@ class RedisCountingBloomFilter(_Served):
         return (f"<RedisCountingBloomFilter {self._name!r} on {server_address(self._client)}: {self._g.layout}, "
                 f"{self._g.num_bits:,} counters x {self._g.counter_bits} bits, k={self._g.num_hashes}>")
 
-    # -- scripts --------------------------------------------------------------------------------------------------------
+    # -- scripts ----------------------------------------------------------------------------------------------------
     def _script_sha(self, source: str) -> bytes:
         shas = self.__dict__.setdefault("_shas", {})
         if source not in shas:
@@ -1090,7 +1091,7 @@ class RedisCountingBloomFilter(_Served):
         return self._run(naming_missing_key(self._decrement(offsets, missing, batch_id, doing), flat.__getitem__),
                          doing)
 
-    # -- reads ----------------------------------------------------------------------------------------------------------
+    # -- reads ------------------------------------------------------------------------------------------------------
     def _counter_values(self, keys, single: bool):
         offsets, n, shape = self._offsets(keys, single)
         values = np.zeros((n, self._g.num_hashes), dtype=np.int64)
@@ -1105,7 +1106,8 @@ class RedisCountingBloomFilter(_Served):
             for part, local in self._split_parts(chunk):
                 plan.append(([b"BITFIELD_RO", self._parts[part].encode()], local))
                 where.append((start, chunk.shape[0], part))
-        replies = yield from self._exchange(lambda i: pack_command(plan[i][0], plan[i][1], op, b"", 3), len(plan), doing,
+        replies = yield from self._exchange(lambda i: pack_command(plan[i][0], plan[i][1], op, b"", 3), len(plan),
+                                            doing,
                                  [0] * len(plan))
         _raise_error_replies(replies, doing, server_address(self._client))
         for (start, count, part), reply in zip(where, replies):
@@ -1137,7 +1139,7 @@ class RedisCountingBloomFilter(_Served):
                          f"querying {self._name!r}")
 
 
-# ---- construction helpers ---------------------------------------------------------------------------------------------
+# ---- construction helpers -------------------------------------------------------------------------------------------
 def check_capacity(capacity) -> int:
     if isinstance(capacity, bool) or not hasattr(capacity, "__index__"):
         raise TypeError(f"capacity must be an int, got {type(capacity).__name__} ({capacity!r})")
