@@ -738,7 +738,7 @@ class RedisBloomFilter(_Served):
         diff = [d for d in diff if not d.startswith("capacity")]
         if diff:
             raise FilterMismatchError(f"cannot merge into {self._name!r}: " + "; ".join(diff))
-        payload = memoryview(local._payload()).cast("B")
+        payload = local.payload_view().cast("B")
         temporary = f"{self._keys}:merge:{uuid.uuid4().hex}".encode()
         doing = f"merging into {self._name!r}"
         for index, part in enumerate(self._parts):
@@ -756,11 +756,11 @@ class RedisBloomFilter(_Served):
                     f"lost the connection to the Redis server at {server_address(self._client)} while merging into "
                     f"{self._name!r}: {index} of {len(self._parts)} parts were merged, part {index} may or may not "
                     f"be ({exc.__cause__}); retrying the merge is safe (OR sets bits only)",
-                    applied_keys=0, unknown_keys=local._keys_added_count, batch_id=None) from exc.__cause__
+                    applied_keys=0, unknown_keys=local.keys_counted, batch_id=None) from exc.__cause__
             inner = replies[-1] if isinstance(replies[-1], list) else []
             _raise_error_replies(replies + inner, doing, server_address(self._client))
         yield from self._command([b"HINCRBY", meta_key(self._keys).encode(), b"keys_added",
-                                  str(local._keys_added_count).encode()], "counting keys")
+                                  str(local.keys_counted).encode()], "counting keys")
 
 
 class RedisCountingBloomFilter(_Served):
@@ -1173,16 +1173,16 @@ def open(client, name: str):  # noqa: A001 - the module's verb, like bloomwise's
 
 
 def local_geometry(local, part_bytes: int) -> Geometry:
-    if getattr(local, "_key_function", None) is not None:
+    if getattr(local, "key_function", None) is not None:
         raise ValueError("a filter with a key= function cannot be served: other processes could not hash its keys")
     if isinstance(local, CountingBloomFilter):
         return Geometry("counting", local.layout, local.num_cells, local.num_hashes, local.seed,
-                         local.hash_scheme, local.counter_bits, local._capacity, part_bytes, local._fpr)
+                         local.hash_scheme, local.counter_bits, local.capacity, part_bytes, local.fpr)
     if isinstance(local, BloomFilter):
         if local.hash_scheme == "custom":
             raise ValueError("a filter built from explicit hash functions cannot be served")
         return Geometry("bloom", local.layout, local.num_cells, local.num_hashes, local.seed, local.hash_scheme, 1,
-                         local._capacity, part_bytes, local._fpr)
+                         local.capacity, part_bytes, local.fpr)
     raise TypeError(f"to_redis takes a BloomFilter or a CountingBloomFilter, got {type(local).__name__}")
 
 
