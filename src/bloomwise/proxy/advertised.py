@@ -52,6 +52,8 @@ class AdvertisedSet:
         self.expires_at: dict = {}
         #: keys added plus keys withdrawn since the set was made (what the summary publisher counts)
         self.changes = 0
+        #: keys advertised that were not advertised before (what the summary's update threshold counts)
+        self.new_documents = 0
         self._withdraw_at: dict = {}
         self._heap: list = []   # (withdraw at, key), lazily invalidated by _withdraw_at
 
@@ -74,6 +76,7 @@ class AdvertisedSet:
         if key not in self.expires_at:
             self.filter.add(key)
             self.changes += 1
+            self.new_documents += 1
         self.expires_at[key] = expires_at
         self._withdraw_at[key] = withdraw_at
         heapq.heappush(self._heap, (withdraw_at, key))
