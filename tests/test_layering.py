@@ -52,13 +52,6 @@ ALLOWED_REACHES = {
     ("bloomwise.cli.info", "_STRUCTURE"),
     # remaining, issue 31: aiohttp's private site._server (proxy/origin.py)
     ("bloomwise.proxy.origin", "_server"),
-    # remaining, issue 31: redis/ onto bloomwise._storage: capacity, fpr, payload_view(), keys_counted, from_payload()
-    ("bloomwise.redis.copying", "_payload"),
-    ("bloomwise.redis.copying", "_keys_added_count"),
-    ("bloomwise.redis.filters", "_payload"),
-    ("bloomwise.redis.filters", "_keys_added_count"),
-    ("bloomwise.redis.filters", "_capacity"),
-    ("bloomwise.redis.filters", "_fpr"),
     # remaining, issue 31: the CS 170 worked example tests explicit positions (reproduce/text_checks.py)
     ("bloomwise.reproduce.text_checks", "_test_positions"),
 }

@@ -87,7 +87,7 @@ def test_served_bits_are_the_local_bits(redis_client, layout):
     assert redis_client.getbit("f:part:0", p ^ 7) == 1
     pulled = from_redis(redis_client, "f")
     assert type(pulled) is BloomFilter and pulled == local
-    assert pulled._keys_added_count == local._keys_added_count == remote.keys_added
+    assert pulled.num_new_keys == local.num_new_keys == remote.keys_added
     probe = keys_of("absent", 20000) + keys
     assert np.array_equal(remote.contains_many(probe), local.contains_many(probe))
     assert remote.contains_many(keys).all()

@@ -151,7 +151,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
         """Insertions that set at least one new bit (``add()`` returned True): the distinct keys added, less those
         that already looked present (false positives at insertion time). The capacity warning counts these. Kept
         in memory only: a loaded or opened filter starts it at ``num_keys``."""
-        return self._keys_added_count
+        return self._new_keys_count
 
     # -- storage: the internal interface of bloomwise._storage (BitStorage) ----------------------------------------
     def storage_geometry(self) -> StorageGeometry:
@@ -182,7 +182,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
     @property
     def keys_counted(self) -> int:
         """The count the capacity warning compares with ``capacity``: ``num_new_keys``."""
-        return self._keys_added_count
+        return self._new_keys_count
 
     def __repr__(self) -> str:
         capacity = "" if self._capacity is None else f", capacity={self._capacity:,}"
@@ -193,7 +193,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
 
     def _over_capacity(self) -> None:
         warnings.warn(
-            f"{type(self).__name__} sized for {self._capacity:,} keys now holds about {self._keys_added_count:,}: "
+            f"{type(self).__name__} sized for {self._capacity:,} keys now holds about {self._new_keys_count:,}: "
             f"its false-positive rate is now about {self.estimated_fpr():.3g}, above the target. "
             "Build a larger filter, or use ScalableBloomFilter when the number of keys is unknown.",
             CapacityWarning, stacklevel=3)
@@ -208,7 +208,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
         clone = type(self).__new__(type(self))
         clone._init_core(self.num_cells, self.num_hashes, self._layout_id, self.seed,
                          num_keys=self._insertions_count, key=self._key_function,
-                         hash_scheme=self._hash_scheme_id, new_keys=self._keys_added_count)
+                         hash_scheme=self._hash_scheme_id, new_keys=self._new_keys_count)
         clone._copy_bits_from(self._payload())
         clone._capacity, clone._fpr = self._capacity, self._fpr
         clone._set_capacity_limit(self._capacity)

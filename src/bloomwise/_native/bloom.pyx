@@ -499,7 +499,7 @@ cdef class BlockedInsert:
 cdef class BloomCore(PositionsCore):
     """m bits, k probes per key, one of three layouts. Subclassed by bloomwise.BloomFilter."""
     cdef uint64_t* _words
-    cdef uint64_t _keys_added   # insertions that set at least one new bit (the capacity warning counts these)
+    cdef uint64_t _new_keys     # insertions that set at least one new bit (the capacity warning counts these)
     cdef uint64_t _insertions   # every key added, repeats included (num_keys; the file header's keys_added)
 
     def _init_core(self, num_cells, num_hashes, int layout, seed=0, storage=None, num_keys=0, key=None,
@@ -525,7 +525,7 @@ cdef class BloomCore(PositionsCore):
         geometry_init(&self._g, num_bits, num_hashes, layout)
         self._nbytes = (num_bits + 63) // 64 * 8
         self._insertions = num_keys
-        self._keys_added = num_keys if new_keys is None else new_keys
+        self._new_keys = num_keys if new_keys is None else new_keys
         storage = AlignedBuffer(self._nbytes) if storage is None else storage
         self._words = <uint64_t*>self._attach_storage(storage, "the filter needs")
         self._ready = True
@@ -534,8 +534,8 @@ cdef class BloomCore(PositionsCore):
         self._words = NULL
 
     cdef int _count_new(self, uint64_t new_keys) except -1:
-        self._keys_added += new_keys
-        if self._capacity_limit and not self._warned and self._keys_added > self._capacity_limit:
+        self._new_keys += new_keys
+        if self._capacity_limit and not self._warned and self._new_keys > self._capacity_limit:
             self._warned = True
             self._over_capacity()
         return 0
@@ -558,8 +558,8 @@ cdef class BloomCore(PositionsCore):
             bw_unlock(&self._lock)
         self._insertions += 1
         if new_key:
-            self._keys_added += 1
-            if self._keys_added > self._capacity_limit and self._capacity_limit and not self._warned:
+            self._new_keys += 1
+            if self._new_keys > self._capacity_limit and self._capacity_limit and not self._warned:
                 self._count_new(0)
         return new_key
 
@@ -786,7 +786,7 @@ cdef class BloomCore(PositionsCore):
         self._lock_writer()
         memset(self._words, 0, self._nbytes)
         bw_unlock(&self._lock)
-        self._keys_added = 0
+        self._new_keys = 0
         self._insertions = 0
         self._warned = False
 
@@ -910,8 +910,8 @@ cdef class BloomCore(PositionsCore):
         return self._g.num_bits
 
     @property
-    def _keys_added_count(self):
-        return self._keys_added
+    def _new_keys_count(self):
+        return self._new_keys
 
     @property
     def _insertions_count(self):
