@@ -9,15 +9,14 @@ from typing import Callable, Optional
 import numpy as np
 
 from bloomwise import _format, _positions
-from bloomwise._base import check_threads, layout_id
-
-#: the one layout these structures have (their probes are the classic layout's)
-CLASSIC_ONLY = {"classic": 1}
+from bloomwise._base import LAYOUTS, check_threads, layout_id
 from bloomwise._compatibility import Compatible
 from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity, meta_fpr
 from bloomwise.errors import FormatError
 
 _CHUNK = 1 << 20  # keys hashed and probed at a time by the batch paths (bounds their memory)
+#: the one layout these structures have (their probes are the classic layout's), name -> id
+CLASSIC_ONLY = {"classic": LAYOUTS["classic"]}
 
 
 def check_layout(layout) -> None:
