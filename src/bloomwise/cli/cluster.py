@@ -5,8 +5,8 @@ Examples::
     bloomwise cluster --proxies 3 --origin-documents 1000
     bloomwise cluster --proxies 4 --origin-documents 10000 --policy paradox --summary-kind counters
 
-Its proxies answer loopback clients only and fetch from 127.0.0.1 only (the test origin) unless
---allow-destinations says otherwise.
+Its proxies answer loopback clients only and fetch from the test origin only unless --allow-destinations says
+otherwise.
 """
 from __future__ import annotations
 
