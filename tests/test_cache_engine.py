@@ -392,7 +392,9 @@ def test_policies_order():
     peers[1].healthy = True
     paradox = make_policy("paradox", origin_cost=10.0)
     order = paradox.order(key, peers)
-    probs = [s.posterior(key, 1.0) if s.may_contain(key) else 0.0 for s in summaries]
+    # each peer's first sample: "maybe" (q = 1, so the mixture estimate is 1), smoothed to (1 * 1 + 1) / (1 + 2)
+    probs = [s.posterior(key, 2 / 3) if s.may_contain(key) else 0.0 for s in summaries]
+    assert len(order) == 2
     assert order == list(optimal_query_order(probs, [p.cost for p in peers], origin_cost=10.0).peers)
     with pytest.raises(ValueError, match="policy must be one of"):
         make_policy("multicast")
@@ -403,12 +405,18 @@ def test_policies_order():
 def test_paradox_outcome_prior_learns_and_stops_asking():
     summaries = summaries_for([range(0, 40)], kind="counters")
     peers = [PeerState("a", summaries[0], 1.0, True)]
-    policy = ParadoxPolicy(origin_cost=10.0, prior_window=20, prior_estimator="outcomes")
+    policy = ParadoxPolicy(origin_cost=10.0, prior_window=2000, prior_estimator="outcomes")
     assert policy.order(url(1), peers) == ["a"]  # initial prior 1: trust the summary
-    for _ in range(200):  # the summary says "maybe" but every query misses (e.g. the peer serves nothing)
+    for _ in range(20_000):  # the summary says "maybe" but every query misses (e.g. the peer serves nothing)
         policy.observe("a", url(1), False)
-    assert policy.prior("a") < 1e-3
+    prior = policy.prior("a")
+    posterior = summaries[0].posterior(url(1), prior)
+    assert 0 < prior < 3e-4 and 0.01 < posterior < 0.1  # a "maybe" worth a thought, but below 1 / omega
     assert policy.order(url(1), peers) == []  # p/tau <= 1/omega: straight to the origin
+    strong = ParadoxPolicy(origin_cost=1.0 / (0.9 * posterior), prior_window=2000, prior_estimator="outcomes")
+    for _ in range(20_000):
+        strong.observe("a", url(1), False)
+    assert strong.order(url(1), peers) == ["a"]  # the same posterior above 1 / omega: asked
 
 
 def test_paradox_mixture_prior_estimates_membership():
@@ -495,3 +503,109 @@ def test_node_bad_configuration():
     with pytest.raises(ValueError, match="tau must be"):
         node.set_peer_cost("b", 0)
     assert math.isclose(node.peers[0].cost, 1.0)
+
+
+# ---- boundaries and counts that mutants once got past (issue 30) -----------------------------------------------------
+def test_exactly_full_evicts_nothing():
+    cache = DocumentCache(1000, expected_entries=10)
+    assert cache.put(url(1), 400) == [] and cache.put(url(2), 600) == []  # 1000 of 1000 bytes: full, not over
+    assert cache.used_bytes == 1000 and len(cache) == 2 and cache.changes == 2
+    assert cache.put(url(3), 1) == [url(1)]  # one byte over: the least recently used goes
+
+
+def test_document_of_exactly_the_capacity_is_stored():
+    cache = DocumentCache(1000, expected_entries=10)
+    cache.put(url(1), 10)
+    assert cache.put(url(2), 1000) == [url(1)]  # it fits alone: everything else makes room
+    assert url(2) in cache and url(2) in cache.filter and cache.used_bytes == 1000
+    assert cache.put(url(3), 1001) == [] and url(3) not in cache and url(2) in cache  # larger: refused
+    assert cache.put(url(2), 1001) == [url(2)] and len(cache) == 0  # an older copy of a refused key leaves
+
+
+def test_changes_count_additions_and_evictions():
+    cache = DocumentCache(1000, expected_entries=10)
+    for i in range(5):
+        cache.put(url(i), 300)  # three fit; the fourth and the fifth each evict one
+    assert (cache.changes, cache.new_documents) == (5 + 2, 5)
+    cache.put(url(4), 200)  # a new copy of a cached key: neither a change of the key set nor a new document
+    assert (cache.changes, cache.new_documents) == (7, 5)
+    cache.remove(url(4))
+    assert (cache.changes, cache.new_documents, len(cache)) == (8, 5, 2)
+
+
+def test_update_threshold_counts_new_documents_only():
+    """Summary Cache's threshold: the fraction of *new* documents since the last publication. A full cache evicts
+    one document per new one: counting both would publish at half the threshold."""
+    cache = DocumentCache(100 * 100, expected_entries=100)
+    pub = SummaryPublisher(cache, update_threshold=0.1, origin=1)
+    assert not pub.due()
+    for i in range(100):
+        cache.put(url(i), 100)
+    assert pub.due()  # the first publication: as soon as the cache changed
+    pub.publish()
+    for i in range(100, 109):
+        cache.put(url(i), 100)  # 9 new documents, 9 evictions
+    assert (pub.pending_new_documents, pub.pending_changes, pub.due()) == (9, 18, False)
+    cache.put(url(109), 100)
+    assert pub.pending_new_documents == 10 and pub.due()  # 10 new of 100 cached = 10%
+    pub.publish()
+    assert (pub.pending_new_documents, pub.due()) == (0, False)
+
+
+def test_summary_resized_from_the_measured_load():
+    """With ``resize_tolerance``, a publication first re-sizes the cache's filter to ``bits_per_entry`` positions per
+    document cached when the count drifted more than the tolerance from the count it was sized for (Squid's
+    storeDigestResize rule, 10%); the publication is then whole (a new geometry), and deltas follow again."""
+    cache = DocumentCache(1 << 20, bits_per_entry=8, expected_entries=1000)
+    pub = SummaryPublisher(cache, kind="bits", update_threshold=0.01, origin=1, resize_tolerance=0.1)
+    for i in range(100):
+        cache.put(url(i), 100)
+    first = pub.publish()
+    assert (cache.expected_entries, first.num_bits, first.is_delta) == (100, 800, False)
+    assert all(url(i) in cache.filter for i in range(100))
+    peer = PeerSummary()
+    peer.apply(first)
+    for i in range(100, 110):
+        cache.put(url(i), 100)  # 110 documents: 10% more, within the tolerance
+    second = pub.publish()
+    assert second.is_delta and second.num_bits == 800
+    peer.apply(second)
+    cache.put(url(110), 100)  # 111: more than 10% over 100
+    third = pub.publish()
+    assert (third.is_delta, third.num_bits, cache.expected_entries) == (False, 888, 111)
+    peer.apply(third)
+    assert peer.filter.num_cells == 888 and all(peer.may_contain(url(i)) for i in range(111))
+    assert pub.delta_since(2).num_bits == 888 and not pub.delta_since(2).is_delta  # another geometry: whole
+    # positions per cached document at each publication: 800/100, 800/110, 888/111
+    assert pub.mean_positions_per_document == pytest.approx((8 + 800 / 110 + 8) / 3)
+    fixed = SummaryPublisher(filled_cache(40), origin=2)  # no tolerance: the cache's own sizing stays
+    assert fixed.publish().num_bits == 8 * 64 and fixed.mean_positions_per_document == pytest.approx(512 / 40)
+
+
+def test_resize_tolerance_checked():
+    with pytest.raises(ValueError, match="resize_tolerance must be a fraction > 0 or None, got 0"):
+        SummaryPublisher(DocumentCache(1000), resize_tolerance=0)
+
+
+def test_prior_estimates_stay_above_zero():
+    """Laplace's rule of succession over the effective sample: ``(x + 1) / (n_eff + 2)``, never 0. Mixture: no
+    "maybe" at all (q = 0 < FPR) gave a prior of exactly 0 before; outcomes: every query missed."""
+    summaries = summaries_for([range(0, 40)], kind="counters")
+    peers = [PeerState("a", summaries[0], 1.0, True)]
+    mixture = ParadoxPolicy(origin_cost=1000.0, prior_window=20)
+    absent_keys = [url(i) for i in range(1000, 1200) if not summaries[0].may_contain(url(i))][:100]
+    for key in absent_keys:
+        assert mixture.order(key, peers) == []
+    absent = OnlinePrior(window=20)
+    absent.record_absent(100)
+    assert absent.effective_samples == pytest.approx((1 - 0.95 ** 100) * 1.95 / (0.05 * (1 + 0.95 ** 100)))
+    prior = mixture.prior("a", summaries[0])
+    assert 0 < prior < 0.05
+    # the peer holds url(1): its counters are evidence enough for a posterior above 1/omega
+    assert mixture.order(url(1), peers) == ["a"]
+    outcomes = ParadoxPolicy(origin_cost=10.0, prior_window=20, prior_estimator="outcomes")
+    for _ in range(200):
+        outcomes.observe("a", url(1), False)
+    n_eff = OnlinePrior(window=20)
+    n_eff.record_absent(200)
+    assert outcomes.prior("a") == pytest.approx(1 / (n_eff.effective_samples + 2))

@@ -74,6 +74,22 @@ def test_damaged_summary_in_the_directory_is_a_format_error(redis_client):
     directory.sync(a)
     redis_client.set("g3:node:a:whole", b"BLOOMWISE but not really")
     with pytest.raises(FormatError):
-        directory.sync(node("b", origin=2))
+        directory.whole("a")
+
+
+def test_one_bad_publisher_is_skipped_and_the_others_are_applied(redis_client):
+    directory = RedisSummaryDirectory(redis_client, "g4")
+    a, b, c = node("a", origin=1), node("b", origin=2), node("c", origin=3)
+    a.admit(url("a", 0), 100)
+    c.admit(url("c", 0), 100)
+    for n in (a, b, c):
+        directory.sync(n)
+    redis_client.set("g4:node:a:whole", b"BLOOMWISE but not really")  # "a" sorts first: the others come after it
+    reader = node("r", origin=4)
+    got = directory.sync(reader)
+    assert set(got["skipped"]) == {"a"} and "FormatError" in got["skipped"]["a"]
+    assert reader.peer("a").summary is None
+    assert reader.route(url("c", 0)) == ["c"] and reader.peer("b").summary is not None
+    assert got["received"] == directory.whole("b").nbytes + directory.whole("c").nbytes
     with pytest.raises(ValueError, match="history"):
         RedisSummaryDirectory(redis_client, "g", history=0)

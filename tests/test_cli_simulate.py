@@ -25,9 +25,10 @@ def test_table_and_json(tmp_path, capsys):
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split()[:4] == ["policy", "requests", "local", "hit"]
-    assert [line.split()[0] for line in lines[1:]] == ["none", "icp", "summary", "paradox"]
+    assert [line.split()[0] for line in lines[1:]] == ["none", "icp", "summary", "paradox", "carp"]
+    assert "byte hit" in lines[0] and "latency/req" in lines[0] and "memory/proxy" in lines[0]
     data = json.loads(out_path.read_text())
-    assert [obj["policy"] for obj in data] == ["none", "icp", "summary", "paradox"]
+    assert [obj["policy"] for obj in data] == ["none", "icp", "summary", "paradox", "carp"]
     assert all(tuple(obj) == JSON_KEYS for obj in data)
     assert all(obj["requests"] == 1500 for obj in data)
     assert data[0]["peer_queries"] == 0 and data[1]["peer_queries"] > data[2]["peer_queries"]
@@ -83,7 +84,9 @@ def test_other_sweeps(capsys, sweep):
     (["--proxies", "0"], "--proxies"),
     (["--cache-size=-5MiB"], "--cache-size"),
     (["--cache-size", "lots"], "--cache-size"),
-    (["--policy", "summary,carp"], "--policy 'carp' is not one of"),
+    (["--policy", "summary,multicast"], "--policy 'multicast' is not one of"),
+    (["--resize-tolerance", "0"], "--resize-tolerance '0' must be a fraction > 0"),
+    (["--resize-tolerance", "some"], "--resize-tolerance 'some' is not a fraction"),
     (["--update-threshold", "0"], "--update-threshold"),
     (["--update-threshold", "150%"], "--update-threshold"),
     (["--bits-per-entry", "0"], "--bits-per-entry"),
@@ -131,3 +134,13 @@ def test_standard_input_replays_the_whole_trace_like_the_file(tmp_path, capsys, 
     for a, b in zip(from_file, from_stdin):
         a.pop("seconds"), b.pop("seconds")
     assert from_stdin == from_file and from_stdin[0]["requests"] == 3000
+
+
+def test_resize_tolerance_option(capsys):
+    """Sized from the mean document size only (off), the summaries carry other than B bits per cached document;
+    re-sized (the default 10%), within 10% of B."""
+    argv = ["simulate", *SMALL, "--policy", "summary", "--bits-per-entry", "8", "--json", "-"]
+    resized = json.loads(run_cli(argv, capsys)[1])[0]
+    fixed = json.loads(run_cli(argv + ["--resize-tolerance", "off"], capsys)[1])[0]
+    assert 8 / 1.1 <= resized["bits_per_cached_document"] <= 8 * 1.1
+    assert not 8 / 1.1 <= fixed["bits_per_cached_document"] <= 8 * 1.1

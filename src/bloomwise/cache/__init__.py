@@ -6,8 +6,9 @@ The engine is synchronous pure Python over the compiled filters, with no I/O: th
 proxy mapping and the synthetic workload generator. See docs/cache.md.
 """
 from bloomwise.cache.node import STATS_KEYS, CacheNode
-from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, POLICY_NAMES, IcpPolicy, NoCooperation,
-                                     OnlinePrior, ParadoxPolicy, PeerState, RoutingPolicy, SummaryPolicy, make_policy)
+from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, POLICY_NAMES, CarpPolicy, IcpPolicy,
+                                     NoCooperation, OnlinePrior, ParadoxPolicy, PeerState, RoutingPolicy, SummaryPolicy,
+                                     make_policy)
 from bloomwise.cache.store import (AVERAGE_DOCUMENT_SIZE, EVICTION_POLICIES, Document, DocumentCache, EvictionPolicy,
                                    FIFOPolicy, LRUPolicy)
 from bloomwise.cache.summary import (DEFAULT_MAX_SUMMARY_BYTES, SUMMARY_KINDS, PeerSummary, SummaryGap,
@@ -24,7 +25,7 @@ __all__ = [
     # summary
     "DEFAULT_MAX_SUMMARY_BYTES", "SUMMARY_KINDS", "PeerSummary", "SummaryGap", "SummaryPublisher", "SummaryUpdate",
     # routing
-    "DEFAULT_ORIGIN_COST", "DEFAULT_PEER_COST", "POLICY_NAMES", "IcpPolicy", "NoCooperation", "OnlinePrior",
+    "DEFAULT_ORIGIN_COST", "DEFAULT_PEER_COST", "POLICY_NAMES", "CarpPolicy", "IcpPolicy", "NoCooperation", "OnlinePrior",
     "ParadoxPolicy", "PeerState", "RoutingPolicy", "SummaryPolicy", "make_policy",
     # node
     "STATS_KEYS", "CacheNode",

@@ -57,7 +57,7 @@ class CacheNode:
 
     :param name: the node's name (its peer id at the others).
     :param cache: its DocumentCache.
-    :param policy: a RoutingPolicy or a name (``"none"``, ``"icp"``, ``"summary"``, ``"paradox"``).
+    :param policy: a RoutingPolicy or a name (``"none"``, ``"icp"``, ``"summary"``, ``"paradox"``, ``"carp"``).
     :param summary_kind: ``"bits"`` or ``"counters"`` (what this node publishes).
     :param update_threshold: fraction of the cached documents changed before a summary is due, in (0, 1].
     :param origin_cost: omega, the cost of an origin fetch (> 0).
@@ -77,7 +77,7 @@ class CacheNode:
         self.origin_cost = _positive_cost("origin_cost", origin_cost)
         self.peer_cost = _positive_cost("peer_cost", peer_cost)
         if isinstance(policy, str):
-            policy = make_policy(policy, origin_cost=self.origin_cost)
+            policy = make_policy(policy, origin_cost=self.origin_cost, node_name=name)
         elif not isinstance(policy, RoutingPolicy):
             raise TypeError(f"policy must be a RoutingPolicy or a name, got {policy!r}")
         self.policy = policy

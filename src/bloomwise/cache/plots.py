@@ -1,7 +1,7 @@
 """Figures of simulation results (the ``plot`` extra: matplotlib), drawn with matplotlib's object API.
 
-``plot_sweep``: one panel per measure (hit ratio, inter-proxy queries per request, summary bytes, total cost)
-against the swept parameter, one line per policy. ``plot_policies``: the same measures as bars, one per policy.
+``plot_sweep``: one panel per measure (hit ratio, byte hit ratio, inter-proxy queries per request, wire bytes,
+total cost, mean latency) against the swept parameter, one line per policy. ``plot_policies``: the same measures as bars, one per policy.
 """
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from typing import Sequence
 
 __all__ = ["plot_sweep", "plot_policies"]
 
-_MEASURES = (("hit_ratio", "hit ratio"), ("queries_per_request", "inter-proxy queries per request"),
-             ("summary_bytes", "summary bytes sent"), ("cost", "total cost (queries x tau + origin x omega)"))
+_MEASURES = (("hit_ratio", "hit ratio"), ("byte_hit_ratio", "byte hit ratio"),
+             ("queries_per_request", "inter-proxy queries per request"),
+             ("wire_bytes", "wire bytes (queries + summaries)"), ("cost", "total cost (queries x tau + origin x omega)"),
+             ("mean_latency", "mean latency per request (tau, omega as latencies)"))
 
 
 def _figure():
@@ -19,13 +21,13 @@ def _figure():
         from matplotlib.figure import Figure
     except ImportError:
         raise ImportError("drawing figures needs matplotlib: pip install 'bloomwise[plot]'") from None
-    return Figure(figsize=(10, 7), layout="constrained")
+    return Figure(figsize=(14, 7), layout="constrained")
 
 
 def plot_sweep(path, parameter: str, values: Sequence, results: Sequence) -> str:
     """Results of a sweep (``values[i]`` is the parameter value of ``results[i]``) to a PNG file; returns the path."""
     figure = _figure()
-    axes = figure.subplots(2, 2).ravel()
+    axes = figure.subplots(2, 3).ravel()
     policies = list(dict.fromkeys(r.policy for r in results))
     for ax, (attribute, label) in zip(axes, _MEASURES):
         for policy in policies:
@@ -46,7 +48,7 @@ def plot_sweep(path, parameter: str, values: Sequence, results: Sequence) -> str
 def plot_policies(path, results: Sequence) -> str:
     """One run's results as bars per policy, to a PNG file; returns the path."""
     figure = _figure()
-    axes = figure.subplots(2, 2).ravel()
+    axes = figure.subplots(2, 3).ravel()
     names = [r.policy for r in results]
     for ax, (attribute, label) in zip(axes, _MEASURES):
         ax.bar(names, [getattr(r, attribute) for r in results])

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Optional
 
 from bloomwise.cache.summary import DEFAULT_MAX_SUMMARY_BYTES, SummaryGap, SummaryUpdate
+from bloomwise.errors import FormatError
 
 __all__ = ["RedisSummaryDirectory"]
 
@@ -116,28 +117,42 @@ class RedisSummaryDirectory:
 
     def sync(self, node, *, publish_if_due: bool = True) -> dict:
         """Publish ``node``'s summary when due (``node.summary_due()``; the first time always), add every other
-        node of the directory as a peer, and apply their news. Returns {"published": bytes, "received": bytes}."""
+        node of the directory as a peer, and apply their news.
+
+        One bad publisher does not stop the others: a peer whose stored summary is damaged (``FormatError``) or does
+        not fit (``SummaryGap`` even from its whole summary) is skipped, its summary held as it was, and named in
+        ``skipped``. Returns {"published": bytes, "received": bytes, "skipped": {name: reason}}.
+        """
         published = 0
         if publish_if_due and (node.summary_due() or node.publisher.current_version == 0
                                or self.whole(node.name) is None):
             published = self.publish_node(node)
         received = 0
+        skipped = {}
         known = {peer.peer_id for peer in node.peers}
         for name in sorted(self.nodes() - {node.name}):
             if name not in known:
                 node.add_peer(name)
-            held = node.peer(name).summary
-            version = None if held is None else held.version
-            origin = None if held is None else held.origin
-            for update in self.updates_since(name, version, origin):
-                try:
-                    node.receive_summary(name, update)
-                except SummaryGap:  # the chain does not fit what is held: start again from the whole summary
-                    latest = self.whole(name)
-                    if latest is None:
-                        break
-                    node.receive_summary(name, latest)
-                    received += latest.nbytes
+            try:
+                received += self._catch_up(node, name)
+            except (FormatError, SummaryGap) as exc:
+                skipped[name] = f"{type(exc).__name__}: {exc}"
+        return {"published": published, "received": received, "skipped": skipped}
+
+    def _catch_up(self, node, name: str) -> int:
+        """Apply publisher ``name``'s news to ``node``; returns the bytes received."""
+        held = node.peer(name).summary
+        version = None if held is None else held.version
+        origin = None if held is None else held.origin
+        received = 0
+        for update in self.updates_since(name, version, origin):
+            try:
+                node.receive_summary(name, update)
+            except SummaryGap:  # the chain does not fit what is held: start again from the whole summary
+                latest = self.whole(name)
+                if latest is None:
                     break
-                received += update.nbytes
-        return {"published": published, "received": received}
+                node.receive_summary(name, latest)
+                return received + latest.nbytes
+            received += update.nbytes
+        return received

@@ -1,6 +1,6 @@
 """Routing on a local miss: which peers a proxy asks, in which order, before it goes to the origin.
 
-Four policies, all driven by the same :class:`~bloomwise.cache.node.CacheNode` calls:
+Five policies, all driven by the same :class:`~bloomwise.cache.node.CacheNode` calls:
 
 - ``none``: no cooperation; every miss goes to the origin.
 - ``icp``: ask every healthy peer at once (ICP, RFC 2186/2187: the baseline Summary Cache compares itself with).
@@ -13,6 +13,12 @@ Four policies, all driven by the same :class:`~bloomwise.cache.node.CacheNode` c
   (Theorem 6; ``bloomwise.paradox.proxies.optimal_query_order``), where ``tau_j`` is the cost of asking peer j and
   ``omega`` the cost of the origin. Its expected cost per miss is
   ``sum_i tau_(i) prod_{l<i} (1 - p_(l)) + omega prod_l (1 - p_(l))``, the minimum over all query sequences.
+- ``carp``: what Squid (CARP), Apache Traffic Server, Varnish's shard director and nginx do today: every URL has one
+  home proxy, the highest random weight over the healthy proxies (the requesting one included) with the hash of the
+  Cache Array Routing Protocol (Valloppillil and Ross, draft-vinod-carp-v1-03, section 3: the URL hash, the member
+  hash and their combination, all load factors equal; the member names are the proxies' ids). A local miss goes to the home proxy, which serves it from its cache or fetches it from
+  the origin and keeps it; the requesting proxy does not keep a copy (CARP's aim: no duplication across the
+  array), so every document is cached at its home only. ``RoutingPolicy.home_fetches`` tells the caller.
 
 ``RoutingPolicy.sequential`` tells the caller how to use the order: False (icp, summary): every peer listed is asked
 (in parallel); True (paradox): one at a time, stopping at the first hit.
@@ -33,20 +39,30 @@ average (:class:`OnlinePrior`, weight ``1 / prior_window``):
   keys were chosen because their summary said "maybe", so this estimates ``Pr(hit | asked)``, a posterior rather
   than a prior (``SampledPrior`` warns: unbiased samples only), and the posterior then counts the summary's evidence
   twice. Kept to compare with.
+
+Neither average is used raw: a prior of exactly 0 makes every posterior 0, the peer is never asked again, and (for
+``outcomes``) no new sample can ever lift it. Both are smoothed with Laplace's rule of succession (the mean of the
+Beta(1 + x, 1 + n - x) posterior of a uniform prior) over the average's effective sample size:
+``P = (n_eff * a + 1) / (n_eff + 2)``, where ``a`` is the estimate above (clamped to [0, 1]) and ``n_eff`` the
+effective number of samples of the bias-corrected EWMA after t samples with weight ``w = 1/window``, ``r = 1 - w``:
+``n_eff = (sum r^i)^2 / sum r^(2i) = (1 - r^t)(1 + r) / ((1 - r)(1 + r^t))`` (1 after one sample, about
+``2 window - 1`` in the long run). So ``P >= 1 / (n_eff + 2) > 0`` (about ``1 / (2 window)``): a peer whose summary's
+counters are strong evidence is still asked, and an estimate of 0 needs thousands of samples to approach it.
 """
 from __future__ import annotations
 
 import math
 from typing import Optional, Sequence
 
-__all__ = ["PeerState", "RoutingPolicy", "NoCooperation", "IcpPolicy", "SummaryPolicy", "ParadoxPolicy",
-           "OnlinePrior", "make_policy", "POLICY_NAMES", "PRIOR_ESTIMATORS", "DEFAULT_PEER_COST", "DEFAULT_ORIGIN_COST"]
+__all__ = ["PeerState", "RoutingPolicy", "NoCooperation", "IcpPolicy", "SummaryPolicy", "ParadoxPolicy", "CarpPolicy",
+           "OnlinePrior", "make_policy", "POLICY_NAMES", "PRIOR_ESTIMATORS", "DEFAULT_PEER_COST", "DEFAULT_ORIGIN_COST",
+           "carp_url_hash", "carp_member_hash", "carp_score", "squid_carp_parent"]
 
 #: the cost of asking a peer on the LAN: the unit of cost
 DEFAULT_PEER_COST = 1.0
 #: the cost of fetching from the origin over the WAN, in units of a peer query
 DEFAULT_ORIGIN_COST = 10.0
-POLICY_NAMES = ("none", "icp", "summary", "paradox")
+POLICY_NAMES = ("none", "icp", "summary", "paradox", "carp")
 
 
 class PeerState:
@@ -73,11 +89,13 @@ def _positive_cost(name: str, value) -> float:
 
 class RoutingPolicy:
     """Base class. ``order(key, peers)``: the peer ids to ask, in order (empty: go to the origin);
-    ``observe(peer_id, key, hit)``: the outcome of a query actually sent."""
+    ``observe(peer_id, key, hit)``: the outcome of a query actually sent. ``home_fetches``: a peer asked that misses
+    fetches the document from the origin itself and keeps it (carp), instead of the requesting proxy."""
 
     name = "abstract"
     uses_summaries = False
     sequential = False
+    home_fetches = False
 
     def order(self, key, peers: Sequence[PeerState]) -> list:
         raise NotImplementedError
@@ -117,6 +135,100 @@ class SummaryPolicy(RoutingPolicy):
         return [p.peer_id for p in peers if p.healthy and p.summary is not None and key in p.summary.filter]
 
 
+_CARP_MULTIPLIER = 0x62531965
+_MASK32 = 0xFFFFFFFF
+
+
+def _rotate_left32(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (32 - bits))) & _MASK32
+
+
+def carp_url_hash(url: str) -> int:
+    """CARP's 32-bit URL hash: ``h += rotl(h, 19) + byte`` over the URL's UTF-8 bytes (unsigned), from h = 0.
+
+    >>> carp_url_hash("http://example.org/")
+    932162260
+    """
+    h = 0
+    for byte in url.encode("utf-8", "surrogateescape"):
+        h = (h + (((h << 19) | (h >> 13)) & _MASK32) + byte) & _MASK32
+    return h
+
+
+def carp_member_hash(name: str) -> int:
+    """CARP's 32-bit hash of an array member's name: the URL hash of the name, then ``h += h * 0x62531965``,
+    ``h = rotl(h, 21)``."""
+    h = carp_url_hash(name)
+    h = (h + h * _CARP_MULTIPLIER) & _MASK32
+    return _rotate_left32(h, 21)
+
+
+def carp_score(url_hash: int, member_hash: int) -> int:
+    """The combined hash whose highest value, over the members, names a URL's home (equal load factors):
+    ``c = url_hash ^ member_hash; c += c * 0x62531965; c = rotl(c, 21)``."""
+    c = url_hash ^ member_hash
+    c = (c + c * _CARP_MULTIPLIER) & _MASK32
+    return _rotate_left32(c, 21)
+
+
+def squid_carp_parent(url: str, member_names: Sequence[str]) -> str:
+    """The CARP parent Squid (5.7, ``carp.cc``, equal weights) picks for ``url`` among ``member_names`` in
+    ``cache_peer`` order: the same three hashes, except that Squid does not reset the URL hash between members (it
+    keeps adding the URL's bytes to one running hash), so member i is scored with the hash of the URL repeated i + 1
+    times. The result is not a highest-random-weight choice in the draft's sense (a member's score depends on its
+    place in the list). Checked against Debian's Squid on 300 URLs and 3 parents, all equal (tests). bloomwise's
+    ``carp`` policy follows the draft (:class:`CarpPolicy`); this function documents and pins the difference.
+    """
+    h, best, best_score = 0, None, -1
+    data = url.encode("utf-8", "surrogateescape")
+    for name in member_names:
+        for byte in data:
+            h = (h + (((h << 19) | (h >> 13)) & _MASK32) + byte) & _MASK32
+        score = carp_score(h, carp_member_hash(name))
+        if score > best_score:
+            best, best_score = name, score
+    return best
+
+
+class CarpPolicy(RoutingPolicy):
+    """``carp``: ask the URL's home proxy, the member of highest :func:`carp_score` among this proxy and its
+    healthy peers (none when this proxy is the home). Members are named ``str(peer_id)`` (``member_names`` can map
+    ids to other names, such as host names). A key is ``"METHOD URL"``: the URL is hashed.
+
+    :param node_name: the id of the proxy this policy routes for.
+    """
+
+    name = "carp"
+    home_fetches = True
+
+    def __init__(self, node_name, *, member_names: Optional[dict] = None):
+        self.node_name = node_name
+        self._names = dict(member_names or {})
+        self._member_hashes: dict = {}
+
+    def member_hash(self, member_id) -> int:
+        value = self._member_hashes.get(member_id)
+        if value is None:
+            value = self._member_hashes[member_id] = carp_member_hash(self._names.get(member_id, str(member_id)))
+        return value
+
+    def home(self, key, peers: Sequence[PeerState]):
+        """The id of ``key``'s home among this proxy and its healthy peers (ties: the member listed first, this
+        proxy before its peers)."""
+        url_hash = carp_url_hash(key.partition(" ")[2] or key)
+        best, best_score = self.node_name, carp_score(url_hash, self.member_hash(self.node_name))
+        for p in peers:
+            if p.healthy:
+                score = carp_score(url_hash, self.member_hash(p.peer_id))
+                if score > best_score:
+                    best, best_score = p.peer_id, score
+        return best
+
+    def order(self, key, peers) -> list:
+        home = self.home(key, peers)
+        return [] if home == self.node_name else [home]
+
+
 class OnlinePrior:
     """One peer's prior ``Pr(key in S_j)``: the bias-corrected EWMA of ``SampledPrior`` with weight ``w = 1/window``.
 
@@ -148,6 +260,28 @@ class OnlinePrior:
     def samples(self) -> int:
         """Samples seen so far."""
         return self._recorded + self._pending
+
+    @property
+    def effective_samples(self) -> float:
+        """Kish's effective sample size of the weighted average, ``(sum a_i)^2 / sum a_i^2`` with weights
+        ``a_i = (1-w)^i``, i < t: ``(1 - r^t)(1 + r) / ((1 - r)(1 + r^t))``, ``r = 1 - w`` (0 before any sample)."""
+        t = self._recorded + self._pending
+        if t == 0:
+            return 0.0
+        r = 1.0 - self._w
+        if r == 0.0:
+            return 1.0
+        rt = r ** t
+        return (1.0 - rt) * (1.0 + r) / ((1.0 - r) * (1.0 + rt))
+
+    def smoothed(self, fraction: Optional[float] = None) -> float:
+        """Laplace's rule of succession over the effective sample: ``(n_eff * a + 1) / (n_eff + 2)`` with ``a`` the
+        estimate (or ``fraction``, clamped to [0, 1]); ``initial`` before any sample. Never 0 nor 1."""
+        if not (self._recorded or self._pending):
+            return self.initial
+        a = self.estimate() if fraction is None else min(1.0, max(0.0, fraction))
+        n = self.effective_samples
+        return (n * a + 1.0) / (n + 2.0)
 
     def record(self, member: bool) -> None:
         self._fold()
@@ -207,14 +341,13 @@ class ParadoxPolicy(RoutingPolicy):
         return average
 
     def _prior_from(self, average: OnlinePrior, summary) -> float:
+        """The smoothed prior (module docstring): never 0, so a posterior can always rise with strong evidence."""
         if not self._mixture:
-            return average.estimate()
-        if not (average._recorded or average._pending):
-            return self.initial_prior
+            return average.smoothed()
         fpr = summary.fpr
-        if fpr >= 1.0:
+        if not average.samples or fpr >= 1.0:
             return self.initial_prior
-        return min(1.0, max(0.0, (average.estimate() - fpr) / (1.0 - fpr)))
+        return average.smoothed((average.estimate() - fpr) / (1.0 - fpr))
 
     def order(self, key, peers) -> list:
         threshold = 1.0 / self.origin_cost
@@ -260,9 +393,10 @@ class ParadoxPolicy(RoutingPolicy):
 
 
 def make_policy(name: str, *, origin_cost: float = DEFAULT_ORIGIN_COST, prior_window: float = 1000.0,
-                initial_prior: float = 1.0, prior_estimator: str = "mixture") -> RoutingPolicy:
-    """A new policy by name: ``"none"``, ``"icp"``, ``"summary"`` or ``"paradox"`` (the keyword arguments are the
-    paradox policy's; the others ignore them).
+                initial_prior: float = 1.0, prior_estimator: str = "mixture", node_name=None) -> RoutingPolicy:
+    """A new policy by name: ``"none"``, ``"icp"``, ``"summary"``, ``"paradox"`` or ``"carp"`` (the cost and prior
+    keyword arguments are the paradox policy's; ``node_name``, the id of the proxy routed for, is carp's and
+    required by it; the others ignore them).
 
     >>> make_policy("summary").sequential, make_policy("paradox").sequential
     (False, True)
@@ -276,4 +410,8 @@ def make_policy(name: str, *, origin_cost: float = DEFAULT_ORIGIN_COST, prior_wi
     if name == "paradox":
         return ParadoxPolicy(origin_cost=origin_cost, prior_window=prior_window, initial_prior=initial_prior,
                              prior_estimator=prior_estimator)
+    if name == "carp":
+        if node_name is None:
+            raise ValueError("policy 'carp' needs node_name, the id of the proxy it routes for")
+        return CarpPolicy(node_name)
     raise ValueError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {name!r}")

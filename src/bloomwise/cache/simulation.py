@@ -3,16 +3,33 @@
 Each policy gets identical, empty caches (same sizes, seeds and summary parameters) and the same requests. A request
 (GET only; other methods are counted in ``skipped`` and not replayed) goes to the proxy of its client
 (``traces.assign_proxy``) and runs the :class:`~bloomwise.cache.node.CacheNode` steps: local lookup, the policy's
-peers (all of them at once for ``icp`` and ``summary``; one at a time, stopping at the first hit, for ``paradox``),
-the origin if no peer had it, then the document is stored (a document fetched from a peer is cached too, as in
-Summary Cache's simulations). When a node's summary is due it publishes, and every peer receives the update at
-once: staleness comes only from the update threshold, the paper's model. The simulator sees every cache, so it
-knows the false misses: a request that went to the origin while some other proxy held the document.
+peers (all of them at once for ``icp`` and ``summary``; one at a time, stopping at the first hit, for ``paradox``;
+the URL's home proxy for ``carp``), the origin if no peer had it, then the document is stored (a document fetched
+from a peer is cached too, as in Summary Cache's simulations; under ``carp`` the home proxy fetches from the origin
+and keeps the document, and the requesting proxy keeps no copy). When a node's summary is due it publishes, and
+every peer receives the update at once: staleness comes only from the update threshold, the paper's model. The
+simulator sees every cache, so it knows the false misses: a request that went to the origin while some other proxy
+held the document; and the false positives of every summary checked: ``peer_check_fpr`` is, over the local misses,
+the "maybe" answers of summaries of peers that did not hold the key divided by the checks of such peers (for
+``summary``, which asks every "maybe", exactly false hits / checks of peers that lacked the key).
 
-Costs and bandwidth. ``cost = sum over queries of tau_j + origin fetches x omega``. Inter-proxy *messages* are an
-ICP query and its reply per peer asked, plus one message per summary update sent to each peer; *query bytes* are
-those of ICP (RFC 2186): a 20-byte header, the 4-byte requester address and the NUL-terminated URL in the query,
-the header and the URL in the reply. Summary bytes are ``len(update.to_bytes())`` for each copy sent.
+Summary sizing. ``bits_per_entry`` positions per document: the caches start sized from ``entries`` (the cache size
+over the mean document size) and, with ``resize_tolerance`` (default 10%, Squid's rule), every publication first
+re-sizes a summary whose cached count drifted past the tolerance to ``bits_per_entry`` positions per document cached
+(``SummaryPublisher``). ``bits_per_cached_document`` reports the mean, over every publication, of positions per
+cached document.
+
+Costs, latency and bandwidth. ``cost = sum over queries of tau_j + origin fetches x omega`` (the work: every query
+costs its tau even when sent in parallel). ``latency`` is the sum over requests of the time a client waits, with tau
+and omega as latencies: a local hit waits 0; a miss waits the largest tau of the peers asked at once (icp, summary),
+the sum of the taus of the peers asked one after the other (paradox), or the home's tau (carp), plus omega when the
+document comes from the origin. Inter-proxy *messages* are an ICP query and its reply per peer asked (carp: the
+request forwarded to the home and its answer), plus one message per summary update sent to each peer; *query bytes*
+are those of ICP (RFC 2186): a 20-byte header, the 4-byte requester address and the NUL-terminated URL in the query,
+the header and the URL in the reply. Summary bytes are ``len(update.to_bytes())`` for each copy sent; ``wire_bytes``
+is the sum of both. ``receiver_memory_bytes``: the bytes of its peers' summaries one proxy holds at the end (mean
+over the proxies): counters summaries take four times the bytes of bits summaries of as many positions.
+Byte hit ratios count each request's size (as libCacheSim does).
 """
 from __future__ import annotations
 
@@ -25,14 +42,16 @@ from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, POL
                                      make_policy)
 from bloomwise.cache.store import AVERAGE_DOCUMENT_SIZE, EVICTION_POLICIES, DocumentCache
 from bloomwise.cache.summary import SUMMARY_KINDS, PeerSummary
-from bloomwise.cache.traces import assign_proxy
+from bloomwise.cache.traces import client_to_proxy
 
 __all__ = ["SimulationConfig", "PolicyResult", "simulate", "replay", "JSON_KEYS", "ICP_QUERY_OVERHEAD",
            "estimate_mean_size"]
 
 #: the keys of ``PolicyResult.to_json()``, in order
-JSON_KEYS = ("policy", "requests", "local_hit_ratio", "remote_hit_ratio", "hit_ratio", "false_hits", "false_misses",
-             "peer_queries", "summary_bytes", "cost", "seconds")
+JSON_KEYS = ("policy", "requests", "local_hit_ratio", "remote_hit_ratio", "hit_ratio", "local_byte_hit_ratio",
+             "remote_byte_hit_ratio", "byte_hit_ratio", "false_hits", "false_misses", "peer_queries",
+             "peer_check_fpr", "bits_per_cached_document", "summary_bytes", "query_bytes", "wire_bytes", "messages",
+             "receiver_memory_bytes", "cost", "latency", "mean_latency", "seconds")
 #: bytes of an ICP query and its reply besides the URL (twice, NUL-terminated): two 20-byte headers, the requester
 ICP_QUERY_OVERHEAD = 20 + 4 + 20
 
@@ -44,9 +63,14 @@ class SimulationConfig:
     :param num_proxies: P >= 1.
     :param cache_size: bytes of documents per proxy (>= 1).
     :param bits_per_entry: counters (summary bits) per expected document (>= 1).
-    :param update_threshold: fraction of cached documents changed before a summary is published, in (0, 1].
-    :param expected_entries: documents each summary is sized for; None: ``cache_size // mean_document_size``.
+    :param update_threshold: new documents, as a fraction of the documents cached, before a summary is published,
+        in (0, 1] (Summary Cache's threshold).
+    :param expected_entries: documents each summary is sized for at the start; None: ``cache_size //
+        mean_document_size``.
     :param mean_document_size: bytes, used when ``expected_entries`` is None (default 8 KiB, Summary Cache's).
+    :param resize_tolerance: re-size a summary to ``bits_per_entry`` positions per document cached when the count
+        drifted more than this fraction from the count it was sized for (default 0.1, Squid's); None: never (the
+        summaries keep their starting size).
     :param summary_kind: ``"auto"`` (bits for ``summary``, counters for ``paradox``), ``"bits"`` or ``"counters"``.
     :param eviction: ``"lru"`` or ``"fifo"``.
     :param peer_cost: tau of every peer; ``origin_cost``: omega.
@@ -62,6 +86,7 @@ class SimulationConfig:
     update_threshold: float = 0.01
     expected_entries: Optional[int] = None
     mean_document_size: float = AVERAGE_DOCUMENT_SIZE
+    resize_tolerance: Optional[float] = 0.1
     summary_kind: str = "auto"
     eviction: str = "lru"
     peer_cost: float = DEFAULT_PEER_COST
@@ -91,6 +116,10 @@ class SimulationConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}")
+        tolerance = self.resize_tolerance
+        if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
+                                      or not 0 < tolerance < float("inf")):
+            raise ValueError(f"resize_tolerance must be a fraction > 0 or None, got {tolerance!r}")
         if self.summary_kind not in ("auto",) + SUMMARY_KINDS:
             raise ValueError(f"summary_kind must be 'auto', 'bits' or 'counters', got {self.summary_kind!r}")
         if self.prior_estimator not in PRIOR_ESTIMATORS:
@@ -120,6 +149,9 @@ class PolicyResult:
     requests: int = 0
     local_hits: int = 0
     remote_hits: int = 0
+    requested_bytes: int = 0
+    local_hit_bytes: int = 0
+    remote_hit_bytes: int = 0
     false_hits: int = 0
     false_misses: int = 0
     peer_queries: int = 0
@@ -127,7 +159,13 @@ class PolicyResult:
     summary_bytes: int = 0
     summary_messages: int = 0
     query_bytes: int = 0
+    peer_checks_lacking: int = 0
+    peer_check_false_positives: int = 0
+    bits_per_cached_document: Optional[float] = None
+    summary_resizes: int = 0
+    receiver_memory_bytes: float = 0.0
     cost: float = 0.0
+    latency: float = 0.0
     seconds: float = 0.0
     skipped: int = 0
 
@@ -142,6 +180,35 @@ class PolicyResult:
     @property
     def hit_ratio(self) -> float:
         return (self.local_hits + self.remote_hits) / self.requests if self.requests else 0.0
+
+    @property
+    def local_byte_hit_ratio(self) -> float:
+        return self.local_hit_bytes / self.requested_bytes if self.requested_bytes else 0.0
+
+    @property
+    def remote_byte_hit_ratio(self) -> float:
+        return self.remote_hit_bytes / self.requested_bytes if self.requested_bytes else 0.0
+
+    @property
+    def byte_hit_ratio(self) -> float:
+        """Bytes served from a cache (local or a peer's) / bytes requested."""
+        return (self.local_hit_bytes + self.remote_hit_bytes) / self.requested_bytes if self.requested_bytes else 0.0
+
+    @property
+    def peer_check_fpr(self) -> Optional[float]:
+        """Summary "maybe" answers for peers that lacked the key / checks of such peers (None without summaries)."""
+        if not self.peer_checks_lacking:
+            return None
+        return self.peer_check_false_positives / self.peer_checks_lacking
+
+    @property
+    def mean_latency(self) -> float:
+        return self.latency / self.requests if self.requests else 0.0
+
+    @property
+    def wire_bytes(self) -> int:
+        """Inter-proxy bytes: queries and replies plus summary updates (= ``bandwidth``)."""
+        return self.query_bytes + self.summary_bytes
 
     @property
     def queries_per_request(self) -> float:
@@ -181,10 +248,12 @@ def _make_nodes(policy: str, config: SimulationConfig) -> list:
         cache = DocumentCache(config.cache_size, eviction=config.eviction, bits_per_entry=config.bits_per_entry,
                               expected_entries=config.entries, seed=config.seed + i)
         routing = make_policy(policy, origin_cost=config.origin_cost, prior_window=config.prior_window,
-                              prior_estimator=config.prior_estimator)
-        nodes.append(CacheNode(i, cache, policy=routing, summary_kind=kind, update_threshold=config.update_threshold,
-                               origin_cost=config.origin_cost, peer_cost=config.peer_cost,
-                               origin_id=(config.seed << 16) + i + 1))
+                              prior_estimator=config.prior_estimator, node_name=i)
+        node = CacheNode(i, cache, policy=routing, summary_kind=kind, update_threshold=config.update_threshold,
+                         origin_cost=config.origin_cost, peer_cost=config.peer_cost,
+                         origin_id=(config.seed << 16) + i + 1)
+        node.publisher.resize_tolerance = config.resize_tolerance
+        nodes.append(node)
     for node in nodes:
         for other in nodes:
             if other is not node:
@@ -203,12 +272,16 @@ def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: 
     num_proxies = len(nodes)
     cooperative = policy in ("summary", "paradox")
     sequential = nodes[0].policy.sequential
+    home_fetches = nodes[0].policy.home_fetches
     wire = config.wire
-    proxy_of: dict = {}
+    proxy_of = client_to_proxy(num_proxies)  # one hash a request: no state per distinct client
     caches = [node.cache._docs for node in nodes]  # the oracle's view of every cache (dicts: no method call)
+    peer_states = [[(state, caches[state.peer_id]) for state in node.peers] for node in nodes]
     shared_copies = [PeerSummary() for _ in nodes]
     result = PolicyResult(policy)
     query_bytes = skipped = seen = 0
+    requested_bytes = local_hit_bytes = remote_hit_bytes = checks_lacking = check_false_positives = 0
+    latency = 0.0
     started = time.perf_counter()
     for request in requests:
         seen += 1
@@ -217,32 +290,55 @@ def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: 
         if request.method != "GET":
             skipped += 1
             continue
-        client = request.client
-        p = proxy_of.get(client)
-        if p is None:
-            p = proxy_of[client] = assign_proxy(client, num_proxies)
+        p = proxy_of(request.client)
         node = nodes[p]
         url = request.url
         key = "GET " + url
+        size = request.size
+        requested_bytes += size
         if node.lookup(key) is not None:
+            local_hit_bytes += size
             continue
+        if cooperative:  # the oracle: how often a summary says "maybe" for a peer that lacks the key
+            for state, held in peer_states[p]:
+                summary = state.summary
+                if summary is not None and state.healthy and key not in held:
+                    checks_lacking += 1
+                    if key in summary.filter:
+                        check_false_positives += 1
         served = False
+        keep_here = True
+        waited = 0.0
         for peer_id in node.route(key):
-            hit = nodes[peer_id].serve_peer_query(key) is not None
+            peer = nodes[peer_id]
+            hit = peer.serve_peer_query(key) is not None
             node.record_peer_answer(peer_id, key, hit)
             query_bytes += ICP_QUERY_OVERHEAD + 2 * (len(url) + 1)
+            tau = node.peer(peer_id).cost
+            waited = waited + tau if sequential else max(waited, tau)
+            if home_fetches:  # carp: the home serves it, or fetches it from the origin and keeps it; no copy here
+                keep_here = False
             if hit:
                 served = True
                 if sequential:
                     break
-        if not served:
+            elif home_fetches:
+                node.record_origin_fetch(key)
+                peer.admit(key, size, stored_at=request.timestamp)
+                waited += node.origin_cost
+        if served:
+            remote_hit_bytes += size
+        elif keep_here:
             node.record_origin_fetch(key)
+            waited += node.origin_cost
             my_cache = caches[p]
             for cache in caches:
                 if cache is not my_cache and key in cache:
                     node.record_false_miss(key)
                     break
-        node.admit(key, request.size, stored_at=request.timestamp)
+        latency += waited
+        if keep_here:
+            node.admit(key, size, stored_at=request.timestamp)
         if cooperative and node.summary_due():
             update = node.publish_summary()
             nbytes = update.nbytes
@@ -260,6 +356,7 @@ def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: 
                         other.share_summary(node.name, shared, nbytes)
                         node.note_summary_sent(other.name, nbytes)
     result.seconds = time.perf_counter() - started
+    positions = publications = 0.0
     for node in nodes:
         result.requests += node.requests
         result.local_hits += node.local_hits
@@ -271,8 +368,22 @@ def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: 
         result.summary_bytes += node.summary_bytes_out
         result.summary_messages += node.summaries_out
         result.cost += node.query_cost + node.origin_fetches * node.origin_cost
+        publisher = node.publisher
+        if publisher.measured_publications:
+            positions += publisher.mean_positions_per_document * publisher.measured_publications
+            publications += publisher.measured_publications
+        result.summary_resizes += publisher.resizes
+        result.receiver_memory_bytes += sum(state.summary.nbytes for state in node.peers
+                                            if state.summary is not None) / num_proxies
+    result.bits_per_cached_document = positions / publications if cooperative and publications else None
     result.query_bytes = query_bytes
     result.skipped = skipped
+    result.requested_bytes = requested_bytes
+    result.local_hit_bytes = local_hit_bytes
+    result.remote_hit_bytes = remote_hit_bytes
+    result.peer_checks_lacking = checks_lacking
+    result.peer_check_false_positives = check_false_positives
+    result.latency = latency
     return result
 
 
@@ -282,7 +393,7 @@ def simulate(trace: Callable[[], Iterable] | Iterable, policies: Sequence[str], 
 
     :param trace: a function returning a fresh iterable of Request records (called once per policy: a file is
         re-read, never held in memory), or a re-iterable such as a list or a ``SyntheticTrace``.
-    :param policies: names among ``none``, ``icp``, ``summary``, ``paradox``.
+    :param policies: names among ``none``, ``icp``, ``summary``, ``paradox``, ``carp``.
     """
     policies = list(policies)
     if not policies:

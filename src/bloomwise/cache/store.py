@@ -10,7 +10,10 @@ routing, the counters themselves) that the proxy sends its peers. Invariant: ``k
 Sizing (the paper's "load factor"): the filter has ``bits_per_entry`` 4-bit counters per expected document, and
 ``expected_entries`` defaults to ``capacity_bytes / AVERAGE_DOCUMENT_SIZE`` (8 KiB, the average Web document size
 Summary Cache assumes when it sizes summaries from the cache size). ``k`` is the integer that minimises the false
-positive rate at that load, ``theory.optimal_num_hashes`` (about ``bits_per_entry * ln 2``).
+positive rate at that load, ``theory.optimal_num_hashes`` (about ``bits_per_entry * ln 2``). A byte-bounded cache
+holds however many documents their sizes allow, not the expected number: :meth:`DocumentCache.resize_filter`
+rebuilds the filter for the number actually cached (the summary publisher calls it when the load drifted, see
+``SummaryPublisher(resize_tolerance=...)``).
 
 Eviction is pluggable (:class:`EvictionPolicy`); ``"lru"`` (the default, as in Summary Cache's simulations) and
 ``"fifo"`` are built in. Every operation is O(1) apart from the filter's k counter updates.
@@ -154,15 +157,32 @@ class DocumentCache:
         else:
             raise ValueError(f"eviction must be one of {', '.join(map(repr, EVICTION_POLICIES))} or an "
                              f"EvictionPolicy, got {eviction!r}")
-        num_counters = max(self.bits_per_entry * self.expected_entries, 2)
-        num_hashes = theory.optimal_num_hashes(num_counters, self.expected_entries, layout=layout)
-        self.filter = CountingBloomFilter.from_size(num_counters, num_hashes, counter_bits=4, layout=layout,
-                                                    seed=seed)
+        self._layout, self._seed = layout, seed
+        self.filter = self._new_filter(self.expected_entries)
         self._docs: dict = {}
         self._used = 0
-        #: documents added plus documents removed or evicted, since the cache was made (what a summary publisher
-        #: compares with the update threshold)
+        #: documents added plus documents removed or evicted, since the cache was made (changes of the key set)
         self.changes = 0
+        #: documents stored that were not cached before, since the cache was made (what a summary publisher
+        #: compares with the update threshold: Summary Cache's "new documents")
+        self.new_documents = 0
+
+    def _new_filter(self, expected_entries: int) -> CountingBloomFilter:
+        num_counters = max(self.bits_per_entry * expected_entries, 2)
+        num_hashes = theory.optimal_num_hashes(num_counters, expected_entries, layout=self._layout)
+        return CountingBloomFilter.from_size(num_counters, num_hashes, counter_bits=4, layout=self._layout,
+                                             seed=self._seed)
+
+    def resize_filter(self, expected_entries: int) -> None:
+        """Rebuild the counting filter for ``expected_entries`` documents (``bits_per_entry`` counters each, k optimal
+        for that load) holding exactly the cached keys. ``filter`` becomes a new object: holders of the old one (a
+        summary publisher's journal mark) must start over. O(documents cached), in compiled code."""
+        expected_entries = _positive_int("expected_entries", expected_entries)
+        fresh = self._new_filter(expected_entries)
+        if self._docs:
+            fresh.update(list(self._docs))
+        self.filter = fresh
+        self.expected_entries = expected_entries
 
     # -- reading ---------------------------------------------------------------------------------------------------
     @property
@@ -228,6 +248,7 @@ class DocumentCache:
         self._policy.insert(key)
         self.filter.add(key)
         self.changes += 1
+        self.new_documents += 1
         return self._make_room(key) if self._used > self._capacity else []
 
     def _make_room(self, keep) -> list:

@@ -2,8 +2,9 @@
 
 Summary Cache (Fan, Cao, Almeida and Broder, *Summary Cache: A Scalable Wide-Area Web Cache Sharing Protocol*,
 sections V and VI): a proxy does not tell its peers about every change of its cache. It waits until the fraction of
-its cached documents that are new (here: documents added plus documents removed, over the documents cached) reaches
-an update threshold (the paper studies 1% to 10%), then sends either the positions of its summary that changed since
+its cached documents that are new (documents stored since the last publication that were not cached before, over the
+documents cached now; evictions are not counted, as in the paper) reaches an update threshold (the paper studies 1%
+to 10%), then sends either the positions of its summary that changed since
 the last publication (a *delta*) or the whole summary, whichever is smaller. Two kinds of summary:
 
 - ``"bits"``: the bit view of the proxy's counting filter (counter > 0), a plain Bloom filter (Summary Cache, Squid's
@@ -345,17 +346,25 @@ class SummaryPublisher:
 
     :param cache: the :class:`~bloomwise.cache.store.DocumentCache` summarised (its ``filter``).
     :param kind: ``"bits"`` (default) or ``"counters"``.
-    :param update_threshold: publish when (documents added + removed since the last publication) /
-        max(1, documents cached) reaches this fraction, in (0, 1] (Summary Cache: 1% to 10%).
+    :param update_threshold: publish when (new documents stored since the last publication) / max(1, documents
+        cached) reaches this fraction, in (0, 1] (Summary Cache's threshold: 1% to 10%).
     :param history: how many published versions are kept to serve deltas (``delta_since``), >= 1.
     :param origin: the 64-bit instance id sent with every update (default: random).
+    :param resize_tolerance: None (default): the summary keeps the cache's filter as sized. A fraction d > 0: before
+        each publication, when the documents cached n differ from the count the filter was sized for n0 by more
+        than ``d * n0``, the cache's filter is rebuilt for n (``DocumentCache.resize_filter``), so the summary
+        carries ``bits_per_entry`` positions per document actually cached, within a factor ``1 + d``; that
+        publication is whole (a new geometry). Squid rebuilds its Cache Digest the same way, with d = 10%
+        (``storeDigestResize``: "small change, will not resize").
 
     Each published version's state (the bit view's words, or the packed counters) is kept for ``history``
     versions: a delta is the difference between two kept states, found in O(m / 64) word comparisons.
+    ``mean_positions_per_document`` is the mean, over publications with documents, of the summary's positions per
+    cached document (m / n): the bits per entry the peers actually received.
     """
 
     def __init__(self, cache, *, kind: str = "bits", update_threshold: float = 0.01, history: int = 4,
-                 origin: Optional[int] = None):
+                 origin: Optional[int] = None, resize_tolerance: Optional[float] = None):
         if kind not in SUMMARY_KINDS:
             raise ValueError(f"summary kind must be 'bits' or 'counters', got {kind!r}")
         if isinstance(update_threshold, bool) or not isinstance(update_threshold, (int, float)) \
@@ -363,18 +372,43 @@ class SummaryPublisher:
             raise ValueError(f"update_threshold must be a fraction in (0, 1], got {update_threshold!r}")
         if isinstance(history, bool) or not isinstance(history, int) or history < 1:
             raise ValueError(f"history must be an int >= 1, got {history!r}")
+        if resize_tolerance is not None and (isinstance(resize_tolerance, bool)
+                                             or not isinstance(resize_tolerance, (int, float))
+                                             or not 0.0 < resize_tolerance < math.inf):
+            raise ValueError(f"resize_tolerance must be a fraction > 0 or None, got {resize_tolerance!r}")
+        self.resize_tolerance = resize_tolerance
         self.cache = cache
         self.kind = kind
         self.update_threshold = float(update_threshold)
         self.history = history
         self.origin = secrets.randbits(64) if origin is None else int(origin) & (2**64 - 1)
-        filt = cache.filter
-        self._geometry = dict(kind=kind, num_bits=filt.num_cells, num_hashes=filt.num_hashes,
-                              layout=filt.layout, seed=filt.seed, hash_scheme=filt.hash_scheme)
-        self._states: OrderedDict = OrderedDict()  # version -> (state array, num_keys)
+        self._geometry = self._geometry_of(cache.filter)
+        self._states: OrderedDict = OrderedDict()  # version -> (state array, num_keys, geometry)
         self._mark = None  # bits kind: the filter's change-journal mark of the last published version
         self._version = 0
         self._changes_at_publication = cache.changes
+        self._new_at_publication = cache.new_documents
+        self._positions_per_document = 0.0  # sum over publications with documents of m / n
+        self._measured_publications = 0
+        #: publications that re-sized the cache's filter first
+        self.resizes = 0
+
+    def _geometry_of(self, filt) -> dict:
+        return dict(kind=self.kind, num_bits=filt.num_cells, num_hashes=filt.num_hashes, layout=filt.layout,
+                    seed=filt.seed, hash_scheme=filt.hash_scheme)
+
+    @property
+    def measured_publications(self) -> int:
+        """Publications made with at least one document cached (those ``mean_positions_per_document`` averages)."""
+        return self._measured_publications
+
+    @property
+    def mean_positions_per_document(self) -> Optional[float]:
+        """The mean over publications (with at least one document cached) of summary positions per cached
+        document; None before such a publication."""
+        if not self._measured_publications:
+            return None
+        return self._positions_per_document / self._measured_publications
 
     @property
     def current_version(self) -> int:
@@ -388,16 +422,33 @@ class SummaryPublisher:
 
     @property
     def pending_changes(self) -> int:
-        """Documents added or removed since the last publication."""
+        """Documents added, removed or evicted since the last publication."""
         return self.cache.changes - self._changes_at_publication
 
+    @property
+    def pending_new_documents(self) -> int:
+        """New documents stored since the last publication (what the update threshold counts)."""
+        return self.cache.new_documents - self._new_at_publication
+
     def due(self) -> bool:
-        """Whether the changes since the last publication reached the threshold (always, before the first one,
-        once the cache changed)."""
-        pending = self.cache.changes - self._changes_at_publication
+        """Whether the new documents since the last publication reached ``update_threshold`` times the documents
+        cached (before the first publication: as soon as the cache changed)."""
         if self._version == 0:
-            return pending > 0
-        return pending >= self.update_threshold * max(1, len(self.cache))
+            return self.cache.changes != self._changes_at_publication
+        return self.cache.new_documents - self._new_at_publication >= self.update_threshold * max(1, len(self.cache))
+
+    def _resize_if_drifted(self) -> bool:
+        """Rebuild the cache's filter for the documents cached now when their number drifted past the tolerance."""
+        cache = self.cache
+        count = len(cache)
+        if self.resize_tolerance is None or count == 0 \
+                or abs(count - cache.expected_entries) <= self.resize_tolerance * cache.expected_entries:
+            return False
+        cache.resize_filter(count)
+        self._geometry = self._geometry_of(cache.filter)
+        self._mark = None  # the new filter's journal starts now
+        self.resizes += 1
+        return True
 
     def _state(self) -> np.ndarray:
         """The summary now. Bits: the last published words with the flips the filter's change journal recorded since
@@ -407,7 +458,7 @@ class SummaryPublisher:
             return np.frombuffer(filt._payload(), dtype=np.uint8).copy()
         if self._mark is None or not self._states:
             self._mark = filt.mark()
-            return filt._bit_view()
+            return filt._bit_view().copy()
         entries, end = filt._journal_since(self._mark)
         filt.trim_journal(end)
         self._mark = end
@@ -419,13 +470,13 @@ class SummaryPublisher:
         return words
 
     def _whole(self, version: int) -> SummaryUpdate:
-        state, num_keys = self._states[version]
+        state, num_keys, geometry = self._states[version]
         return SummaryUpdate(version=version, base_version=None, origin=self.origin, num_keys=num_keys,
-                             payload=state.tobytes(), **self._geometry)
+                             payload=state.tobytes(), **geometry)
 
     def _delta(self, base: int, version: int) -> SummaryUpdate:
-        old, _ = self._states[base]
-        new, num_keys = self._states[version]
+        old, _, _ = self._states[base]
+        new, num_keys, geometry = self._states[version]
         values = None
         if self.kind == "bits":
             diff = old ^ new
@@ -442,23 +493,33 @@ class SummaryPublisher:
             byte = new[(positions >> np.uint64(1)).astype(np.intp)]
             values = np.where(positions & np.uint64(1), byte >> 4, byte & 0x0F).astype(np.uint8)
         return SummaryUpdate(version=version, base_version=base, origin=self.origin, num_keys=num_keys,
-                             positions=positions, values=values, **self._geometry)
+                             positions=positions, values=values, **geometry)
 
     def _smaller(self, base: int, version: int) -> SummaryUpdate:
+        geometry = self._states[version][2]
+        if self._states[base][2] != geometry:  # the filter was re-sized in between: no delta exists
+            return self._whole(version)
         delta = self._delta(base, version)
-        whole_size = _format.HEADER_SIZE + _PREFIX.size + _state_size(self.kind, self._geometry["num_bits"])
+        whole_size = _format.HEADER_SIZE + _PREFIX.size + _state_size(self.kind, geometry["num_bits"])
         return delta if delta.nbytes <= whole_size else self._whole(version)
 
     def publish(self, *, whole: bool = False) -> SummaryUpdate:
         """Publish the cache's current summary as the next version: a delta against the previous version or the
-        whole summary, whichever is smaller on the wire (``whole=True``: always whole). Resets the change count."""
+        whole summary, whichever is smaller on the wire (``whole=True``: always whole; so is the first publication
+        after the filter was re-sized). Resets the counts of changes and of new documents."""
+        cache = self.cache
+        resized = self._resize_if_drifted()
         version = self._version + 1
-        self._states[version] = (self._state(), self.cache.filter.num_keys)
+        self._states[version] = (self._state(), cache.filter.num_keys, self._geometry)
         while len(self._states) > self.history:
             self._states.popitem(last=False)
         self._version = version
-        self._changes_at_publication = self.cache.changes
-        if whole or version - 1 not in self._states:
+        self._changes_at_publication = cache.changes
+        self._new_at_publication = cache.new_documents
+        if len(cache):
+            self._positions_per_document += self._geometry["num_bits"] / len(cache)
+            self._measured_publications += 1
+        if whole or resized or version - 1 not in self._states:
             return self._whole(version)
         return self._smaller(version - 1, version)
 

@@ -2,7 +2,7 @@
 
 Examples::
 
-    bloomwise simulate --synthetic 200000 --proxies 8 --policy none,icp,summary,paradox
+    bloomwise simulate --synthetic 200000 --proxies 8 --policy none,icp,summary,paradox,carp
     bloomwise simulate --trace access.log --format squid --proxies 4 --cache-size 256MiB --json results.json
     bloomwise simulate --synthetic 100000 --sweep bits-per-entry=2,4,8,16,32 --plot figures/
     bloomwise simulate --synthetic 100000 --sweep update-threshold=1%,2%,5%,10%
@@ -27,12 +27,16 @@ __all__ = ["register", "run", "format_table", "SWEEPS"]
 _DESCRIPTION = """\
 Replay a web-proxy trace (Squid access.log or plain "timestamp client url size" lines) or a synthetic one over
 P cooperating proxy caches, once per routing policy over identical empty caches, and print per policy: requests,
-local / remote / total hit ratio, false hits, false misses, inter-proxy queries per request, summary bytes sent,
-total cost (queries x tau + origin fetches x omega) and wall time; then inter-proxy messages (an ICP query and its
-reply per peer asked, one per summary update sent) and their bytes.
+local / remote / total hit ratio, byte hit ratio, false hits, false misses, inter-proxy queries per request, the
+false-positive rate of summary checks of peers that lacked the key, summary positions per cached document,
+inter-proxy messages (a query and its reply per peer asked, one per summary update sent), wire bytes (queries and
+summaries), the bytes of peer summaries a proxy holds, total cost (queries x tau + origin fetches x omega), mean
+latency per request (waiting: parallel queries cost their largest tau, sequential ones the sum, + omega from the
+origin) and wall time.
 
 policies:  none (no cooperation), icp (ask every peer), summary (ask the peers whose summary says "maybe":
-           Summary Cache), paradox (the Bloom-paradox paper's optimal order by posterior / cost)
+           Summary Cache), paradox (the Bloom-paradox paper's optimal order by posterior / cost), carp (ask the
+           URL's home proxy, highest random weight as in CARP; the home fetches from the origin and keeps it)
 sizes:     64MiB, 512KB, 1e9 (bytes);  fractions: 1%, 0.01
 sweeps:    --sweep PARAM=V1,V2,... with PARAM one of bits-per-entry, update-threshold, proxies, cache-size
 """
@@ -44,7 +48,7 @@ SWEEPS = {
     "proxies": ("num_proxies", lambda text: parse_positive_int(text, "--sweep proxies value")),
     "cache-size": ("cache_size", lambda text: _positive_size(text, "--sweep cache-size value")),
 }
-_POLICIES = ("none", "icp", "summary", "paradox")
+_POLICIES = ("none", "icp", "summary", "paradox", "carp")
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -52,18 +56,31 @@ def register(subparsers) -> argparse.ArgumentParser:
         "simulate", help="replay a trace over cooperating caches (Summary Cache, ICP, the Bloom paradox)",
         description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--trace", metavar="FILE", help="a trace file (.gz/.bz2/.xz read as such; - for stdin)")
+    source.add_argument("--trace", metavar="FILE", help="a trace file (.gz/.bz2/.xz/.zst read as such; - for stdin) "
+                                                        "or the name of a fetched real trace (bloomwise trace fetch)")
     source.add_argument("--synthetic", metavar="N", help="generate N requests (Zipf-like, seeded)")
-    parser.add_argument("--format", default="auto", choices=("auto", "squid", "plain"), help="trace format")
+    parser.add_argument("--format", default="auto", choices=("auto", "squid", "plain", "csv", "oracle-general"),
+                        help="trace format (auto: libCacheSim's files by name, else Squid or plain by content)")
+    parser.add_argument("--csv-columns", metavar="SPEC", help="csv columns, e.g. time=1,object=2,size=3 (1-based; "
+                                                              "default: the header's names)")
+    parser.add_argument("--limit", metavar="N", help="replay only the first N requests of the trace")
+    parser.add_argument("--assign", choices=("hash-client", "random", "round-robin"), default="hash-client",
+                        help="requests to proxies: by a hash of the client (default), or per request at random "
+                             "(seeded by --seed) or in turn; traces without clients need random or round-robin")
     parser.add_argument("--strict", action="store_true", help="stop at the first malformed trace line")
     parser.add_argument("--proxies", default="4", metavar="P", help="number of proxies (default 4)")
     parser.add_argument("--policy", default=",".join(_POLICIES), metavar="LIST",
-                        help="comma-separated policies (default: all four)")
+                        help="comma-separated policies (default: all five)")
     parser.add_argument("--cache-size", default="64MiB", metavar="SIZE", help="bytes per proxy (default 64MiB)")
     parser.add_argument("--bits-per-entry", default="8", metavar="B",
-                        help="summary bits (counters) per expected document (default 8)")
+                        help="summary bits (counters) per document cached (default 8)")
+    parser.add_argument("--resize-tolerance", default="10%", metavar="D",
+                        help="re-size a summary to B positions per document cached when the count drifted more "
+                             "than this fraction from the count it was sized for (default 10%%, Squid's; off: "
+                             "never, the summaries keep the size --mean-document-size gives)")
     parser.add_argument("--update-threshold", default="1%", metavar="T",
-                        help="publish a summary when this fraction of the cached documents changed (default 1%%)")
+                        help="publish a summary when new documents reach this fraction of the documents cached "
+                             "(default 1%%)")
     parser.add_argument("--seed", default="0", metavar="S", help="seed of the synthetic trace and the filters")
     parser.add_argument("--summary-kind", default="auto", choices=("auto", "bits", "counters"),
                         help="auto: bits for summary, counters for paradox")
@@ -73,7 +90,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--prior", default="mixture", choices=("mixture", "outcomes"),
                         help="how the paradox policy estimates each peer's prior (default mixture)")
     parser.add_argument("--mean-document-size", default="auto", metavar="SIZE",
-                        help="sizes the summaries: cache size / this = expected documents (auto: the trace's mean)")
+                        help="the summaries' starting size: cache size / this = expected documents (auto: the "
+                             "trace's mean)")
     parser.add_argument("--documents", default="100000", metavar="N", help="synthetic: distinct documents")
     parser.add_argument("--zipf", "--zipf-alpha", dest="zipf_alpha", default="0.8", metavar="ALPHA",
                         help="synthetic: Zipf exponent (default 0.8)")
@@ -125,7 +143,21 @@ def _config(args) -> dict:
         peer_cost=_real(args.peer_cost, "--peer-cost"),
         origin_cost=_real(args.origin_cost, "--origin-cost"),
         prior_estimator=args.prior,
+        resize_tolerance=None if str(args.resize_tolerance).strip() == "off" else
+        _positive_fraction(args.resize_tolerance, "--resize-tolerance"),
     )
+
+
+def _positive_fraction(text: str, what: str) -> float:
+    """A fraction > 0 ("10%", "0.1"; more than 100% allowed): ValueError naming the option."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a fraction (10%, 0.1) nor 'off'") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{what} {text!r} must be a fraction > 0 (10%, 0.1) or 'off'")
+    return value
 
 
 def _policies(text: str) -> list:
@@ -155,17 +187,25 @@ def _sweep(text: Optional[str]):
 def format_table(results, column: Optional[str] = None, values=None) -> str:
     """The results as an aligned text table (one row per policy; with ``column``, one per value and policy).
 
-    Beyond the JSON's measures: ``messages`` (inter-proxy messages: an ICP query and its reply per peer asked, one per
-    summary copy sent) and ``bandwidth`` (their bytes: ICP queries and replies plus summary updates)."""
-    header = ["policy", "requests", "local hit", "remote hit", "hit ratio", "false hits", "false misses",
-              "queries/req", "summary bytes", "cost", "seconds", "messages", "bandwidth"]
+    Columns: hit ratios (local, remote, total), byte hit ratio, false hits and misses, queries per request, the
+    false-positive rate of summary checks of peers that lacked the key (``check fpr``), summary positions per cached
+    document (``bits/doc``), inter-proxy messages, summary bytes, wire bytes (queries + summaries), the bytes of peer
+    summaries one proxy holds (``memory/proxy``), total cost, mean latency per request, wall time (JSON: the same
+    measures, keys ``JSON_KEYS``)."""
+    header = ["policy", "requests", "local hit", "remote hit", "hit ratio", "byte hit", "false hits",
+              "false misses", "queries/req", "check fpr", "bits/doc", "messages", "summary bytes", "wire bytes",
+              "memory/proxy", "cost", "latency/req", "seconds"]
     if column is not None:
         header.insert(0, column)
     rows = []
     for i, r in enumerate(results):
+        fpr = "-" if r.peer_check_fpr is None else f"{r.peer_check_fpr:.4f}"
+        bits = "-" if r.bits_per_cached_document is None else f"{r.bits_per_cached_document:.2f}"
         row = [r.policy, f"{r.requests:,}", f"{r.local_hit_ratio:.4f}", f"{r.remote_hit_ratio:.4f}",
-               f"{r.hit_ratio:.4f}", f"{r.false_hits:,}", f"{r.false_misses:,}", f"{r.queries_per_request:.4f}",
-               f"{r.summary_bytes:,}", f"{r.cost:,.0f}", f"{r.seconds:.2f}", f"{r.messages:,}", f"{r.bandwidth:,}"]
+               f"{r.hit_ratio:.4f}", f"{r.byte_hit_ratio:.4f}", f"{r.false_hits:,}", f"{r.false_misses:,}",
+               f"{r.queries_per_request:.4f}", fpr, bits, f"{r.messages:,}", f"{r.summary_bytes:,}",
+               f"{r.wire_bytes:,}", f"{r.receiver_memory_bytes:,.0f}", f"{r.cost:,.0f}", f"{r.mean_latency:.4f}",
+               f"{r.seconds:.2f}"]
         if column is not None:
             row.insert(0, _show(values[i]))
         rows.append(row)
@@ -192,7 +232,9 @@ def _fail(message: str, stderr: TextIO, code: int = 2) -> int:
 def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     """Run ``bloomwise simulate`` with parsed arguments; return the exit code."""
     from bloomwise.cache.simulation import SimulationConfig, estimate_mean_size, simulate
-    from bloomwise.cache.traces import SyntheticTrace, TraceError, open_trace
+    from bloomwise.cache.traces import SyntheticTrace, TraceError, assigned_requests, open_trace
+    from bloomwise.cli import CommandError
+    from bloomwise.cli.trace import resolve_trace
 
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
@@ -212,11 +254,20 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         mean_size = None if args.mean_document_size == "auto" else \
             _positive_size(args.mean_document_size, "--mean-document-size")
         SimulationConfig(**fields)  # the remaining checks, named
+        limit = None if args.limit is None else parse_positive_int(args.limit, "--limit")
+        columns = None if args.csv_columns is None else _csv_columns(args.csv_columns, args.format)
     except ValueError as error:
         return _fail(str(error), stderr)
     if args.trace is not None and args.trace != "-" and not os.path.isfile(args.trace):
-        what = "is a directory, not a trace file" if os.path.isdir(args.trace) else "does not exist"
-        return _fail(f"--trace {args.trace!r} {what}", stderr, code=1)
+        try:
+            trace_path = resolve_trace(args.trace)  # the name of a fetched real trace
+        except CommandError as error:
+            return _fail(str(error), stderr, code=1)
+        if trace_path == args.trace:
+            what = "is a directory, not a trace file" if os.path.isdir(args.trace) else "does not exist"
+            return _fail(f"--trace {args.trace!r} {what}", stderr, code=1)
+    else:
+        trace_path = args.trace
     if args.json not in (None, "-"):  # checked before a long replay, not after it
         folder = os.path.dirname(os.path.abspath(args.json))
         problem = "it is a directory" if os.path.isdir(args.json) else \
@@ -237,26 +288,26 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
             return trace, trace.expected_size
 
         def opener():
-            reader = open_trace(args.trace, format=args.format, strict=args.strict)
+            reader = open_trace(trace_path, format=args.format, strict=args.strict, csv_columns=columns)
             readers.append(reader)
-            return reader
+            return assigned_requests(reader, args.assign, num_proxies, seed=fields["seed"], limit=limit)
         if mean_size is None and args.trace == "-":
             # standard input is read once: the requests the estimate reads (at most 10,000) are kept and replayed
             # first, then the rest of the stream
-            reader = opener()
-            head = list(itertools.islice(reader, 10_000))
+            requests = opener()
+            head = list(itertools.islice(requests, 10_000))
 
             def replay_stdin():
                 try:
                     yield from head
-                    yield from reader
+                    yield from requests
                 finally:
-                    reader.close()
+                    requests.close()
             return replay_stdin, estimate_mean_size(head)
         if mean_size is None:
-            first = open_trace(args.trace, format=args.format)
+            first = open_trace(trace_path, format=args.format, csv_columns=columns)
             try:
-                estimate = estimate_mean_size(first)
+                estimate = estimate_mean_size(itertools.islice(first, limit))
             finally:
                 first.close()
         else:
@@ -277,9 +328,14 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         return _fail(str(error), stderr, code=1)
     except OSError as error:
         return _fail(f"--trace {args.trace!r}: cannot read it ({error.strerror or error})", stderr, code=1)
+    except ImportError as error:  # a .zst trace without the zstandard package
+        return _fail(str(error), stderr, code=1)
     except ValueError as error:
         return _fail(str(error), stderr)
 
+    if all(result.requests == 0 for result in all_results):  # an empty log: no table of zeros
+        skipped = f" ({readers[0].malformed:,} malformed line(s) skipped)" if readers and readers[0].malformed else ""
+        return _fail(f"--trace {args.trace!r}: no request was read{skipped}; nothing to replay", stderr, code=1)
     if readers:
         reader = readers[0]
         if reader.malformed:
@@ -322,6 +378,17 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
             return _fail(f"--plot {args.plot!r}: cannot write there ({error.strerror or error})", stderr, code=1)
         print(f"figure written to {path}", file=stdout)
     return 0
+
+
+def _csv_columns(text: str, format: str) -> dict:
+    from bloomwise.cache.traces import parse_csv_columns
+
+    if format not in ("auto", "csv"):
+        raise ValueError(f"--csv-columns goes with --format csv, not {format}")
+    try:
+        return parse_csv_columns(text)
+    except ValueError as error:
+        raise ValueError(str(error).replace("csv columns", "--csv-columns", 1)) from None
 
 
 def _one_timers(text: str, what: str = "--one-timers") -> float:
