@@ -326,6 +326,10 @@ class NetnsCluster:
         for j, url in enumerate(self.proxy_urls):
             if j != i:
                 args += ["--peer", url]
+        if "--allow-destinations" not in self.proxy_options:  # the cluster's origin, and nothing else
+            args += ["--allow-destinations", f"{host_address(0)}:{ORIGIN_PORT}"]
+        if "--allow-clients" not in self.proxy_options:       # the clients in the cluster's namespaces
+            args += ["--allow-clients", NETWORK]
         return args + self.proxy_options
 
     # -- use ---------------------------------------------------------------------------------------------------

@@ -137,7 +137,7 @@ class BloomwiseProxy:
                               origin_cost=config.origin_cost_ms, peer_cost=1.0)
         # The summary advertises the documents that stay fresh while a peer may act on it, not the whole cache
         # (bloomwise.proxy.advertised): the node's publisher summarises that set instead of the cache.
-        self.advertised = AdvertisedSet(cache.filter)
+        self.advertised = AdvertisedSet(cache)
         self.node.publisher = SummaryPublisher(self.advertised, kind=config.summary_kind,
                                                update_threshold=config.update_threshold)
         self.links: dict[str, PeerLink] = {}
