@@ -156,6 +156,7 @@ class BloomwiseProxy:
         self._access_log = None      # the --access-log file, in Squid's native format
         self._flush_task = None
         self.metrics = ProxyMetrics()
+        self._status_name_of = self._status_name_text = None
         self._digest_cache: Optional[tuple] = None
         self._publish_timer = None
         self._last_publish = 0.0
@@ -176,7 +177,10 @@ class BloomwiseProxy:
     @property
     def _status_name(self) -> str:
         """This proxy in Cache-Status entries (RFC 9211: a token or a string naming the cache)."""
-        return _sf_token_or_string(str(self.node.name))
+        name = str(self.node.name)
+        if self._status_name_of != name:
+            self._status_name_of, self._status_name_text = name, _sf_token_or_string(name)
+        return self._status_name_text
 
     async def start(self) -> "BloomwiseProxy":
         import aiohttp
@@ -298,7 +302,7 @@ class BloomwiseProxy:
         guard = request.transport.get_protocol() if request.transport is not None else None
         if isinstance(guard, HeaderDeadline):
             guard.request_started()
-        started_wall, started = time.time(), time.perf_counter()
+        started = time.perf_counter()
         try:
             response = await self._dispatch(request)
         finally:
@@ -312,7 +316,7 @@ class BloomwiseProxy:
             self.metrics.observe_request(_OUTCOMES.get(fields[0], "other") if not fields[1].startswith("SIBLING")
                                          else "remote_hit", elapsed)
             if self._access_log is not None:
-                self._write_access_log(request, response, started_wall, elapsed)
+                self._write_access_log(request, response, time.time() - elapsed, elapsed)
         return response
 
     async def _dispatch(self, request):
@@ -502,7 +506,8 @@ class BloomwiseProxy:
         if self.url in via or f"bloomwise-{self.config.port}" in via:
             self.counters["loops_refused"] += 1
             return _error(508, f"loop: this request already went through {self.url} (Via: {via[:200]})")
-        if http_cache.only_if_cached(headers):
+        directives = http_cache.cache_control(headers)
+        if "only-if-cached" in directives:
             return self._serve_peer_query(request, method, url)
         if method == "PURGE":
             return self._purge(url)
@@ -516,10 +521,12 @@ class BloomwiseProxy:
         node = self.node
         forwarded_because = "uri-miss"
         stored = node.cache.peek(key)
-        if stored is not None and not http_cache.is_fresh(stored.headers or {}, stored.stored_at):
-            self._drop(key)  # stale: fetched again below
-            forwarded_because = "stale"
-        if not http_cache.request_may_use_cache(method, headers):  # no-cache: fetch, and store the new copy
+        if stored is not None:
+            lifetime, age = http_cache.lifetime_and_age(stored.headers or {}, stored.stored_at)
+            if lifetime is None or age >= lifetime:
+                self._drop(key)  # stale: fetched again below
+                forwarded_because = "stale"
+        if not http_cache.request_may_use_cache(method, headers, directives):  # no-cache: fetch, store the new copy
             refused = await self._refused_destination(url)
             if refused is not None:
                 return refused
@@ -527,9 +534,9 @@ class BloomwiseProxy:
             _log_as(request, "TCP_CLIENT_REFRESH_MISS")
             return await self._fetch_and_respond(request, url, key, store=True, forwarded_because="request")
         doc = node.lookup(key)
-        if doc is not None:
+        if doc is not None:  # the document peeked at above, fresh
             _log_as(request, "TCP_HIT")
-            return self._respond_document(doc, "HIT", self._hit_status(doc))
+            return self._respond_document(doc, "HIT", f"hit; ttl={int(lifetime - age)}", age=age)
         refused = await self._refused_destination(url)  # a miss: the peers and then the origin fetch it
         if refused is not None:
             return refused
@@ -641,7 +648,7 @@ class BloomwiseProxy:
                                 headers={"X-Cache": f"MISS from {self.url}",
                                          "Cache-Status": f"{self._status_name}; detail=only-if-cached"})
         _log_as(request, "TCP_HIT")
-        return self._respond_document(doc, "HIT", self._hit_status(doc))
+        return self._respond_document(doc, "HIT")
 
     def _purge(self, url: str):
         """PURGE url (allowed clients only): remove it; the next summary, published now, leaves it out."""
@@ -764,16 +771,20 @@ class BloomwiseProxy:
         return web.Response(status=status, body=body, headers=self._client_headers(headers, cache_state,
                                                                                    cache_status))
 
-    def _hit_status(self, doc) -> str:
-        """Cache-Status parameters of a hit: ``hit; ttl=S``, S the seconds it stays fresh."""
-        ttl = http_cache.remaining_freshness(doc.headers or {}, doc.stored_at)
-        return f"hit; ttl={int(ttl) if ttl is not None else 0}"
-
-    def _respond_document(self, doc, cache_state: str, cache_status: str):
+    def _respond_document(self, doc, cache_state: str, cache_status: Optional[str] = None, *,
+                          age: Optional[float] = None):
+        """A stored document, with its Age (``age``: known already); ``cache_status`` None: a hit (``hit; ttl=S``,
+        S the seconds it stays fresh)."""
         from aiohttp import web
 
-        headers = self._client_headers(dict(doc.headers or {}), cache_state, cache_status)
-        headers["Age"] = str(int(http_cache.current_age(doc.headers or {}, doc.stored_at)))
+        stored = doc.headers or {}
+        if age is None:
+            age = http_cache.current_age(stored, doc.stored_at)
+        if cache_status is None:
+            lifetime = http_cache.freshness_lifetime(200, stored, now=doc.stored_at)
+            cache_status = f"hit; ttl={int(lifetime - age) if lifetime is not None else 0}"
+        headers = self._client_headers(dict(stored), cache_state, cache_status)
+        headers["Age"] = str(int(age))
         return web.Response(status=200, body=doc.body or b"", headers=headers)
 
     # -- stats ------------------------------------------------------------------------------------------------
@@ -848,63 +859,71 @@ class HeaderDeadline(asyncio.Protocol):
     when the request's headers are complete (aiohttp calls the handler: :meth:`request_started`). A client that
     has not sent complete headers by then (one that trickles a byte at a time, or sends nothing) gets 408 and the
     connection is closed, as nginx's ``client_header_timeout`` and Squid's ``request_start_timeout`` do.
+
+    One timer per connection, not per request: a request's start only records its deadline, and the timer, when it
+    fires, either finds no request waiting for its headers (and stops), a later deadline (and waits for it), or a
+    deadline passed (408). A kept-alive connection serving fast requests re-arms it once per ``timeout``.
     """
 
     def __init__(self, inner: asyncio.Protocol, timeout: float, on_timeout):
         self._inner = inner
         self._timeout = timeout
         self._on_timeout = on_timeout
+        self._loop = asyncio.get_running_loop()
         self._timer = None
+        self._deadline = None      # loop time by which the pending request's headers must be complete
         self._active = 0
         self._data_while_active = False
         self._transport = None
 
-    def _arm(self) -> None:
-        if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self._timeout, self._expired)
-
-    def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+    def _start_deadline(self) -> None:
+        if self._deadline is None:
+            self._deadline = self._loop.time() + self._timeout
+            if self._timer is None:
+                self._timer = self._loop.call_at(self._deadline, self._expired)
 
     def _expired(self) -> None:
         self._timer = None
         transport = self._transport
-        if self._active or transport is None or transport.is_closing():
+        if self._deadline is None or transport is None or transport.is_closing():
+            return
+        if self._loop.time() < self._deadline:   # a later request's deadline: wait for it
+            self._timer = self._loop.call_at(self._deadline, self._expired)
             return
         self._on_timeout(transport)
         transport.write(b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
         transport.close()
 
     def request_started(self) -> None:
-        self._disarm()
+        self._deadline = None
         self._active += 1
         self._data_while_active = False
 
     def request_finished(self) -> None:
         self._active -= 1
         if not self._active and self._data_while_active:  # part of the next request came meanwhile
-            self._arm()
+            self._start_deadline()
 
     # asyncio.Protocol, passed on
     def connection_made(self, transport) -> None:
         self._transport = transport
         self._inner.connection_made(transport)
-        self._arm()
+        self._start_deadline()
 
     def data_received(self, data: bytes) -> None:
         if self._active:
             self._data_while_active = True
-        else:
-            self._arm()
+        elif self._deadline is None:
+            self._start_deadline()
         self._inner.data_received(data)
 
     def eof_received(self):
         return self._inner.eof_received()
 
     def connection_lost(self, exc) -> None:
-        self._disarm()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._transport = None
         self._inner.connection_lost(exc)
 
