@@ -336,13 +336,15 @@ class BloomwiseProxy:
                 return _error(405, "CONNECT is not supported: this proxy forwards http:// requests only",
                               Allow="GET, HEAD, POST, PUT, DELETE, OPTIONS, PURGE")
             if target.startswith("/"):
-                return await self._internal(request, target, is_client)
-            parts = urlsplit(target)
+                return await self._internal(request, target)
+            try:
+                parts = urlsplit(target)
+            except ValueError as exc:  # e.g. an unclosed [IPv6 address
+                return _error(400, f"the request target {target[:200]!r} is not a URL: {exc}")
             if parts.scheme != "http" or not parts.hostname:
                 return _error(400, f"this proxy forwards http:// absolute-form targets only, got {target[:200]!r}")
             if self._is_self(parts):
-                return await self._internal(request, parts.path + (f"?{parts.query}" if parts.query else ""),
-                                            is_client)
+                return await self._internal(request, parts.path + (f"?{parts.query}" if parts.query else ""))
             if not is_client and not (request.method == "GET" and http_cache.only_if_cached(request.headers)):
                 self.counters["clients_refused"] += 1
                 return _error(403, f"{client} is a peer: it may ask peer queries (GET with Cache-Control: "
@@ -381,7 +383,7 @@ class BloomwiseProxy:
         return port == self.config.port and (parts.path.startswith("/bloomwise/") or parts.path == "/metrics"
                                              or parts.path.startswith("/squid-internal-periodic/"))
 
-    async def _internal(self, request, target: str, is_client: bool):
+    async def _internal(self, request, target: str):
         """The proxy's own endpoints: open to allowed clients and to the configured peers."""
         from aiohttp import web
 
