@@ -937,17 +937,23 @@ class HeaderDeadline(asyncio.Protocol):
 
 
 class _OneLineServerLog(logging.LoggerAdapter):
-    """aiohttp's server logger for a proxy: a request that does not parse is one warning line, not a traceback."""
+    """aiohttp's server logger for a proxy: a request that does not parse is one warning line, not a traceback
+    (at every level: an exception given to any call becomes its type and message on the same line)."""
 
     def __init__(self, logger: logging.Logger, counters: dict):
         super().__init__(logger, {})
         self.counters = counters
 
+    def process(self, msg, kwargs):
+        error = kwargs.pop("exc_info", None)
+        if isinstance(error, BaseException):
+            detail = f"{type(error).__name__}: {error}".replace("\n", " ").replace("%", "%%")[:300]
+            msg = f"{msg}: {detail}"
+        return msg, kwargs
+
     def exception(self, msg, *args, exc_info=True, **kwargs) -> None:
-        error = exc_info if isinstance(exc_info, BaseException) else None
         self.counters["bad_requests"] += 1
-        detail = f"{type(error).__name__}: {error}".replace("\n", " ")[:300] if error is not None else "?"
-        self.logger.warning(f"{msg}: %s", *args, detail)
+        self.warning(msg, *args, exc_info=exc_info, **kwargs)
 
 
 def _log_as(request, code: Optional[str], hierarchy: Optional[str] = None) -> None:
