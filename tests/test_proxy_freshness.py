@@ -52,7 +52,7 @@ def test_short_lived_documents_cause_no_false_hits_at_peers():
         async with origin_and_proxies(*configs) as (origin, (a, b), session):
             assert a.config.advertise_horizon == 1.0
             brief = [f"/short/{i}?ttl=1" for i in range(10)]        # never fresh beyond the horizon
-            short = [f"/short/{i}?ttl=4" for i in range(10, 20)]    # advertised for about 3 s
+            short = [f"/short/{i}?ttl=5" for i in range(10, 20)]    # advertised for about 4 s
             long = [f"/doc/{i}" for i in range(10)]
             stored_at = time.time()
             for path in brief + short + long:
@@ -83,7 +83,7 @@ def test_short_lived_documents_cause_no_false_hits_at_peers():
             await eventually(lambda: not any(key[p] in b.node.peer(a.url).summary for p in short), timeout=10,
                              what="the short-lived documents withdrawn from A's summary at B")
             assert a.stats()["withdrawn_expiring"] >= len(short)
-            await asyncio.sleep(max(0.0, stored_at + 4.2 - time.time()))      # now every short copy at A is stale
+            await asyncio.sleep(max(0.0, stored_at + 5.2 - time.time()))      # now every short copy at A is stale
             before = b.stats()
             served = origin.served["short"]
             for path in brief + short[1:]:
