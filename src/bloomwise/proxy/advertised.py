@@ -58,7 +58,7 @@ class AdvertisedSet:
         self.expires_at: dict = {}
         #: keys added plus keys withdrawn since the set was made
         self.changes = 0
-        #: keys added since the set was made (what the summary publisher's update threshold counts)
+        #: keys advertised that were not advertised before (what the summary's update threshold counts)
         self.new_documents = 0
         self._withdraw_at: dict = {}
         self._heap: list = []   # (withdraw at, key), lazily invalidated by _withdraw_at
