@@ -478,11 +478,17 @@ def figure8(rep: Reproduction, log) -> None:
         crossing = next((float(p) for p, v in fitted if v >= 0.8), float("nan"))
         raw = next((float(p) for p in range(1, 101) if counts.observed(e, p)[1] >= 30
                     and counts.observed(e, p)[0] >= 0.8), float("nan"))
+        at_printed, keys_printed = counts.observed(e, int(printed))
+        seen = (f"; observed at product {printed}: {at_printed:.3f} over {keys_printed} keys (binomial sd "
+                f"{math.sqrt(at_printed * (1 - at_printed) / keys_printed):.3f}), Theorem 2 there "
+                f"{float(theorem2_posterior(int(printed), prior, m, n, k)):.4f}" if keys_printed else
+                f"; no key had product {printed}")
         note = (f"Theorem 2 at the stated set-up: posterior >= 0.8 iff product >= 4 (1 - P)/P (nk/m)^k = {real:.2f}, "
                 f"so the printed {printed} is that bound rounded up; the smallest product of {k} counters (each "
                 f"<= 15) at or above it is {first_attainable}. Measured: the observed fractions made non-decreasing "
                 f"in the product (Corollary 3; pool-adjacent-violators over {counts.seeds} seeds) first reach 0.8 at "
-                f"{_fmt(crossing)}; the raw observed curve (products seen 30+ times) first reaches it at {_fmt(raw)}")
+                f"{_fmt(crossing)}; the raw observed curve (products seen 30+ times) first reaches it at {_fmt(raw)}"
+                + seen)
         rep.rows.append(make_row(BP, f"Sec. VIII.B: smallest counter product with Pr(x in S | CBF) >= 0.8, prior "
                                  f"2^-{e}", printed, crossing, method="simulated", expected=float(math.ceil(real)),
                                  note=note))
@@ -549,10 +555,17 @@ def trace_section(rep: Reproduction, log) -> None:
         rep.rows.append(trace_row(f"CBF false-positive rate, 30 bits per element, k = {k}", printed, values, exp,
                                   reps.errors(k, 1.0), (1 / nn, 0.0)))
     best_k = min(fprs, key=fprs.get)
-    exp_best = min((4, 5, 6), key=lambda k: float(expected_rates(setup, k, [1.0])[0][0]))
-    rep.rows.append(make_row(src, "the k (of 4, 5, 6) with the lowest CBF false-positive rate", "5", float(best_k),
-                             method="simulated", expected=float(exp_best),
-                             note=f"the stand-in's lowest is k = {best_k}; expected {exp_best}"))
+    exact = {k: float(expected_rates(setup, k, [1.0])[0][0]) for k in (4, 5, 6)}
+    exp_best = min(exact, key=exact.get)
+    spread = {k: difference_sd(reps.errors(k, 1.0).one_run_sd(1 / nn, 0.0), len(runs)) for k in (4, 5, 6)}
+    rep.rows.append(make_row(
+        src, "the k (of 4, 5, 6) with the lowest CBF false-positive rate", "5", float(best_k), method="simulated",
+        expected=float(exp_best),
+        note=f"the stand-in's rates: " + ", ".join(f"k = {k}: {fprs[k]:.5f} (noise sd {spread[k]:.5f})"
+                                                   for k in (4, 5, 6))
+        + "; exact expectations: " + ", ".join(f"{exact[k]:.5f}" for k in (4, 5, 6))
+        + f" (lowest at k = {exp_best}). The three rates are within a few noise sd of each other, so which k is "
+          "lowest in one trace is itself noisy; the paper's 0.03086, 0.02850, 0.02908 are one trace's"))
     kopt = 30 / 4 * math.log(2)
     rep.rows.append(make_row(src, "k = 30/4 log 2 (the real optimum)", "5", kopt, method="computed", expected=kopt,
                              note=f"{kopt:.2f} ~ 5"))
