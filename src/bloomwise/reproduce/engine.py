@@ -119,9 +119,8 @@ def _sim_row(source, item, printed, values, expected, *, one_run_sd, noise_from,
     expected = None if expected is None else expected * scale
     noise = None if one_run_sd is None else difference_sd(one_run_sd * scale, len(values))
     target = float(str(printed).replace("%", ""))
-    gap = (mean / target - 1) if target else float("inf")
-    numbers = (f"measured {_fmt(mean)} (mean of {len(values)} run{'s' if len(values) > 1 else ''}) is "
-               f"{gap:+.1%} from the printed value"
+    numbers = (f"measured {_fmt(mean)} (mean of {len(values)} run{'s' if len(values) > 1 else ''})"
+               + (f" is {mean / target - 1:+.1%} from the printed value" if target else "")
                + ("" if noise is None else f", {abs(target - mean) / noise:.1f} sd of the difference ({_fmt(noise)})"
                   if noise > 0 else ", and the replicates do not vary (a value the plan fixes)")
                + ("" if not expected else f"; exact expectation {_fmt(expected)}, the printed value is "
@@ -143,9 +142,10 @@ def _ratio_sd(a, sd_a, b, sd_b) -> float:
 # --------------------------------------------------------------------------------------------------------------
 # Table II and the text of section VIII.A
 # --------------------------------------------------------------------------------------------------------------
-def _replicate_note(samples: int) -> str:
-    return (f"{samples} replicate filters (fresh S and hash seed; FN counted on all members, FP estimated from "
-            f"sampled non-members of each type, the sampling variance removed)")
+def _replicate_note(samples: int, sampled: bool = False) -> str:
+    how = ("FP estimated from sampled non-members of each type, the sampling variance removed" if sampled else
+           "the FP count's expectation given the filter from its fill, plus its binomial variance")
+    return f"{samples} replicate filters (fresh S and hash seed; FN counted on all members; {how})"
 
 
 def table_ii(rep: Reproduction, log) -> None:
@@ -375,7 +375,7 @@ def table_iii(rep: Reproduction, log) -> None:
                 rep.rows.append(_sim_row(BP, f"Table III, alpha = 5, {name}, bpe = {bpe}: {what}", _ptext(printed[j]),
                                          [r[j] for r in runs], exp[j], quick=s.quick,
                                          scale=s.scale if j == 2 else 1.0, one_run_sd=sd,
-                                         noise_from=_replicate_note(errors.samples)))
+                                         noise_from=_replicate_note(errors.samples, sampled=col != "cbf")))
     for c in COUNTERS:
         m, _ = bloom_num_hashes(Population(), c)
         printed = {4: 13312, 6: 19968, 8: 26624, 10: 33280}[c]
@@ -520,8 +520,8 @@ def threshold_intervals(setup: TraceSetup) -> dict:
 
 
 def _trace_noise_from(samples: int) -> str:
-    return (f"{samples} replicate filters (fresh random keys; FN counted on all n members, FP estimated from 2^15 "
-            f"sampled non-members, the sampling variance removed)")
+    return (f"{samples} replicate filters (fresh random keys; FN counted on all n members; FP from the fill for the "
+            f"plain CBF, else estimated from 2^17 sampled non-members, the sampling variance removed)")
 
 
 def trace_section(rep: Reproduction, log) -> None:

@@ -82,7 +82,8 @@ def _markdown(rep, doc) -> str:
     lines = [
         "# bloomwise reproduces its papers",
         "",
-        f"`bloomwise reproduce{' --quick' if s.quick else ''} --seeds {s.seeds} --trace-hash {s.trace_hash} --out DIR`"
+        f"`bloomwise reproduce{' --quick' if s.quick else ''} --seeds {s.seeds} --trace-hash {s.trace_hash}"
+        f"{' --time-quick' if doc.get('quick_run') else ''} --out DIR`"
         " wrote this report, "
         "`results.json` (one row per printed number) and `figures/`.",
         "",
