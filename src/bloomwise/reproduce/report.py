@@ -9,7 +9,7 @@ from collections import Counter
 
 from bloomwise.reproduce.rows import METHODS, MIN_NOISE_SAMPLES, NOISE_Z, VERDICTS
 
-__all__ = ["machine", "write", "load_rows"]
+__all__ = ["machine", "write", "load_rows", "load_document"]
 
 
 def machine() -> dict:
@@ -91,7 +91,7 @@ def _markdown(rep, doc) -> str:
         f"{', '.join(m.get('instruction_sets', []))}"
         f"; bloomwise batch kernels: {m.get('batch_kernels')}); Python {m.get('python')}, numpy {m.get('numpy')}.",
         f"- Time and memory of this run: {doc['wall_time_s']:.0f} s wall, {doc['cpu_time_s']:.0f} s CPU, peak resident "
-        f"memory {doc['peak_memory_mb']} MB (" + ", ".join(f"{k} {v:.0f} s" for k, v in doc["timings_s"].items()
+        f"memory {doc['peak_memory_mb']} MiB (" + ", ".join(f"{k} {v:.0f} s" for k, v in doc["timings_s"].items()
                                                    if k != "total")
         + "). " + _load_text(doc.get("load_average")) + _quick_text(doc.get("quick_run")),
         f"- Runs: {s.seeds} full run{'s' if s.seeds > 1 else ''} of U per cell for the Bloom filter, Selective BF "
@@ -149,7 +149,7 @@ def _quick_text(quick) -> str:
     if not quick:
         return ""
     return (f"`bloomwise reproduce --quick` on the same machine, just after: {quick['wall_time_s']:.0f} s wall, "
-            f"{quick['cpu_time_s']:.0f} s CPU, peak resident memory {quick['peak_memory_mb']} MB.")
+            f"{quick['cpu_time_s']:.0f} s CPU, peak resident memory {quick['peak_memory_mb']} MiB.")
 
 
 def _open_points(rep) -> list:
@@ -225,6 +225,11 @@ def _open_points(rep) -> list:
     return out
 
 
-def load_rows(path) -> list:
+def load_document(path) -> dict:
+    """A results.json as written by :func:`write`."""
     with open(path, encoding="utf-8") as fh:
-        return json.load(fh)["rows"]
+        return json.load(fh)
+
+
+def load_rows(path) -> list:
+    return load_document(path)["rows"]
