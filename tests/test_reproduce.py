@@ -136,7 +136,8 @@ def test_every_printed_number_has_its_row(quick_run):
     for text in ("Fig. 9(b)", "Fig. 9(c)", "Fig. 8", "product threshold", "Example 1", "Example 2", "Sec. VIII.A",
                  "Sec. VIII.B", "example m = 5", "m = 8n", "m = 10n", "Fig. 1(a)", "just above 1", "3614",
                  "12.5 - 1", "3 - 1", "four bits per entry", "4x the memory", "n = 2^10", "N = 2^20", "n/N = 2^-10",
-                 "30 n / 4", "N = |U|", "2^-3 .. 2^-15", "x's variable sums", "c2 = 4 > h"):
+                 "30 n / 4", "N = |U|", "2^-3 .. 2^-15", "x's variable sums", "c2 = 4 > h", "stays at 15",
+                 "4 bits per count", "Sec. III"):
         assert _items(doc, text), text
     assert len(_items(doc, "Table II(a), bpe")) == len(_items(doc, "Table II(b), bpe")) == 4
 
