@@ -512,7 +512,9 @@ def threshold_intervals(setup: TraceSetup) -> dict:
     low, high = max(5 / x5, 9 / x6), min(6 / x5, 10 / x6)
     p = setup.prior
     out = {"x5": x5, "x6": x6, "r5": (5 / x5, 6 / x5), "r6": (9 / x6, 10 / x6), "r": (low, high),
-           "overlap": low < high}
+           "overlap": low < high, "r_paper": (1 - p) / (2.4 * p),
+           "t5": math.ceil(theorem4_product_threshold(setup, 5, 2.4) - 1e-9),
+           "t6": math.ceil(theorem4_product_threshold(setup, 6, 2.4) - 1e-9)}
     if low < high:
         out["alpha"] = ((1 - p) / (p * high), (1 - p) / (p * low))   # [a, b) at the decision prior
         out["prior"] = (1 / (1 + 2.4 * high), 1 / (1 + 2.4 * low))  # [a, b) at alpha = 2.4

@@ -157,15 +157,16 @@ def _open_points(rep) -> list:
     iv = rep.data.get("trace_intervals")
     if iv:
         out += [
-            "**Sec. VIII.C product thresholds (6 and 10 printed; 57 and 112 from Theorems 2 and 4 at alpha = 2.4, "
-            "prior 2^-10).** The filter answers 'present' iff the product of its counters reaches ceil(R (nk/m)^k), "
+            f"**Sec. VIII.C product thresholds (6 and 10 printed; {iv['t5']} and {iv['t6']} from Theorems 2 and 4 at "
+            "alpha = 2.4, prior 2^-10).** The filter answers 'present' iff the product of its counters reaches "
+            "ceil(R (nk/m)^k), "
             f"R = (1 - P)/(alpha P); with n = 2^10 and m = 7,680, (nk/m)^k is {iv['x5']:.5f} for k = 5 and "
             f"{iv['x6']:.5f} for k = 6. Threshold 6 needs R in ({iv['r5'][0]:.2f}, {iv['r5'][1]:.2f}], threshold "
             f"10 needs R in ({iv['r6'][0]:.2f}, {iv['r6'][1]:.2f}]"
             + (f"; both hold for R in ({iv['r'][0]:.2f}, {iv['r'][1]:.2f}]: one alpha in [{iv['alpha'][0]:.2f}, "
                f"{iv['alpha'][1]:.2f}) at prior 2^-10, or one prior in [{iv['prior'][0]:.5f}, {iv['prior'][1]:.5f})"
-               " at alpha = 2.4, gives both printed thresholds. Neither is the paper's alpha = 2.4 with prior 2^-10 "
-               "(R = 426). " if iv["overlap"] else "; no single R gives both. ")
+               f" at alpha = 2.4, gives both printed thresholds. Neither is the paper's alpha = 2.4 with prior "
+               f"2^-10 (R = {iv['r_paper']:.0f}). " if iv["overlap"] else "; no single R gives both. ")
             + "The error rates printed next to 6 and 10 are those of thresholds 6 and 10 (the rows of Sec. VIII.C), "
             "so the thresholds were used; their derivation is what does not hold.",
             "",
@@ -174,9 +175,9 @@ def _open_points(rep) -> list:
         "**The Selective BF cells at 6 and 8 bits per element** (Table II). In these cells the paper's FPR is 5-15% "
         "below that of the filter it describes, while its plain BF at the same sizes matches ideal hashing. The "
         "rows' notes carry the evidence cell by cell: the paper's fnr there is the plan's (the same types inserted "
-        "and consulted), so its fpr implies a lower FPR of the same filter on the asked types; another k, the "
-        "classic layout and the exact rule were computed and do not give it, and the replicate noise is a few "
-        "percent. bloomwise's measurements follow the exact expectation; the rows keep the verdict the numbers "
+        "and consulted), so its fpr implies a lower FPR of the same filter on the asked types; another k and the "
+        "classic layout were computed and do not give it, and the replicate noise is a few percent (the rows give "
+        "the gap in noise sd). bloomwise's measurements follow the exact expectation; the rows keep the verdict the numbers "
         "give.",
         "",
         "**The Retouched BF.** The paper's RBF cells are two outcomes only: fpr 0 with every member lost (fnr "
