@@ -79,6 +79,18 @@ def test_every_verdict_follows_from_its_own_printed_and_measured_values(quick_ru
     assert not wrong, wrong
 
 
+def _explains_beyond_its_numbers(row) -> bool:
+    """A differs row's note says more than the numbers every simulated row carries."""
+    generic = ("measured ", "quick run", "exact expectation")
+    return any(part.strip() and not part.startswith(generic) for part in row["note"].split("; "))
+
+
+def test_every_differs_row_says_why_beyond_its_numbers(quick_run):
+    _, doc = quick_run
+    bare = [r["item"] for r in doc["rows"] if r["verdict"] == "differs" and not _explains_beyond_its_numbers(r)]
+    assert not bare, bare
+
+
 def test_the_committed_full_run_is_consistent_row_by_row():
     """docs/reproduction/results.json, the committed full run: the same two rules as the quick run's rows."""
     path = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "reproduction", "results.json")
@@ -94,6 +106,8 @@ def test_the_committed_full_run_is_consistent_row_by_row():
             assert own == expected, row
         if row["method"] != "simulated":
             assert row["noise_sd"] is None, row
+        if row["verdict"] == "differs":
+            assert _explains_beyond_its_numbers(row), row
 
 
 def test_only_simulated_rows_claim_noise_and_their_noise_rests_on_theory_or_enough_samples(quick_run):

@@ -270,13 +270,22 @@ def _ptext(x: float) -> str:
 
 
 def _selective_note(pop, col, alpha, b, j, printed, exp) -> str:
-    """What was tested about a Selective BF cell whose FPR (and so cost) is below what its filter gives."""
-    if j == 1:
-        return ""
+    """What was tested about a Selective BF cell whose FPR (and so cost) is below what its filter gives; for an fnr
+    cell, how the plan fixes it."""
     m, k = bloom_num_hashes(pop, b)
     inserted, consulted = selective_plan(pop, b, alpha, col, "theorem1")
     per = pop.members_per_type
     n_star = per * sum(inserted)
+    if j == 1:
+        never = sum(not c for c in consulted)
+        saved = sum(c and not i for c, i in zip(consulted, inserted))
+        rho = theory.false_positive_rate(m, n_star, k, layout="partitioned")
+        return (f"the fnr is fixed by the plan: {never} of the {pop.num_types} types are never asked"
+                + (f" and {saved} are asked but not inserted, so their {saved * per} members are lost unless they test "
+                   f"positive (FPR {rho:.3g}): expected ({never} + {saved} (1 - {rho:.3g})) / {pop.num_types} = "
+                   f"{(never + saved * (1 - rho)) / pop.num_types:.4f}" if saved else
+                   f": {never} / {pop.num_types} = {never / pop.num_types:.4f}")
+                + f"; one member moves it by 1/{pop.num_members}")
     sizes = pop.sizes
     asked = sum(int(sizes[t]) - per for t in range(pop.num_types) if consulted[t])
     fraction = asked / pop.num_nonmembers
