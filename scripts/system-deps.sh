@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages that the server and browser tests use (Squid, Redis, Chromium), when missing.
+# Installs the Debian packages that the server and browser tests use (Squid, Redis, Chromium) and that `make wheel`
+# uses (patchelf, for auditwheel), when missing.
 # Needs root and apt-get; elsewhere it says what to install and exits 0 (those tests then skip, naming the package).
 # Usage: scripts/system-deps.sh            (install what is missing)
 #        scripts/system-deps.sh --check    (only list what is missing)
@@ -10,6 +11,7 @@ declare -A PACKAGES=(
   [redis-server]=redis-server
   [chromium]=chromium
   [chromedriver]=chromium-driver
+  [patchelf]=patchelf
 )
 missing=()
 for cmd in "${!PACKAGES[@]}"; do
