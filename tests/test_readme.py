@@ -40,8 +40,14 @@ def code_blocks(language: str) -> list[str]:
 
 
 def command_lines() -> list[str]:
-    """Every `$ bloomwise ...` line of the README's shell blocks, without the prompt (comments kept)."""
-    return [line[2:] for block in code_blocks("") for line in block.splitlines() if line.startswith("$ bloomwise ")]
+    """Every `$ bloomwise ...` command of the README's shell blocks, without the prompt (comments kept; a line that
+    ends in a backslash continues on the next, as in the shell)."""
+    commands = []
+    for block in code_blocks(""):
+        for line in block.replace("\\\n", " ").splitlines():
+            if line.startswith("$ bloomwise "):
+                commands.append(line[2:])
+    return commands
 
 
 def words(line: str) -> list[str]:
