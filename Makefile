@@ -36,7 +36,7 @@ bench-full: $(VENV)/.installed-bench
 
 # A manylinux wheel in dist/ (auditwheel repair --strip, Debian's patchelf; no generated C), then installed into a
 # fresh virtual environment by tests/test_wheel.py: `bloomwise plan` and every extension module's import.
-wheel: $(VENV)/.installed-wheel
+wheel: $(VENV)/.installed-test
 	$(BIN)/python scripts/build_wheel.py --out dist
 	BLOOMWISE_WHEEL=dist $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_wheel.py
 
