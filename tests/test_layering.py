@@ -50,8 +50,6 @@ ALLOWED_REACHES = {
     # remaining, issue 31: `bloomwise info` counts bits and reads the structure id (cli/info.py)
     ("bloomwise.cli.info", "_count_set_bits"),
     ("bloomwise.cli.info", "_STRUCTURE"),
-    # remaining, issue 31: aiohttp's private site._server (proxy/origin.py)
-    ("bloomwise.proxy.origin", "_server"),
     # remaining, issue 31: the CS 170 worked example tests explicit positions (reproduce/text_checks.py)
     ("bloomwise.reproduce.text_checks", "_test_positions"),
 }
