@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from bloomwise._native.replay import IndependentCaches
-from bloomwise.cache.fast_replay import BLOCK_REQUESTS, choose_engine, replay_independent
+from bloomwise.cache.fast_replay import BLOCK_REQUESTS, OracleGeneralTrace, choose_engine, replay_independent
 from bloomwise.cache.simulation import SimulationConfig, replay, simulate
 from bloomwise.cache.store import DocumentCache
-from bloomwise.cache.traces import Request, SyntheticTrace, assigned_requests, open_trace
+from bloomwise.cache.traces import OracleGeneralReader, Request, SyntheticTrace, assigned_requests, open_trace
 from bloomwise.cli import main
 from real_traces import real_trace
 
@@ -155,3 +155,46 @@ def test_kernel_request_by_request_against_document_cache(lru):
     assert counters["hits"] == hits > 200 and counters["refused"] > 100
     assert sorted(caches.keys_by_age(0)) == sorted(reference.keys())
     assert (counters["documents"], counters["used_bytes"]) == (reference.num_documents, reference.used_bytes)
+
+
+@pytest.mark.parametrize("rule, num_proxies, limit", [("round-robin", 1, None), ("random", 3, 50_000),
+                                                      ("round-robin", 4, 70_000)])
+def test_oracle_general_arrays_every_counter_equal(rule, num_proxies, limit):
+    """The CloudPhysics file read straight into arrays (the object number as the id) against the Python engine on
+    the Request records of the same assignment: every counter equal, progress at the same counts."""
+    trace = OracleGeneralTrace(real_trace("cloudphysics"), rule, num_proxies, seed=2, limit=limit)
+    config = SimulationConfig(num_proxies=num_proxies, cache_size=1 << 20, eviction="lru")
+    ticks = {"python": [], "compiled": []}
+    results = [replay(trace, "none", config, engine=engine, progress=ticks[engine].append)
+               for engine in ("python", "compiled")]
+    assert_same_counters(*results)
+    assert ticks["python"] == ticks["compiled"]
+    assert results[0].requests == (limit or 113_872) and results[0].local_hits > 3000
+
+
+def test_oracle_general_arrays_count_what_iteration_counts(tmp_path):
+    """Malformed records among valid ones, and a truncated tail: the arrays hold exactly the valid records, and the
+    reader's counts after reading arrays equal its counts after iteration."""
+    path = tmp_path / "t.oracleGeneral.bin"
+    record = np.dtype([("time", "<u4"), ("object", "<u8"), ("size", "<u4"), ("next", "<i8")])
+    records = np.zeros(40_000, dtype=record)
+    records["time"] = np.arange(40_000) // 7
+    records["object"] = np.arange(40_000) % 1234
+    records["size"] = np.arange(40_000) % 5000
+    records["next"] = -1
+    records["next"][[3, 20_000, 39_999]] = [2, -7, 2 ** 41]  # a next access before the record, < -1, too far
+    path.write_bytes(records.tobytes() + b"\x01" * 10)
+    iterated = OracleGeneralReader(path)
+    requests = list(iterated)
+    arrays = OracleGeneralReader(path)
+    objects, sizes, times = (np.concatenate(parts) for parts in zip(*arrays.record_arrays()))
+    assert [r.url for r in requests] == [str(o) for o in objects.tolist()]
+    assert [r.size for r in requests] == sizes.tolist() and [r.timestamp for r in requests] == times.tolist()
+    for name in ("requests", "lines", "malformed", "malformed_lines"):
+        assert getattr(arrays, name) == getattr(iterated, name), name
+    assert iterated.malformed == 4 and iterated.requests == 39_997
+    # blocks of fewer than 16,384 requests (malformed records left out): the random draws must stay aligned
+    for rule in ("random", "round-robin"):
+        trace = OracleGeneralTrace(path, rule, 3, seed=9)
+        config = SimulationConfig(num_proxies=3, cache_size=1 << 20, eviction="fifo")
+        assert_same_counters(*(replay(trace, "none", config, engine=engine) for engine in ("python", "compiled")))

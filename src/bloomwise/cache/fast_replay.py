@@ -12,7 +12,9 @@ How a trace becomes arrays (:func:`request_blocks`): :data:`BLOCK_REQUESTS` reco
 (the others are counted as skipped, as the Python engine does); the cache key ``"GET " + url`` becomes the 64-bit id
 ``XXH3-64(UTF-8 bytes of url, seed 0)`` (bloomwise's compiled XXH3; the method is always GET, so the URL alone
 names the key), the proxy is :func:`~bloomwise.cache.traces.assign_proxy`'s (the same hash of the client, mod P),
-sizes are int64. Two different URLs with the same 64-bit hash would share a cache entry: among n distinct URLs the
+sizes are int64. A source may instead give its own blocks (``request_blocks(num_proxies)``):
+:class:`OracleGeneralTrace` reads libCacheSim's binary records straight into arrays, the object number itself as
+the id (exact: no hashing). Two different URLs with the same 64-bit hash would share a cache entry: among n distinct URLs the
 probability that any two collide is below ``n**2 / 2**65`` (3e-8 for a million URLs, 3e-6 for ten million), the
 only way the engines can differ. Memory: one block of arrays plus what the caches hold.
 
@@ -33,9 +35,10 @@ import numpy as np
 from bloomwise._native.hashes import hash_many, xxh3
 from bloomwise._native.replay import MAX_CAPACITY, IndependentCaches
 from bloomwise.cache.store import EVICTION_POLICIES
+from bloomwise.cache.traces import OracleGeneralReader, assigned_requests, random_proxy_draws
 
 __all__ = ["ENGINES", "COMPILED_POLICIES", "BLOCK_REQUESTS", "RequestBlock", "IndependentTotals", "choose_engine",
-           "compiled_limitation", "request_blocks", "replay_independent"]
+           "compiled_limitation", "request_blocks", "replay_independent", "OracleGeneralTrace"]
 
 #: ``engine=`` values: ``auto`` (compiled when it covers the replay, else Python), ``compiled``, ``python``
 ENGINES = ("auto", "compiled", "python")
@@ -163,11 +166,70 @@ def replay_independent(requests: Iterable, *, num_proxies: int, cache_size: int,
     if reason is not None:
         raise ValueError(f"the compiled engine cannot run this replay: {reason}")
     caches = IndependentCaches(num_proxies, cache_size, eviction == "lru", float(origin_cost))
+    own_blocks = getattr(requests, "request_blocks", None)
+    blocks = own_blocks(num_proxies) if own_blocks is not None else request_blocks(requests, num_proxies)
     seen = skipped = 0
-    for block in request_blocks(requests, num_proxies):
+    for block in blocks:
         caches.replay(block.keys, block.sizes, block.proxies)
-        seen += block.records
+        before, seen = seen, seen + block.records
         skipped += block.skipped
-        if progress is not None and block.records == BLOCK_REQUESTS:
-            progress(seen)
+        if progress is not None:  # at every multiple of BLOCK_REQUESTS records, as the Python engine calls it
+            for mark in range((before // BLOCK_REQUESTS + 1) * BLOCK_REQUESTS, seen + 1, BLOCK_REQUESTS):
+                progress(mark)
     return IndependentTotals([caches.counters(p) for p in range(num_proxies)], caches.miss_cost_total, skipped)
+
+
+class OracleGeneralTrace:
+    """A libCacheSim oracleGeneral file (:class:`~bloomwise.cache.traces.OracleGeneralReader`) with its proxy
+    assignment, for both engines: iterating gives the Request records of ``assigned_requests(reader, rule,
+    num_proxies, seed=seed, limit=limit)`` (the Python engine); :meth:`request_blocks` gives the same requests as
+    arrays read straight from the records, the object number as the id (the compiled engine; several times faster
+    than making Request records). Each use opens the file anew; ``reader`` is the last reader opened (its counts:
+    ``requests``, ``malformed``, ...).
+
+    :param rule: ``"random"`` or ``"round-robin"`` (the file has no clients).
+    """
+
+    def __init__(self, path, rule: str, num_proxies: int, *, seed: int = 0, limit: Optional[int] = None,
+                 strict: bool = False):
+        if rule not in ("random", "round-robin"):
+            raise ValueError(f"{path} has no client field: choose how its requests go to proxies, 'random' or "
+                             f"'round-robin', not {rule!r}")
+        assigned_requests([], rule, num_proxies, seed=seed, limit=limit)  # the same checks of the arguments
+        self.path, self.rule, self.num_proxies, self.seed, self.limit = path, rule, num_proxies, seed, limit
+        self.strict = strict
+        self.reader: Optional[OracleGeneralReader] = None
+
+    def _open(self) -> OracleGeneralReader:
+        self.reader = OracleGeneralReader(self.path, strict=self.strict)
+        return self.reader
+
+    def __iter__(self) -> Iterator:
+        return assigned_requests(self._open(), self.rule, self.num_proxies, seed=self.seed, limit=self.limit)
+
+    def request_blocks(self, num_proxies: int) -> Iterator[RequestBlock]:
+        """The requests as :class:`RequestBlock` arrays (``num_proxies`` must be the trace's)."""
+        if num_proxies != self.num_proxies:
+            raise ValueError(f"this trace is assigned to {self.num_proxies} proxies, not {num_proxies}")
+        reader = self._open()
+        draws = random_proxy_draws(num_proxies, self.seed) if self.rule == "random" else None
+        pending = np.zeros(0, dtype=np.int64)  # random draws not used yet
+        position, remaining = 0, self.limit
+        try:
+            for objects, sizes, _ in reader.record_arrays():
+                if remaining is not None:
+                    if remaining <= 0:
+                        break
+                    objects, sizes = objects[:remaining], sizes[:remaining]
+                    remaining -= len(objects)
+                count = len(objects)
+                if draws is None:
+                    proxies = (np.arange(position, position + count, dtype=np.int64) % num_proxies)
+                else:
+                    while len(pending) < count:
+                        pending = np.concatenate([pending, next(draws)])
+                    proxies, pending = pending[:count], pending[count:]
+                position += count
+                yield RequestBlock(objects, sizes, proxies.astype(np.int32), count, 0)
+        finally:
+            reader.close()
