@@ -198,3 +198,28 @@ def test_oracle_general_arrays_count_what_iteration_counts(tmp_path):
         trace = OracleGeneralTrace(path, rule, 3, seed=9)
         config = SimulationConfig(num_proxies=3, cache_size=1 << 20, eviction="fifo")
         assert_same_counters(*(replay(trace, "none", config, engine=engine) for engine in ("python", "compiled")))
+
+
+def test_cli_reads_oracle_general_files_as_arrays(tmp_path, capsys):
+    """bloomwise simulate on an oracleGeneral file with a proxy assignment: the compiled engine reads its records
+    as arrays, with the Python engine's numbers, and the malformed records are still reported."""
+    path = tmp_path / "t.oracleGeneral.bin"
+    record = np.dtype([("time", "<u4"), ("object", "<u8"), ("size", "<u4"), ("next", "<i8")])
+    records = np.zeros(30_000, dtype=record)
+    records["object"] = (np.arange(30_000) * 7) % 2_000
+    records["size"] = 100 + np.arange(30_000) % 900
+    records["next"] = -1
+    records["next"][17] = 3  # before the record: malformed
+    path.write_bytes(records.tobytes())
+    outputs = {}
+    for engine in ("compiled", "python"):
+        argv = ["simulate", "--trace", str(path), "--assign", "random", "--proxies", "3", "--cache-size", "200KB",
+                "--policy", "none", "--engine", engine, "--json"]
+        assert main(argv) == 0
+        out, err = capsys.readouterr()
+        assert err == (f"bloomwise simulate: {path}: 1 malformed line(s) skipped (line 18: next access 3 is neither "
+                       f"-1 nor in (18, 2**40] (after this record): not an oracleGeneral record)\n")
+        [outputs[engine]] = json.loads(out)
+        outputs[engine].pop("seconds")
+        assert outputs[engine].pop("engine") == engine
+    assert outputs["compiled"] == outputs["python"] and outputs["python"]["requests"] == 29_999

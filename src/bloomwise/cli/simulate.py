@@ -235,9 +235,9 @@ def _fail(message: str, stderr: TextIO, code: int = 2) -> int:
 
 def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     """Run ``bloomwise simulate`` with parsed arguments; return the exit code."""
-    from bloomwise.cache.fast_replay import choose_engine
+    from bloomwise.cache.fast_replay import OracleGeneralTrace, choose_engine
     from bloomwise.cache.simulation import SimulationConfig, estimate_mean_size, simulate
-    from bloomwise.cache.traces import SyntheticTrace, TraceError, assigned_requests, open_trace
+    from bloomwise.cache.traces import SyntheticTrace, TraceError, assigned_requests, format_from_name, open_trace
     from bloomwise.cli import CommandError
     from bloomwise.cli.trace import resolve_trace
 
@@ -289,6 +289,7 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         return _fail("--trace - (standard input) can be replayed only once: give one policy and no --sweep", stderr)
 
     readers = []
+    array_sources = []  # OracleGeneralTrace sources: each keeps the last reader it opened
 
     def make_source(num_proxies):
         if synthetic is not None:
@@ -302,6 +303,13 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
             reader = open_trace(trace_path, format=args.format, strict=args.strict, csv_columns=columns)
             readers.append(reader)
             return assigned_requests(reader, args.assign, num_proxies, seed=fields["seed"], limit=limit)
+        source = opener
+        if args.trace != "-" and args.assign != "hash-client" and (args.format == "oracle-general" or (
+                args.format == "auto" and columns is None and format_from_name(trace_path) == "oracle-general")):
+            # libCacheSim's binary records: read straight into arrays by the compiled engine, as records by Python
+            source = OracleGeneralTrace(trace_path, args.assign, num_proxies, seed=fields["seed"], limit=limit,
+                                        strict=args.strict)
+            array_sources.append(source)
         if mean_size is None and args.trace == "-":
             # standard input is read once: the requests the estimate reads (at most 10,000) are kept and replayed
             # first, then the rest of the stream
@@ -323,7 +331,7 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
                 first.close()
         else:
             estimate = mean_size
-        return opener, estimate
+        return source, estimate
 
     points = [(None, fields)] if sweep is None else \
         [(value, dict(fields, **{sweep[1]: value})) for value in sweep[2]]
@@ -344,6 +352,7 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
     except ValueError as error:
         return _fail(str(error), stderr)
 
+    readers.extend(source.reader for source in array_sources if source.reader is not None)
     if all(result.requests == 0 for result in all_results):  # an empty log: no table of zeros
         skipped = f" ({readers[0].malformed:,} malformed line(s) skipped)" if readers and readers[0].malformed else ""
         return _fail(f"--trace {args.trace!r}: no request was read{skipped}; nothing to replay", stderr, code=1)
