@@ -17,8 +17,9 @@ Per request, at its cache ``c`` (``capacity`` bytes):
 
 State per cache: an open-addressing table (linear probing, at most half full, backward-shift deletion, so no
 tombstones) from the 64-bit id to an entry ``(id, size, older, younger)`` of a doubly linked age list; entries are
-recycled through a free list. Memory grows with the objects cached (56 to 112 bytes each: a 24-byte entry in
-arrays grown by doubling, 16-byte slots at most half used), never with the requests or the distinct objects seen. Byte counters are exact: 128-bit sums of sizes < 2**63.
+recycled through a free list. Memory grows with the objects cached (56 to 112 bytes each: a 24-byte entry in arrays
+grown by doubling, 16-byte slots at most half used), never with the requests or the distinct objects seen. Byte
+counters are exact: 128-bit sums of sizes < 2**63.
 """
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
