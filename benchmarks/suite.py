@@ -34,6 +34,7 @@ STEPS = [
     ("scalable", "scalable.py"),
     ("persistence", "persistence.py"),
     ("counting-batch", "counting_batch.py"),
+    ("replay", "replay_speed.py"),
 ]
 
 

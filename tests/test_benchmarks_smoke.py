@@ -169,3 +169,18 @@ def test_quick_persistence_benchmark_writes_its_targets(tmp_path):
     statuses = {row["target"]: row["status"] for row in data["targets"]}
     assert statuses["load (verify) <= 1.3x reading the file"] in ("PASS", "FAIL")
     assert "| target | limit |" in run.stdout
+
+
+def test_quick_replay_speed_checks_its_target(tmp_path):
+    """benchmarks/replay_speed.py --quick: the compiled replay and libCacheSim on one trace (their miss ratios equal,
+    or it stops), the target row, the instruction set recorded."""
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "replay_speed.py"), "--quick", "--out",
+                          str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [raw] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
+    data = json.loads(raw.read_text())
+    assert data["meta"]["instruction_set"] and data["python_engine"][0]["requests"] == 200_000
+    [target] = data["targets"]
+    assert target["status"] in (("PASS", "FAIL") if any("ratio_median" in c for c in data["configurations"])
+                                else ("N/A",))
+    assert "Instruction set:" in run.stdout and "| synthetic | lru | 64 MiB | 200,000 |" in run.stdout
