@@ -28,6 +28,8 @@ setup(
     ext_modules=cythonize(
         [native("core"), native("storage"), native("hashes"), native("bloom"), native("counting"), native("served"),
          native("scalable"),
+         # the cache simulator's request loop over arrays (bloomwise.cache.fast_replay)
+         native("replay"),
          # the selective filters' decisions: the same double operations as numpy, so no fused multiply-adds
          native("decide", ["-ffp-contract=off"])],
         compiler_directives={

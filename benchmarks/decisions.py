@@ -141,7 +141,7 @@ def non_ascii_run(n: int, out: dict, urls: list[str] | None = None) -> None:
     full, cached = bloomwise.BloomFilter(1000, 0.01), bloomwise.BloomFilter(1000, 0.01)
     with warnings.catch_warnings():  # over capacity, on purpose
         warnings.simplefilter("ignore")
-        full.update(np.arange(200 * full.num_bits, dtype=np.uint64))
+        full.update(np.arange(200 * full.num_cells, dtype=np.uint64))
     if full.fill_ratio != 1.0:
         raise RuntimeError(f"the saturated filter's fill ratio is {full.fill_ratio}, not 1")
     cached.update(present[:1000])

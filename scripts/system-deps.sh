@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages that the server and browser tests use (Squid, Redis, Chromium; iproute2 for the
-# namespaced proxy cluster), when missing; with --bench also those only the benchmarks use (wrk, the HTTP load
-# generator of benchmarks/proxy.py --targets).
+# namespaced proxy cluster) and that `make wheel` uses (patchelf, for auditwheel), when missing; with --bench also
+# those only the benchmarks use (wrk, the HTTP load generator of benchmarks/proxy.py --targets).
 # Needs root and apt-get; elsewhere it says what to install and exits 0 (those tests then skip, naming the package).
 # Usage: scripts/system-deps.sh                    (install what is missing)
 #        scripts/system-deps.sh --bench            (and what the benchmarks need)
@@ -22,6 +22,7 @@ declare -A PACKAGES=(
   [chromium]=chromium
   [chromedriver]=chromium-driver
   [ip]=iproute2
+  [patchelf]=patchelf
 )
 if [ "$bench" = 1 ]; then
   PACKAGES[wrk]=wrk

@@ -242,7 +242,7 @@ def test_threaded_blocked_insert_sets_the_serial_bits_and_counts(nthreads, num_b
             threaded = BloomFilter.from_size(num_bits, 8, layout="blocked", seed=3)
             threaded.update(keys, threads=nthreads)
             assert threaded == serial
-            assert threaded._keys_added_count == serial._keys_added_count
+            assert threaded.num_new_keys == serial.num_new_keys
 
 
 @pytest.mark.parametrize("num_blocks", [1, 3, 1000, 2**32 - 1])

@@ -93,3 +93,39 @@ def test_one_bad_publisher_is_skipped_and_the_others_are_applied(redis_client):
     assert got["received"] == directory.whole("b").nbytes + directory.whole("c").nbytes
     with pytest.raises(ValueError, match="history"):
         RedisSummaryDirectory(redis_client, "g", history=0)
+
+
+def test_the_asyncio_directory_shares_the_keys_and_checks(redis_client, redis_server):
+    import asyncio
+
+    import redis.asyncio
+
+    from bloomwise.cache.redis_directory import AsyncRedisSummaryDirectory
+    sync_directory = RedisSummaryDirectory(redis_client, "g5", history=3)
+    a, b, r = node("a", origin=1), node("b", origin=2), node("r", origin=3)
+    a.admit(url("a", 0), 100)
+    b.admit(url("b", 0), 100)
+    sync_directory.sync(a)
+
+    async def scenario():
+        client = redis.asyncio.Redis(unix_socket_path=redis_server.socket_path)
+        try:
+            directory = AsyncRedisSummaryDirectory(client, "g5", history=3)
+            await directory.sync(b)  # b publishes through asyncio and reads a's summary
+            for i in range(1, 3):  # a publishes two deltas (sync); r follows them through asyncio
+                a.admit(url("a", i), 100)
+                sync_directory.sync(a)
+            got = await directory.sync(r)
+            assert await directory.nodes() == {"a", "b", "r"}
+            await client.set("g5:node:b:whole", b"damaged")
+            late = node("late", origin=4)
+            return got, await directory.sync(late), late
+        finally:
+            await client.aclose()
+
+    got, late_got, late = asyncio.run(scenario())
+    assert b.route(url("a", 0)) == ["a"] and r.route(url("a", 2)) == ["a"] and r.route(url("b", 0)) == ["b"]
+    assert got["skipped"] == {} and got["published"] > 0
+    assert set(late_got["skipped"]) == {"b"} and late.route(url("a", 2)) == ["a"]
+    sync_directory.sync(a)  # a reads b's and r's summaries, which asyncio published
+    assert a.route(url("b", 0)) == ["b"]

@@ -105,7 +105,7 @@ def test_json_keys_exact():
                          "local_byte_hit_ratio", "remote_byte_hit_ratio", "byte_hit_ratio", "false_hits",
                          "false_misses", "peer_queries", "peer_check_fpr", "bits_per_cached_document", "summary_bytes",
                          "query_bytes", "wire_bytes", "messages", "receiver_memory_bytes", "cost", "latency",
-                         "mean_latency", "seconds"]
+                         "mean_latency", "seconds", "engine"]
     assert tuple(obj) == JSON_KEYS
     assert obj["policy"] == "summary" and obj["requests"] == 5 and obj["local_hit_ratio"] == 0.2
     assert obj["byte_hit_ratio"] == 1000 / 1500 and obj["peer_check_fpr"] == 0.0 and obj["latency"] == 22.0

@@ -31,7 +31,8 @@ ARGPARSE_ERRORS = [
     (["build"], "bloomwise build: missing KEYS, -o/--output"),
     (["trace", "--synthetic", "10", "--zipf", "abc", "-o", "-"], "bloomwise trace: --zipf 'abc' is not a number"),
     (["serve", "--refresh", "soon"], "bloomwise serve: --refresh 'soon' is not a number"),
-    (["simulate", "--synthetic", "10", "--trace", "t.log"], "bloomwise simulate: --trace is not allowed with --synthetic"),
+    (["simulate", "--synthetic", "10", "--trace", "t.log"],
+     "bloomwise simulate: --trace is not allowed with --synthetic"),
     (["plan", "--n", "1e6", "--p", "1%", "--bogus"], "bloomwise plan: unrecognized arguments: --bogus"),
     (["frob"], "bloomwise: COMMAND 'frob' is not one of build, query"),
 ]

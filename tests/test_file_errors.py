@@ -73,17 +73,17 @@ def test_structure_errors_name_the_file(tmp_path, case):
 
 def _counting_bad_bits():
     f = CountingBloomFilter.from_size(100, 3, counter_bits=8, layout="classic")
-    return dataclasses.replace(f._header(), meta={"counter_bits": 5}), f._payload()
+    return dataclasses.replace(f._header(), meta={"counter_bits": 5}), f.payload_view()
 
 
 def _vicbf_bad_increments():
     f = VICBF.from_size(100, 3)
-    return dataclasses.replace(f._header(), meta={**f._header().meta, "increments": [0]}), f._payload()
+    return dataclasses.replace(f._header(), meta={**f._header().meta, "increments": [0]}), f.payload_view()
 
 
 def _scalable_bad_stages():
     f = ScalableBloomFilter(100, 0.01)
-    return dataclasses.replace(f._header(), meta={**f._header().meta, "num_bits": "many"}), f._payload()
+    return dataclasses.replace(f._header(), meta={**f._header().meta, "num_bits": "many"}), f.payload_view()
 
 
 @pytest.mark.parametrize("cls, make", [(CountingBloomFilter, _counting_bad_bits), (VICBF, _vicbf_bad_increments),

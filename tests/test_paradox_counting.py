@@ -22,18 +22,6 @@ from bloomwise.paradox import (
 )
 
 
-def _has(name: str) -> bool:
-    try:
-        getattr(bloomwise, name)
-        return True
-    except (ImportError, AttributeError):
-        return False
-
-
-HAS_CBF = _has("CountingBloomFilter")
-HAS_VICBF = _has("VariableIncrementCountingBloomFilter")
-
-
 class ReferenceCBF:
     """A tiny partitioned counting filter in pure Python (a test double with the CountingBloomFilter API)."""
 
@@ -232,10 +220,9 @@ def test_needs_the_counting_api():
         SelectiveCountingBloomFilter(ReferenceCBF(10, 2), 0.1, 5, exact="yes")
 
 
-# --- the real structures (issue 4) -------------------------------------------------------------------------------
+# --- the real structures -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not HAS_CBF, reason="bloomwise.CountingBloomFilter has not landed yet")
 def test_over_the_real_counting_filter():
     cbf = bloomwise.CountingBloomFilter.from_size(2000, 4, counter_bits=4, layout="partitioned", seed=5)
     f = SelectiveCountingBloomFilter(cbf, _prior(), 5)
@@ -250,7 +237,6 @@ def test_over_the_real_counting_filter():
             cbf_posterior(list(cbf.counters(key)), 2000, 400, _prior()(key)))
 
 
-@pytest.mark.skipif(not HAS_CBF, reason="bloomwise.CountingBloomFilter has not landed yet")
 def test_table_iii_ci_sized():
     from bloomwise.paradox.simulation import Population, counting_trial, expected_counting
 
@@ -263,7 +249,6 @@ def test_table_iii_ci_sized():
             assert cost == pytest.approx(expected, rel=0.25), (c, variant)
 
 
-@pytest.mark.skipif(not HAS_VICBF, reason="bloomwise.VariableIncrementCountingBloomFilter has not landed yet")
 @pytest.mark.parametrize("increments", [(1, 2, 4), (4, 5, 6, 7)])
 def test_over_the_real_variable_increment_filter(increments):
     vf = bloomwise.VariableIncrementCountingBloomFilter.from_size(3000, 3, increments=increments, layout="partitioned",
@@ -285,7 +270,6 @@ def test_over_the_real_variable_increment_filter(increments):
         assert f.query(key) == d[probe.index(key)]
 
 
-@pytest.mark.skipif(not HAS_CBF, reason="bloomwise.CountingBloomFilter has not landed yet")
 def test_peer_probabilities_feed_the_query_order():
     from bloomwise.paradox import optimal_query_order, peer_probabilities
 

@@ -58,3 +58,24 @@ def test_speed_target_verdicts_and_wrk_output():
     results["runs"][0]["rps"] = 2999
     results["route_share"] = 0.01
     assert [v[-1] for v in bench.target_verdicts(results)] == ["FAIL", "FAIL", "PASS", "FAIL"]
+
+
+def test_squid57_receive_model_misplaces_the_first_reads_mask_bytes_from_128_on():
+    from bloomwise.cache.squid_digest import CacheDigest
+
+    bench = _benchmark_module()
+    small = CacheDigest(200, 5)                              # 125 bytes of mask: received whole
+    for i in range(200):
+        small.add_url(f"http://origin.test/doc/{i}")
+    assert bench.squid57_received_digest(small, 700).mask == small.mask
+    large = CacheDigest(1000, 5)                             # 625 bytes, all in the first 4 KiB read
+    for i in range(1000):
+        large.add_url(f"http://origin.test/doc/{i}")
+    mask = bytes(large.mask)
+    received = bytes(bench.squid57_received_digest(large, 700).mask)
+    # headers of 700 bytes: bytes 0..127 in place, 128..624 hold the mask shifted by 128
+    assert received[:128] == mask[:128] and received[128:] == mask[:625 - 128]
+    # a header shorter than the mask's reach: from offset H on, the control block and the mask shifted by H + 128
+    received = bytes(bench.squid57_received_digest(large, 300).mask)
+    served = large.to_bytes()
+    assert received[128:300] == mask[:172] and received[300:] == served[:625 - 300]

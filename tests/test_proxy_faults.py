@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -271,6 +272,9 @@ def test_cluster_command_starts_and_stops_on_ctrl_c():
         proxies = [l.split()[1] for l in lines if l.startswith("proxy-")]
         assert len(proxies) == 2
         assert _get(proxies[0], origin + "/doc/3")[2] == document_body("/doc/3", 4096)
+        with pytest.raises(urllib.error.HTTPError) as refused:           # the origin only, not the rest of loopback
+            _get(proxies[0], f"http://127.0.0.1:{free_port()}/doc/3")
+        assert refused.value.code == 403
         process.send_signal(signal.SIGINT)
         assert process.wait(30) == 0
     finally:

@@ -4,14 +4,14 @@ import asyncio
 import time
 
 from proxy_support import config, eventually, get_checked, origin_and_proxies, run
-from bloomwise import CountingBloomFilter
+from bloomwise.cache import DocumentCache
 from bloomwise.cache.squid_digest import DIGEST_PATH, CacheDigest
 from bloomwise.cache.summary import PeerSummary, SummaryUpdate
 from bloomwise.proxy.advertised import AdvertisedSet
 
 
 def _set():
-    return AdvertisedSet(CountingBloomFilter.from_size(4096, 5, counter_bits=4, layout="partitioned"))
+    return AdvertisedSet(DocumentCache(2**20, bits_per_entry=8, expected_entries=512))
 
 
 def test_advertised_set_rules():
@@ -30,6 +30,13 @@ def test_advertised_set_rules():
         ads.advertise("hot", expires_at=1000.0 + i, now=100.0, horizon=10.0)
     assert ads.withdraw_expiring(now=1500.0) == [] and "hot" in ads and len(ads._heap) <= 2 * 1 + 1024 + 1
     assert ads.withdraw_expiring(now=3989.0) == ["hot"]
+    assert ads.new_documents == 3 and ads.changes == 6     # k1, k2, hot each added and withdrawn once
+    # a publisher that re-sizes summaries rebuilds the set's filter for the keys advertised
+    for i in range(10):
+        ads.advertise(f"k{i}", expires_at=1e9, now=0.0, horizon=1.0)
+    ads.resize_filter(10)
+    assert ads.filter.num_cells == 80 and ads.expected_entries == 10
+    assert all(f"k{i}" in ads.filter for i in range(10)) and ads.filter.num_keys == 10
 
 
 def _summary_of(data):
@@ -45,7 +52,7 @@ def test_short_lived_documents_cause_no_false_hits_at_peers():
         async with origin_and_proxies(*configs) as (origin, (a, b), session):
             assert a.config.advertise_horizon == 1.0
             brief = [f"/short/{i}?ttl=1" for i in range(10)]        # never fresh beyond the horizon
-            short = [f"/short/{i}?ttl=4" for i in range(10, 20)]    # advertised for about 3 s
+            short = [f"/short/{i}?ttl=5" for i in range(10, 20)]    # advertised for about 4 s
             long = [f"/doc/{i}" for i in range(10)]
             stored_at = time.time()
             for path in brief + short + long:
@@ -76,7 +83,7 @@ def test_short_lived_documents_cause_no_false_hits_at_peers():
             await eventually(lambda: not any(key[p] in b.node.peer(a.url).summary for p in short), timeout=10,
                              what="the short-lived documents withdrawn from A's summary at B")
             assert a.stats()["withdrawn_expiring"] >= len(short)
-            await asyncio.sleep(max(0.0, stored_at + 4.2 - time.time()))      # now every short copy at A is stale
+            await asyncio.sleep(max(0.0, stored_at + 5.2 - time.time()))      # now every short copy at A is stale
             before = b.stats()
             served = origin.served["short"]
             for path in brief + short[1:]:

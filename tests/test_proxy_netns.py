@@ -24,10 +24,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MEAN_SIZE = 1500
 PROXY_DELAYS_MS = (3.0, 5.0, 12.0)      # one way: round trips 16, 30 and 34 ms between the proxies
 ORIGIN_DELAY_MS = 25.0                  # round trips 56 to 74 ms to the origin
-# Where the proxies may fetch from and who may use them: everything here is inside the cluster's namespaces.
-# Once `bloomwise proxy` has --allow-destinations/--allow-clients, this is the one line to change:
-#   RESTRICTIONS = ["--allow-destinations", NETWORK, "--allow-clients", NETWORK]
-RESTRICTIONS = []
+# Where the proxies may fetch from and who may use them: the cluster's own hosts, nothing else (NetnsCluster's
+# default too; said here so that the test states what it runs with).
+RESTRICTIONS = ["--allow-destinations", NETWORK, "--allow-clients", NETWORK]
 assert NETWORK == "10.77.0.0/16"
 # Slack below an emulated round trip: timers may fire up to a scheduler tick early; nothing can arrive sooner.
 EARLY_MS = 1.0

@@ -87,7 +87,7 @@ def test_served_bits_are_the_local_bits(redis_client, layout):
     assert redis_client.getbit("f:part:0", p ^ 7) == 1
     pulled = from_redis(redis_client, "f")
     assert type(pulled) is BloomFilter and pulled == local
-    assert pulled._keys_added_count == local._keys_added_count == remote.keys_added
+    assert pulled.num_new_keys == local.num_new_keys == remote.keys_added
     probe = keys_of("absent", 20000) + keys
     assert np.array_equal(remote.contains_many(probe), local.contains_many(probe))
     assert remote.contains_many(keys).all()
@@ -570,16 +570,17 @@ def test_server_killed_during_a_merge(monkeypatch, tmp_path):
     with LocalRedisServer(persistent=True, directory=str(tmp_path)) as srv:
         remote = RedisBloomFilter.from_size(srv.client(), "mk", local.num_cells, 8, layout="blocked", seed=1,
                                             part_bytes=512)
-        real = redis.client.Pipeline.execute
+        real = served_filters.encode_command
         calls = {"n": 0}
 
-        def execute(self, *args, **kwargs):
-            calls["n"] += 1
-            if calls["n"] == 3:
-                srv.kill()
-            return real(self, *args, **kwargs)
+        def encode_command(args):
+            if args[0] == b"MULTI":  # each part's transaction starts with MULTI: kill before the third one
+                calls["n"] += 1
+                if calls["n"] == 3:
+                    srv.kill()
+            return real(args)
 
-        monkeypatch.setattr(redis.client.Pipeline, "execute", execute)
+        monkeypatch.setattr(served_filters, "encode_command", encode_command)
         with pytest.raises(IncompleteBatchError, match="2 of 8 parts were merged.*retrying the merge is safe"):
             remote.update(keys_of("m", 3000), method="merge")
         monkeypatch.undo()
@@ -598,6 +599,12 @@ def test_quick_benchmark_runs():
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| RedisBloomFilter blocked" in run.stdout and "insert, BITFIELD" in run.stdout
+    from bloomwise._redis_server import find_redisbloom_module
+    if find_redisbloom_module() is None:
+        assert "side by side with RedisBloom: SKIPPED" in run.stdout
+    else:  # the side-by-side prints a verdict for every regime and operation
+        verdicts = [line for line in run.stdout.splitlines() if line.startswith(("PASS: ", "FAIL: "))]
+        assert len(verdicts) == 6 and all("x RedisBloom's" in line for line in verdicts), run.stdout[:3000]
     assert "| RedisCountingBloomFilter classic 4-bit" in run.stdout
 
 
@@ -624,8 +631,12 @@ def test_reading_the_parts_answers_as_the_per_key_commands(redis_client, monkeyp
 def test_auto_chooses_by_the_batch_size_next_to_the_filter(redis_client, monkeypatch):
     remote = RedisBloomFilter(redis_client, "auto", 100_000, 0.01)
     chosen = []
-    monkeypatch.setattr(RedisBloomFilter, "read_part", lambda self, *a, **k: chosen.append("read") or np.zeros(
-        self.geometry.part_length(0), np.uint8))
+    def read_part(self, index, doing):  # steps, like the real one
+        chosen.append("read")
+        return np.zeros(self.geometry.part_length(0), np.uint8)
+        yield
+
+    monkeypatch.setattr(RedisBloomFilter, "read_part", read_part)
     small = -(-remote.nbytes // served_filters.READ_BYTES_PER_KEY) - 1  # one key too few to read the filter
     remote.contains_many(np.arange(small, dtype=np.uint64))
     assert chosen == []

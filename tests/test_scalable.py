@@ -579,7 +579,7 @@ def test_a_derived_stage_answers_only_through_its_filter():
     stage = f.stages[1]
     assert 15 in stage and stage.contains_many([15]).tolist() == [True]
     for call in (lambda: stage.add(1), lambda: stage.update([1]), lambda: stage.to_bytes(),
-                 lambda: pickle.dumps(stage), lambda: stage.counters(1)):
+                 lambda: pickle.dumps(stage), lambda: stage.bits(1)):
         with pytest.raises(TypeError, match="ScalableBloomFilter"):
             call()
     loose = stage.copy()

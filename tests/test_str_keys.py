@@ -44,9 +44,9 @@ def test_any_text_hashes_as_its_utf8(text, seed):
 
 def test_a_lone_surrogate_is_refused_naming_the_key_and_what_to_do():
     for s, position in (("\ud800", 0), ("ab\udfffcd" * 100, 2)):
-        refusal = (rf"key {re.escape(repr(s[:40]))}(\.\.\.)? cannot be hashed: its character '\\ud[8-f][0-9a-f]{{2}}' at "
-                   rf"position {position} is a lone surrogate, which UTF-8 cannot encode; pass the key as bytes "
-                   rf"instead, e.g. key.encode\('utf-8', 'surrogatepass'\)$")
+        refusal = (rf"key {re.escape(repr(s[:40]))}(\.\.\.)? cannot be hashed: its character "
+                   rf"'\\ud[8-f][0-9a-f]{{2}}' at position {position} is a lone surrogate, which UTF-8 cannot "
+                   rf"encode; pass the key as bytes instead, e.g. key.encode\('utf-8', 'surrogatepass'\)$")
         with pytest.raises(ValueError, match=refusal) as error:
             key_hash(s)
         assert not isinstance(error.value, UnicodeError)  # not the codec's own error

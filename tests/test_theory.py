@@ -748,13 +748,13 @@ def test_docstring_examples():
         assert failures == 0, module.__name__
 
 
-def test_moved_table_names_still_work_with_a_deprecation_warning():
+def test_the_summary_cache_tables_live_only_in_reproduce():
+    # theory is below reproduce: the names that moved there are gone from theory (no shim importing upwards)
     for name in ("fp_table", "fp_table_differences", "format_fp_tables", "figure4_data", "FpTableRow", "FpTableCell",
                  "TableDifference", "Figure4Data"):
-        with pytest.warns(DeprecationWarning, match=f"bloomwise.reproduce.summary_cache.{name}"):
-            assert getattr(theory, name) is getattr(_tables, name)
-    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
-        theory.no_such_name
+        assert hasattr(_tables, name)
+        with pytest.raises(AttributeError, match=f"no attribute '{name}'"):
+            getattr(theory, name)
 
 
 def test_import_is_cheap_and_loads_no_numpy():

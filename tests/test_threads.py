@@ -68,7 +68,7 @@ def test_threaded_blocked_insert_is_bit_identical_to_one_thread(n, num_blocks, k
         threaded = BloomFilter.from_size(num_blocks * 512, k, layout="blocked", seed=seed)
         threaded.update(keys, threads=nthreads)
     assert threaded == serial
-    assert threaded._keys_added_count == serial._keys_added_count
+    assert threaded.num_new_keys == serial.num_new_keys
     assert threaded._insertions_count == serial._insertions_count == n
 
 
@@ -88,7 +88,7 @@ def test_threads_two_equals_threads_one_at_scale(layout, kernel_set):
         two.update(keys, threads=2)
         assert two == one
         if layout == "blocked":
-            assert two._keys_added_count == one._keys_added_count
+            assert two.num_new_keys == one.num_new_keys
         assert (two.contains_many(absent, threads=2) == one.contains_many(absent)).all()
         assert two.contains_many(keys, threads=2).all()
     reference = BloomFilter(200_000, 0.01, layout=layout, seed=5)
@@ -135,7 +135,7 @@ def test_the_work_of_many_threads_done_in_order_by_one(nthreads):
         counts = tasks._update_pipelined_serially(keys, nthreads)
         assert len(counts) == nthreads
         assert tasks == serial
-        assert tasks._keys_added_count == serial._keys_added_count == sum(counts)
+        assert tasks.num_new_keys == serial.num_new_keys == sum(counts)
 
 
 def test_an_insert_completes_when_no_thread_can_be_started(monkeypatch):
@@ -151,7 +151,7 @@ def test_an_insert_completes_when_no_thread_can_be_started(monkeypatch):
     threaded = BloomFilter(100_000, 0.01)
     threaded.update(keys, threads=4)
     assert threaded == serial
-    assert threaded._keys_added_count == serial._keys_added_count
+    assert threaded.num_new_keys == serial.num_new_keys
 
 
 # ---- $BLOOMWISE_KERNELS ------------------------------------------------------------------------------------------------
@@ -167,7 +167,7 @@ for layout in ("blocked", "classic"):
         f = BloomFilter(100_000, 0.01, layout=layout, seed=11)
         f.update(keys, threads=threads)
         f.update(keys.astype(np.int64) - 25_000, threads=threads)
-        digests[f"{layout} threads={threads}"] = [hashlib.sha256(f._payload()).hexdigest(), f._keys_added_count]
+        digests[f"{layout} threads={threads}"] = [hashlib.sha256(f._payload()).hexdigest(), f.num_new_keys]
 from bloomwise._native import scalable
 print(json.dumps({"kernels": bloom.batch_kernels(), "sets": list(bloom.kernel_sets()), "scalable": scalable.kernels(),
                   "hashes": hashlib.sha256(bloom.hash_many(keys).tobytes()).hexdigest(), "digests": digests}))
@@ -189,7 +189,7 @@ def digests_here() -> dict:
             f = BloomFilter(100_000, 0.01, layout=layout, seed=11)
             f.update(keys, threads=threads)
             f.update(keys.astype(np.int64) - 25_000, threads=threads)
-            out[f"{layout} threads={threads}"] = [hashlib.sha256(f._payload()).hexdigest(), f._keys_added_count]
+            out[f"{layout} threads={threads}"] = [hashlib.sha256(f._payload()).hexdigest(), f.num_new_keys]
     return out
 
 

@@ -52,23 +52,31 @@ def libcachesim_hits(path, eviction: str, cache_size: int, requests: int) -> tup
     return round(hits), 1.0 - miss_ratio
 
 
-def bloomwise_hits(path, eviction: str, cache_size: int, requests: int):
+def bloomwise_hits(path, eviction: str, cache_size: int, requests: int, engine: str):
     config = SimulationConfig(num_proxies=1, cache_size=cache_size, eviction=eviction)
-    return replay(assigned_requests(open_trace(path), "round-robin", 1, limit=requests), "none", config)
+    result = replay(assigned_requests(open_trace(path), "round-robin", 1, limit=requests), "none", config,
+                    engine=engine)
+    assert result.engine == engine
+    return result
 
 
+ENGINES = pytest.mark.parametrize("engine", ["python", "compiled"])  # the reference and the compiled replay
+
+
+@ENGINES
 @pytest.mark.parametrize("eviction", ["lru", "fifo"])
 @pytest.mark.parametrize("cache_size", [64 << 10, 1 << 20, 16 << 20])
-def test_same_hits_as_libcachesim_on_a_made_trace(made_trace, eviction, cache_size):
+def test_same_hits_as_libcachesim_on_a_made_trace(made_trace, eviction, cache_size, engine):
     hits, ratio = libcachesim_hits(made_trace, eviction, cache_size, 20_000)
-    result = bloomwise_hits(made_trace, eviction, cache_size, 20_000)
+    result = bloomwise_hits(made_trace, eviction, cache_size, 20_000, engine)
     assert result.requests == 20_000
     assert (result.local_hits, result.remote_hits) == (hits, 0)
     assert result.hit_ratio == pytest.approx(ratio, abs=1e-12)
 
 
+@ENGINES
 @pytest.mark.parametrize("eviction", ["lru", "fifo"])
-def test_same_hits_as_libcachesim_at_the_edges(tmp_path, eviction):
+def test_same_hits_as_libcachesim_at_the_edges(tmp_path, eviction, engine):
     """A cache of 1,000 bytes filled exactly (nothing is evicted), a document of exactly the cache size (stored),
     one a byte larger (refused)."""
     path = tmp_path / "edges.oracleGeneral.bin"
@@ -76,16 +84,17 @@ def test_same_hits_as_libcachesim_at_the_edges(tmp_path, eviction):
     objects = np.array([3, 3, 1, 2, 1, 2, 4, 4, 1, 5, 6, 5, 6, 1])
     write_oracle_general(path, objects, np.array([sizes[o] for o in objects]), np.arange(len(objects)))
     hits, _ = libcachesim_hits(path, eviction, 1000, len(objects))
-    result = bloomwise_hits(path, eviction, 1000, len(objects))
+    result = bloomwise_hits(path, eviction, 1000, len(objects), engine)
     assert (result.local_hits, hits) == (6, 6)
 
 
+@ENGINES
 @pytest.mark.parametrize("eviction", ["lru", "fifo"])
-def test_same_hits_as_libcachesim_on_real_cloudphysics(eviction):
+def test_same_hits_as_libcachesim_on_real_cloudphysics(eviction, engine):
     """The first 30,000 requests of the CloudPhysics block trace, 1 MiB and 8 MiB caches."""
     path = real_trace("cloudphysics")
     for cache_size in (1 << 20, 8 << 20):
         hits, ratio = libcachesim_hits(path, eviction, cache_size, 30_000)
-        result = bloomwise_hits(path, eviction, cache_size, 30_000)
+        result = bloomwise_hits(path, eviction, cache_size, 30_000, engine)
         assert (result.requests, result.local_hits) == (30_000, hits), cache_size
         assert result.hit_ratio == pytest.approx(ratio, abs=1e-12)

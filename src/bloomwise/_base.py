@@ -1,7 +1,8 @@
 """The contract every structure follows: one vocabulary, one layout table, one set of argument checks.
 
-``BloomFilter``, ``CountingBloomFilter``, ``VariableIncrementCountingBloomFilter`` and ``ScalableBloomFilter``
-(and the selective wrappers of ``bloomwise.paradox`` where an operation makes sense) all have:
+``BloomFilter``, ``CountingBloomFilter``, ``VariableIncrementCountingBloomFilter``, ``ScalableBloomFilter``,
+``GeneralizedBloomFilter`` and ``RetouchedBloomFilter`` (and the selective wrappers of ``bloomwise.paradox`` where an
+operation makes sense) all have, except where the table of docs/architecture.md says why not:
 
 - ``Cls(capacity, fpr, *, layout=..., seed=0, key=None, hash_scheme="xxh3")`` by accuracy and
   ``Cls.from_size(num_cells, num_hashes, *, ...)`` by size (not Scalable), with one default layout per class;
@@ -14,27 +15,27 @@
   with the errors of :class:`bloomwise._compatibility.Compatible`;
 - ``to_bytes``/``from_bytes``/``save``/``load``, pickling, and ``open()`` (memory-mapped) except on Scalable.
 
-docs/architecture.md has the table. Names of earlier releases (``num_bits``, ``num_counters``, ``num_positions``,
-``initial_capacity``, ...) keep working for one release with a DeprecationWarning: :class:`DeprecatedAlias` for
-attributes, :func:`renamed_keyword` for keyword arguments.
+docs/architecture.md has the table; CHANGELOG.md lists the names of earlier releases that were removed.
 """
 from __future__ import annotations
 
 import warnings
 from bloomwise.errors import CapacityWarning
+from bloomwise.theory import _validate
 from bloomwise.theory._validate import MAX_NUM_CELLS, check_positive_int
 
 __all__ = [
     "LAYOUTS", "LAYOUT_NAMES", "COUNTING_LAYOUTS", "layout_id", "check_capacity", "check_target_fpr",
-    "check_threads", "DeprecatedAlias", "renamed_keyword", "size_arguments", "warn_over_capacity",
+    "check_threads", "size_arguments", "warn_over_capacity",
 ]
 
-#: layout name -> id (the file format's Layout enum; append-only): the one layout table of the library.
-LAYOUTS = {"classic": 1, "partitioned": 2, "blocked": 3}
+#: layout name -> id: the library's one layout table (``bloomwise.theory._validate.LAYOUT_IDS``; the file format's
+#: ids, append-only).
+LAYOUTS = dict(_validate.LAYOUT_IDS)
 #: layout id -> name
 LAYOUT_NAMES = {number: name for name, number in LAYOUTS.items()}
-#: the layouts of the counting structures: k free positions (a blocked counting filter does not exist).
-COUNTING_LAYOUTS = {"classic": 1, "partitioned": 2}
+#: the layouts of the counting structures, name -> id: k free positions (a blocked counting filter does not exist).
+COUNTING_LAYOUTS = {name: LAYOUTS[name] for name in _validate.COUNTING_LAYOUTS}
 
 
 def layout_id(layout, allowed: dict = LAYOUTS) -> int:
@@ -69,35 +70,6 @@ def check_threads(threads) -> int:
     return min(threads, 64)
 
 
-class DeprecatedAlias:
-    """A read-only attribute under a name of an earlier release: warns, then returns the attribute ``new``."""
-
-    def __init__(self, new: str):
-        self.new = new
-        self.old = ""
-
-    def __set_name__(self, owner, name: str) -> None:
-        self.old = name
-
-    def __get__(self, instance, owner=None):
-        if instance is None:
-            return self
-        warnings.warn(f"{type(instance).__name__}.{self.old} is deprecated: use .{self.new} (the old name will be "
-                      f"removed in the next release)", DeprecationWarning, stacklevel=2)
-        return getattr(instance, self.new)
-
-
-def renamed_keyword(new_name: str, new_value, old_name: str, old_value, where: str, stacklevel: int = 3):
-    """The value of a renamed keyword argument: the new one, or the old one with a DeprecationWarning."""
-    if old_value is None:
-        return new_value
-    if new_value is not None:
-        raise TypeError(f"{where} got both {new_name}= and its old name {old_name}=; pass {new_name}= only")
-    warnings.warn(f"{where}: {old_name}= is deprecated, use {new_name}= (the old name will be removed in the next "
-                  f"release)", DeprecationWarning, stacklevel=stacklevel)
-    return old_value
-
-
 def warn_over_capacity(structure, capacity: int, stored: int, fpr_now: float) -> None:
     """The CapacityWarning of the counting structures, given once when they hold more keys than sized for."""
     warnings.warn(
@@ -105,9 +77,8 @@ def warn_over_capacity(structure, capacity: int, stored: int, fpr_now: float) ->
         f"false-positive rate is now about {fpr_now:.3g}. Build a larger filter.", CapacityWarning, stacklevel=3)
 
 
-def size_arguments(num_cells, num_hashes, old_name: str, old_value, structure: str):
-    """``from_size``'s size: ``num_cells``, or its deprecated name; TypeError when a size is missing."""
-    num_cells = renamed_keyword("num_cells", num_cells, old_name, old_value, f"{structure}.from_size", 4)
+def size_arguments(num_cells, num_hashes, structure: str) -> int:
+    """``from_size``'s size, checked: TypeError when a size is missing, ValueError beyond the largest structure."""
     if num_cells is None or num_hashes is None:
         raise TypeError(f"{structure}.from_size() needs num_cells and num_hashes, e.g. from_size(4096, 7)")
     num_cells = check_positive_int("num_cells", num_cells)

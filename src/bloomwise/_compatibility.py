@@ -19,6 +19,10 @@ class Compatible:
     __slots__ = ()
     _FAMILY: type
 
+    def _parameters(self) -> dict:
+        """Everything that decides where a key's bits or counters are (the structure defines it)."""
+        raise NotImplementedError
+
     def is_compatible(self, other) -> bool:
         """True when ``other`` places keys exactly as this filter does (same type and ``_parameters()``)."""
         return isinstance(other, self._FAMILY) and self._parameters() == other._parameters()

@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from bloomwise.errors import FormatError
+from bloomwise.theory._validate import LAYOUT_IDS
 
 try:
     import fcntl
@@ -97,13 +98,10 @@ class Structure(enum.IntEnum):
     SUMMARY_UPDATE = 7  # a cache summary on the wire (bloomwise.cache.summary): whole or delta, bits or counters
 
 
-class Layout(enum.IntEnum):
-    """How a hash becomes positions (docs/architecture.md). Append-only. NONE: the structure has no layout."""
-
-    NONE = 0
-    CLASSIC = 1
-    PARTITIONED = 2
-    BLOCKED = 3
+#: How a hash becomes positions (docs/architecture.md): the library's one layout table,
+#: ``bloomwise.theory._validate.LAYOUT_IDS`` (append-only), and NONE = 0 for a structure that has no layout.
+Layout = enum.IntEnum("Layout", [("NONE", 0)] + [(name.upper(), number) for name, number in LAYOUT_IDS.items()],
+                      module=__name__)
 
 
 class HashScheme(enum.IntEnum):

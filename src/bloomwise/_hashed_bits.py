@@ -1,6 +1,7 @@
 """The base of the bit-array structures whose updates are not a Bloom filter's OR (GeneralizedBloomFilter,
 RetouchedBloomFilter): a numpy word array, the library's key hashing (compiled ``hash_many``), classic-layout probes
-(:mod:`bloomwise._positions`), and the header fields every such structure saves."""
+(:mod:`bloomwise._positions`), the header fields every such structure saves, and the contract's common names
+(``num_cells``, ``layout``, ``capacity``, ``fpr``, ``num_keys``, ``is_compatible``; ``_base`` has the table)."""
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -8,13 +9,23 @@ from typing import Callable, Optional
 import numpy as np
 
 from bloomwise import _format, _positions
-from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity
+from bloomwise._base import LAYOUTS, check_threads, layout_id
+from bloomwise._compatibility import Compatible
+from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity, meta_fpr
 from bloomwise.errors import FormatError
 
 _CHUNK = 1 << 20  # keys hashed and probed at a time by the batch paths (bounds their memory)
+#: the one layout these structures have (their probes are the classic layout's), name -> id
+CLASSIC_ONLY = {"classic": LAYOUTS["classic"]}
 
 
-def _int(name: str, value, low: int, high: int) -> int:
+def check_layout(layout) -> None:
+    """``layout=`` of the contract: only ``"classic"`` here (ValueError naming the choices otherwise)."""
+    layout_id(layout, CLASSIC_ONLY)
+
+
+def check_int_range(name: str, value, low: int, high: int) -> int:
+    """An int in [low, high] (TypeError for another type, ValueError outside the range; both name the value)."""
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
     value = value.__index__()
@@ -23,14 +34,16 @@ def _int(name: str, value, low: int, high: int) -> int:
     return value
 
 
-class HashedBits(Persistent):
-    """m bits as little-endian uint64 words, keys hashed as every bloomwise filter hashes them."""
+class HashedBits(Persistent, Compatible):
+    """m bits as little-endian uint64 words, keys hashed as every bloomwise filter hashes them.
+
+    Subclasses set ``_capacity`` and ``_fpr`` (None when built by size) and define ``_parameters()``."""
 
     _STRUCTURE: _format.Structure
 
     def _init_bits(self, num_bits, seed, key, hash_scheme) -> None:
-        self._num_bits = _int("num_bits", num_bits, 1, 2**40)
-        self._seed = _int("seed", seed, 0, 2**64 - 1)
+        self._num_bits = check_int_range("num_cells", num_bits, 1, 2**40)
+        self._seed = check_int_range("seed", seed, 0, 2**64 - 1)
         if key is not None and not callable(key):
             raise TypeError(f"key must be a function key -> bytes, got {type(key).__name__}")
         self._key = key
@@ -40,9 +53,14 @@ class HashedBits(Persistent):
 
     # -- description ------------------------------------------------------------------------------------------
     @property
-    def num_bits(self) -> int:
+    def num_cells(self) -> int:
         """m: the number of bits."""
         return self._num_bits
+
+    @property
+    def layout(self) -> str:
+        """``"classic"``: k positions anywhere in the m bits (the only layout of these structures)."""
+        return "classic"
 
     @property
     def seed(self) -> int:
@@ -58,6 +76,12 @@ class HashedBits(Persistent):
     def capacity(self) -> Optional[int]:
         """The capacity it was sized for (None when built by size)."""
         return self._capacity
+
+    @property
+    def fpr(self) -> Optional[float]:
+        """The target false-positive rate given at construction (None when built by size); the rate now is
+        ``estimated_fpr()``."""
+        return self._fpr
 
     @property
     def _key_function(self):
@@ -116,8 +140,10 @@ class HashedBits(Persistent):
         probes = self._probes(self._hashes([key]))
         return bool(self._test(probes, lambda pos: _positions.get_bits(self._words, pos))[0])
 
-    def contains_many(self, keys) -> np.ndarray:
-        """A numpy bool array: ``key in f`` for each key of the batch."""
+    def contains_many(self, keys, *, threads=None) -> np.ndarray:
+        """A numpy bool array: ``key in f`` for each key of the batch. ``threads=`` is accepted for the common
+        contract; one thread answers (numpy)."""
+        check_threads(threads)
         read = self._bit_reader()
         parts = [self._test(self._probes(h), read) for h in self._chunks(keys)]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
@@ -128,15 +154,18 @@ class HashedBits(Persistent):
 
     # -- persistence ------------------------------------------------------------------------------------------
     def _with_capacity(self, meta: dict) -> dict:
-        """``meta`` plus the capacity it was sized for, when it was."""
+        """``meta`` plus the capacity and target rate it was sized for, when it was."""
         if self._capacity is not None:
             meta["capacity"] = self._capacity
+        if self._fpr is not None:
+            meta["fpr"] = self._fpr
         return meta
 
     def _restore_counts(self, header: _format.Header) -> None:
-        """Keys added and capacity from a checked header (the last step of ``_from_parts``)."""
+        """Keys added, capacity and target rate from a checked header (the last step of ``_from_parts``)."""
         self._keys_added = header.keys_added
         self._capacity = meta_capacity(header)
+        self._fpr = meta_fpr(header)
 
     @staticmethod
     def _no_options(options: dict) -> None:

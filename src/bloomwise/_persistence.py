@@ -59,6 +59,11 @@ class Persistent:
         except FormatError as exc:  # the structure's own checks: name the file too
             raise _format.with_path(path, exc) from None
 
+    @classmethod
+    def _from_parts(cls, header: _format.Header, payload, *, key, **options):
+        """Build the structure from a header and payload the format layer checked (the structure defines it)."""
+        raise NotImplementedError
+
     def __reduce__(self):
         key = self._key_function
         if key is not None:  # pickled by reference, like any function: it must be importable

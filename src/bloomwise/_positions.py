@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bloomwise._native.bloom import hash_many
+
 _M32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
 _S33 = np.uint64(33)
@@ -59,8 +61,6 @@ def classic_positions(hashes: np.ndarray, num_bits: int, count: int, first: int 
 
 def hash_keys(keys, seed: int, scheme_id: int, key=None) -> np.ndarray:
     """The 64-bit hashes of a batch (lists, iterators, numpy arrays), as every filter hashes them."""
-    from bloomwise._native.bloom import hash_many
-
     return np.asarray(hash_many(keys, seed, key, scheme_id), dtype=np.uint64).reshape(-1)
 
 

@@ -25,15 +25,14 @@ _layout_id = _base.layout_id
 
 
 class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore):
-    """A set that answers "certainly absent" or "might be present", in ``num_bits`` bits.
+    """A set that answers "certainly absent" or "might be present", in ``num_cells`` bits.
 
     Build it by accuracy, ``BloomFilter(capacity, fpr)``, or by size, ``BloomFilter.from_size(num_cells,
     num_hashes)``. Layouts:
 
     - ``"blocked"`` (the default of both): each key sets its k bits inside one 64-byte block (one cache miss per
       key): the fastest; needs a few percent more bits for the same FPR, and is sized by its own formula. Its
-      size is a multiple of 512 bits: ``from_size`` with another size and no ``layout=`` builds a classic filter
-      (with a DeprecationWarning: pass ``layout="classic"``).
+      size is a multiple of 512 bits (``from_size`` refuses another size unless ``layout=`` names another layout).
     - ``"classic"``: k positions anywhere in m bits; FPR (1 - (1 - 1/m)^(kn))^k.
     - ``"partitioned"``: k slices of m/k bits, probe i in slice i (the Bloom-paradox paper's model).
 
@@ -74,18 +73,21 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
         self._set_capacity_limit(capacity)
 
     @classmethod
-    def from_size(cls, num_cells=None, num_hashes=None, *, layout=None, seed=0,
-                  key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3",
-                  num_bits=None) -> "BloomFilter":
-        """A filter of exactly ``num_cells`` bits and ``num_hashes`` probes per key (``num_bits=`` is the deprecated
-        name of ``num_cells``). The default layout is ``"blocked"``, as for ``BloomFilter(capacity, fpr)``.
+    def from_size(cls, num_cells=None, num_hashes=None, *, layout="blocked", seed=0,
+                  key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3") -> "BloomFilter":
+        """A filter of exactly ``num_cells`` bits and ``num_hashes`` probes per key. The default layout is
+        ``"blocked"``, as for ``BloomFilter(capacity, fpr)``: its size is a multiple of 512 bits (pass
+        ``layout="classic"`` for any other size).
 
         >>> BloomFilter.from_size(1024, 3).num_cells
         1024
         """
-        num_cells = _base.size_arguments(num_cells, num_hashes, "num_bits", num_bits, "BloomFilter")
-        if layout is None:
-            layout = _default_layout_for_size(num_cells)
+        num_cells = _base.size_arguments(num_cells, num_hashes, "BloomFilter")
+        if layout == "blocked" and num_cells % theory.BLOCK_BITS:
+            nearest = -(-num_cells // theory.BLOCK_BITS) * theory.BLOCK_BITS
+            raise ValueError(f"num_cells must be a multiple of {theory.BLOCK_BITS} for the blocked layout (the "
+                             f"default), got {num_cells:,} (nearest: {nearest:,}); pass layout='classic' or "
+                             "'partitioned' for any size")
         self = cls.__new__(cls)
         self._init_core(num_cells, num_hashes, _layout_id(layout), seed, key=key,
                         hash_scheme=_format.hash_scheme_id(hash_scheme))
@@ -120,15 +122,8 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
 
     # -- description ----------------------------------------------------------------------------------------
     @property
-    def num_cells(self) -> int:
-        """m: the number of bits."""
-        return BloomCore.num_bits.__get__(self)
-
-    num_bits = _base.DeprecatedAlias("num_cells")
-
-    @property
     def _num_positions(self) -> int:
-        return BloomCore.num_bits.__get__(self)
+        return self.num_cells
 
     @property
     def fpr(self) -> Optional[float]:
@@ -136,8 +131,9 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
         ``estimated_fpr()``."""
         return self._fpr
 
-    def counters(self, key) -> tuple[int, ...]:
-        """The bits (0 or 1) at the key's k positions, in probe order: the key is present iff all are 1."""
+    def bits(self, key) -> tuple[int, ...]:
+        """The bits (0 or 1) at the key's k positions, in probe order: the key is present iff all are 1 (the
+        counting filters' ``counters(key)``)."""
         payload = self._payload()
         return tuple((payload[position >> 3] >> (position & 7)) & 1 for position in self._bit_indices(key))
 
@@ -155,7 +151,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
         """Insertions that set at least one new bit (``add()`` returned True): the distinct keys added, less those
         that already looked present (false positives at insertion time). The capacity warning counts these. Kept
         in memory only: a loaded or opened filter starts it at ``num_keys``."""
-        return self._keys_added_count
+        return self._new_keys_count
 
     # -- storage: the internal interface of bloomwise._storage (BitStorage) ----------------------------------------
     def storage_geometry(self) -> StorageGeometry:
@@ -169,7 +165,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
         geometry.check_structure("bloom")
         self = cls.__new__(cls)
         self._init_core(geometry.num_cells, geometry.num_hashes, _layout_id(geometry.layout), geometry.seed,
-                        keys_added=num_keys, key=key, hash_scheme=_format.hash_scheme_id(geometry.hash_scheme))
+                        num_keys=num_keys, key=key, hash_scheme=_format.hash_scheme_id(geometry.hash_scheme))
         self._capacity = self._fpr = None
         if payload is not None:
             self._copy_bits_from(payload)
@@ -186,7 +182,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
     @property
     def keys_counted(self) -> int:
         """The count the capacity warning compares with ``capacity``: ``num_new_keys``."""
-        return self._keys_added_count
+        return self._new_keys_count
 
     def __repr__(self) -> str:
         capacity = "" if self._capacity is None else f", capacity={self._capacity:,}"
@@ -197,7 +193,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
 
     def _over_capacity(self) -> None:
         warnings.warn(
-            f"{type(self).__name__} sized for {self._capacity:,} keys now holds about {self._keys_added_count:,}: "
+            f"{type(self).__name__} sized for {self._capacity:,} keys now holds about {self._new_keys_count:,}: "
             f"its false-positive rate is now about {self.estimated_fpr():.3g}, above the target. "
             "Build a larger filter, or use ScalableBloomFilter when the number of keys is unknown.",
             CapacityWarning, stacklevel=3)
@@ -211,8 +207,8 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
         """An independent copy (same parameters and bits)."""
         clone = type(self).__new__(type(self))
         clone._init_core(self.num_cells, self.num_hashes, self._layout_id, self.seed,
-                         keys_added=self._keys_added_count, key=self._key_function,
-                         hash_scheme=self._hash_scheme_id, insertions=self._insertions_count)
+                         num_keys=self._insertions_count, key=self._key_function,
+                         hash_scheme=self._hash_scheme_id, new_keys=self._new_keys_count)
         clone._copy_bits_from(self._payload())
         clone._capacity, clone._fpr = self._capacity, self._fpr
         clone._set_capacity_limit(self._capacity)
@@ -311,7 +307,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
             self = cls.__new__(cls)
             try:
                 self._init_core(header.num_bits, header.num_hashes, int(header.layout), header.seed,
-                                storage=None if copy else payload, keys_added=header.keys_added, key=key,
+                                storage=None if copy else payload, num_keys=header.keys_added, key=key,
                                 hash_scheme=scheme)
             except (ValueError, TypeError) as exc:
                 self._release_storage()
@@ -322,20 +318,6 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
         self._capacity, self._fpr = meta_capacity(header), meta_fpr(header)
         self._set_capacity_limit(self._capacity)
         return self
-
-
-def _default_layout_for_size(num_cells) -> str:
-    """``from_size`` without ``layout=``: blocked (the class default) when the size allows it, else classic with
-    a DeprecationWarning (earlier releases built classic filters by size)."""
-    try:
-        if operator.index(num_cells) % theory.BLOCK_BITS == 0:
-            return "blocked"
-    except TypeError:
-        return "blocked"  # the size check then names the problem
-    warnings.warn(f"BloomFilter.from_size({num_cells}, ...) without layout= builds a classic filter: the default "
-                  f"layout is 'blocked', which needs a multiple of 512 bits. Pass layout='classic' (this fallback "
-                  f"will be removed in the next release)", DeprecationWarning, stacklevel=3)
-    return "classic"
 
 
 def _check_padding(num_bits: int, payload) -> None:

@@ -15,7 +15,7 @@ from bloomwise import _format, theory
 from bloomwise._native.counting import CountingCore
 from bloomwise._compatibility import Compatible
 from bloomwise._base import (
-    COUNTING_LAYOUTS, DeprecatedAlias, check_capacity, check_threads, layout_id, size_arguments, warn_over_capacity,
+    COUNTING_LAYOUTS, check_capacity, check_threads, layout_id, size_arguments, warn_over_capacity,
 )
 from bloomwise._persistence import (
     Mapped, Persistent, cell_array_header, check_cell_array_header, check_cell_padding, meta_capacity, meta_fpr,
@@ -96,7 +96,7 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, StoredCells, C
     """A multiset of keys in m small counters, with deletions; "certainly absent" or "might be present".
 
     Build it by accuracy, ``CountingBloomFilter(capacity, fpr)`` (m and k as a BloomFilter of the same layout:
-    ``theory.optimal_size``), or by size, ``CountingBloomFilter.from_size(num_counters, num_hashes)``. Layouts
+    ``theory.optimal_size``), or by size, ``CountingBloomFilter.from_size(num_cells, num_hashes)``. Layouts
     ``"classic"`` (k positions anywhere) and ``"partitioned"`` (probe i in slice i). Keys are hashed exactly as
     BloomFilter hashes them (str as UTF-8, bytes, int of any size, numpy batches; ``key=`` for other objects).
 
@@ -162,15 +162,14 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, StoredCells, C
 
     @classmethod
     def from_size(cls, num_cells=None, num_hashes=None, *, counter_bits=4, layout="classic", seed=0,
-                  key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3",
-                  num_counters=None) -> "CountingBloomFilter":
-        """A filter of exactly ``num_cells`` counters and ``num_hashes`` probes per key (``num_counters=`` is the
-        deprecated name of ``num_cells``).
+                  key: Optional[Callable[[object], bytes]] = None,
+                  hash_scheme="xxh3") -> "CountingBloomFilter":
+        """A filter of exactly ``num_cells`` counters and ``num_hashes`` probes per key.
 
         >>> CountingBloomFilter.from_size(1000, 3, counter_bits=8).nbytes
         1000
         """
-        num_cells = size_arguments(num_cells, num_hashes, "num_counters", num_counters, "CountingBloomFilter")
+        num_cells = size_arguments(num_cells, num_hashes, "CountingBloomFilter")
         self = cls.__new__(cls)
         self._init_counting(num_cells, num_hashes, layout_id(layout, COUNTING_LAYOUTS), counter_bits, seed, key=key,
                             hash_scheme=_format.hash_scheme_id(hash_scheme))
@@ -183,8 +182,6 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, StoredCells, C
     def num_cells(self) -> int:
         """m: the number of counters (the bit view has m bits)."""
         return self._num_cells
-
-    num_counters = DeprecatedAlias("num_cells")
 
     @property
     def fpr(self) -> Optional[float]:

@@ -17,8 +17,10 @@ from typing import Callable, Optional
 import numpy as np
 
 from bloomwise import _format, _positions
-from bloomwise._hashed_bits import HashedBits, _int
+from bloomwise._base import check_capacity, check_target_fpr, check_threads
+from bloomwise._hashed_bits import HashedBits, check_int_range, check_layout
 from bloomwise.errors import FormatError
+from bloomwise.theory._validate import check_reachable
 from bloomwise.theory.generalized import gbf_error_rates, gbf_false_positive_rate
 
 __all__ = ["GeneralizedBloomFilter"]
@@ -32,7 +34,11 @@ class GeneralizedBloomFilter(HashedBits):
 
     Build it by accuracy, ``GeneralizedBloomFilter(capacity, fpr, num_reset_hashes=1)`` (the smallest m, over k1,
     whose false-positive rate at ``capacity`` keys is at most ``fpr``), or by size,
-    ``GeneralizedBloomFilter.from_size(num_bits, num_set_hashes, num_reset_hashes)``.
+    ``GeneralizedBloomFilter.from_size(num_cells, num_set_hashes, num_reset_hashes)``.
+
+    No union or intersection: the bits depend on the order of the insertions (a later key's resets overwrite an
+    earlier key's sets) and a query needs the reset bits at 0, so no bitwise combination of two filters is the
+    filter of both sets of keys; ``|`` raises TypeError saying so.
 
     >>> f = GeneralizedBloomFilter.from_size(1024, 3, 1, seed=7)
     >>> f.add("apple")
@@ -44,35 +50,38 @@ class GeneralizedBloomFilter(HashedBits):
 
     _STRUCTURE = _format.Structure.GENERALIZED
 
-    def __init__(self, capacity, fpr=0.01, *, num_reset_hashes=1, seed=0, initial="zeros",
+    def __init__(self, capacity, fpr=0.01, *, num_reset_hashes=1, layout="classic", seed=0, initial="zeros",
                  key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3"):
         """Sized so that the FPR at ``capacity`` keys is at most ``fpr`` with ``num_reset_hashes`` reset functions.
 
         :param capacity: keys the filter is sized for (int >= 1).
         :param fpr: target false-positive rate at capacity, in (0, 1).
         :param num_reset_hashes: k0 >= 0 (k0 = 0 is a Bloom filter).
+        :param layout: ``"classic"``, the only one (k probes anywhere in the m bits).
         :param initial: ``"zeros"`` (all bits 0) or ``"random"`` (each bit 1 with probability 1/2, from ``seed``).
         """
-        capacity = _int("capacity", capacity, 1, 2**48)
-        if not isinstance(fpr, (int, float)) or not 0.0 < fpr < 1.0:
-            raise ValueError(f"fpr must be in (0, 1), got {fpr!r}")
-        k0 = _int("num_reset_hashes", num_reset_hashes, 0, _MAX_HASHES - 1)
+        capacity = check_capacity(capacity)
+        fpr = check_target_fpr(fpr)
+        check_layout(layout)
+        check_reachable(capacity, fpr, "classic", "capacity")
+        k0 = check_int_range("num_reset_hashes", num_reset_hashes, 0, _MAX_HASHES - 1)
         b1 = self._initial_ones(initial)
-        num_bits, k1 = _size_for(capacity, float(fpr), k0, b1)
+        num_bits, k1 = _size_for(capacity, fpr, k0, b1)
         self._setup(num_bits, k1, k0, seed, initial, key, hash_scheme)
         self._capacity = capacity
+        self._fpr = fpr
 
     @classmethod
-    def from_size(cls, num_bits, num_set_hashes, num_reset_hashes, *, seed=0, initial="zeros",
+    def from_size(cls, num_cells, num_set_hashes, num_reset_hashes, *, seed=0, initial="zeros",
                   key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3") -> "GeneralizedBloomFilter":
-        """A GBF of exactly ``num_bits`` bits, k1 = ``num_set_hashes`` and k0 = ``num_reset_hashes``.
+        """A GBF of exactly ``num_cells`` bits, k1 = ``num_set_hashes`` and k0 = ``num_reset_hashes``.
 
         >>> GeneralizedBloomFilter.from_size(2048, 4, 2).num_hashes
         6
         """
         self = cls.__new__(cls)
-        self._setup(num_bits, num_set_hashes, num_reset_hashes, seed, initial, key, hash_scheme)
-        self._capacity = None
+        self._setup(num_cells, num_set_hashes, num_reset_hashes, seed, initial, key, hash_scheme)
+        self._capacity = self._fpr = None
         return self
 
     @staticmethod
@@ -83,8 +92,8 @@ class GeneralizedBloomFilter(HashedBits):
 
     def _setup(self, num_bits, k1, k0, seed, initial, key, hash_scheme) -> None:
         self._init_bits(num_bits, seed, key, hash_scheme)
-        self._k1 = _int("num_set_hashes", k1, 0, _MAX_HASHES)
-        self._k0 = _int("num_reset_hashes", k0, 0, _MAX_HASHES)
+        self._k1 = check_int_range("num_set_hashes", k1, 0, _MAX_HASHES)
+        self._k0 = check_int_range("num_reset_hashes", k0, 0, _MAX_HASHES)
         if not 1 <= self._k0 + self._k1 <= _MAX_HASHES:
             raise ValueError(f"num_set_hashes + num_reset_hashes must be in [1, {_MAX_HASHES}], "
                              f"got {self._k1} + {self._k0}")
@@ -122,6 +131,11 @@ class GeneralizedBloomFilter(HashedBits):
         """The model's FPR after the keys inserted so far (:func:`~bloomwise.theory.generalized.gbf_error_rates`)."""
         return gbf_false_positive_rate(self._num_bits, self._keys_added, self._k1, self._k0,
                                        initial_ones=self._initial_fraction)
+
+    def estimated_fpr(self) -> float:
+        """The false-positive rate now: the model's, ``false_positive_rate()`` (a fill says little here: reset bits
+        lower it while they raise the false negatives)."""
+        return self.false_positive_rate()
 
     def false_negative_rate(self) -> float:
         """The model's FNR over the keys inserted so far."""
@@ -173,14 +187,27 @@ class GeneralizedBloomFilter(HashedBits):
                 answer[rows] = (got[rows, k0:] == ~collide).all(axis=1)
         return answer
 
-    def add(self, key) -> None:
+    def add(self, key, /) -> None:
         """Insert one key: reset its k0 bits, then set its k1 bits."""
         self._apply(self._probes(self._hashes([key])))
 
-    def update(self, keys) -> None:
-        """Insert a batch in order (the same bits as ``add`` one key at a time)."""
+    def update(self, keys, *, threads=None) -> None:
+        """Insert a batch in order (the same bits as ``add`` one key at a time). ``threads=`` is accepted for the
+        common contract; one thread inserts (the order of the keys decides the bits)."""
+        check_threads(threads)
         for hashes in self._chunks(keys):
             self._apply(self._probes(hashes))
+
+    def _parameters(self) -> dict:
+        return {"num_cells": self._num_bits, "num_set_hashes": self._k1, "num_reset_hashes": self._k0,
+                "seed": self._seed, "hash_scheme": self.hash_scheme}
+
+    def __or__(self, other):
+        raise TypeError("a GeneralizedBloomFilter has no union: its bits depend on the order of the insertions and a "
+                        "query needs the reset bits at 0, so no bitwise combination is the filter of both key sets; "
+                        "insert the other keys with update()")
+
+    __ior__ = __or__
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, GeneralizedBloomFilter):
@@ -225,12 +252,24 @@ class GeneralizedBloomFilter(HashedBits):
         return self
 
 
+GeneralizedBloomFilter._FAMILY = GeneralizedBloomFilter
+
+
 def _size_for(n: int, p: float, k0: int, b1: float) -> tuple[int, int]:
-    """The smallest m (and its k1) whose GBF FPR at n keys is at most p, k1 in 1..32."""
+    """The smallest m (and its k1) whose GBF FPR at n keys is at most p, k1 in 1..32.
+
+    m starts at ``k0 + k1``, the smallest m the model describes (below it the rates are not probabilities). From
+    an all-zero start the FPR falls as m grows, so a k1 whose FPR is already at most p at that smallest m meets the
+    rate by saturation, not by size (its bits sit at the steady state where resets undo the sets, and most members
+    test negative): it is skipped.
+    """
     best = None
     for k1 in range(1, min(32, _MAX_HASHES - k0) + 1):
         def ok(m, k1=k1):
             return gbf_false_positive_rate(m, n, k1, k0, initial_ones=b1) <= p
+        smallest = k0 + k1
+        if b1 == 0.0 and ok(smallest):
+            continue
         hi = max(64, int(n * k1 / math.log(2)))
         steps = 0
         while not ok(hi):
@@ -239,7 +278,7 @@ def _size_for(n: int, p: float, k0: int, b1: float) -> tuple[int, int]:
             if steps > 40 or hi > 2**40:
                 break
         else:
-            lo = 1
+            lo = smallest
             while lo < hi:
                 mid = (lo + hi) // 2
                 if ok(mid):

@@ -28,8 +28,10 @@ from typing import Callable, Optional
 import numpy as np
 
 from bloomwise import _format, _positions, theory
-from bloomwise._hashed_bits import HashedBits, _int
+from bloomwise._base import check_capacity, check_target_fpr, check_threads
+from bloomwise._hashed_bits import HashedBits, check_int_range, check_layout
 from bloomwise.errors import FormatError
+from bloomwise.theory._validate import check_reachable
 from bloomwise.theory.retouched import rbf_random_clearing_rates
 
 __all__ = ["RetouchedBloomFilter", "RetouchResult"]
@@ -96,26 +98,30 @@ class RetouchedBloomFilter(HashedBits):
 
     _STRUCTURE = _format.Structure.RETOUCHED
 
-    def __init__(self, capacity, fpr=0.01, *, seed=0, key: Optional[Callable[[object], bytes]] = None,
-                 hash_scheme="xxh3"):
+    def __init__(self, capacity, fpr=0.01, *, layout="classic", seed=0,
+                 key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3"):
         """Sized like a classic BloomFilter: ``fpr`` at ``capacity`` keys before any retouch."""
-        capacity = _int("capacity", capacity, 1, 2**48)
+        capacity = check_capacity(capacity)
+        fpr = check_target_fpr(fpr)
+        check_layout(layout)
+        check_reachable(capacity, fpr, "classic", "capacity")
         num_bits, num_hashes = theory.optimal_size(capacity, fpr, layout="classic")
         self._setup(num_bits, num_hashes, seed, key, hash_scheme)
         self._capacity = capacity
+        self._fpr = fpr
 
     @classmethod
-    def from_size(cls, num_bits, num_hashes, *, seed=0, key: Optional[Callable[[object], bytes]] = None,
+    def from_size(cls, num_cells, num_hashes, *, seed=0, key: Optional[Callable[[object], bytes]] = None,
                   hash_scheme="xxh3") -> "RetouchedBloomFilter":
-        """An RBF of exactly ``num_bits`` bits and ``num_hashes`` probes per key."""
+        """An RBF of exactly ``num_cells`` bits and ``num_hashes`` probes per key."""
         self = cls.__new__(cls)
-        self._setup(num_bits, num_hashes, seed, key, hash_scheme)
-        self._capacity = None
+        self._setup(num_cells, num_hashes, seed, key, hash_scheme)
+        self._capacity = self._fpr = None
         return self
 
     def _setup(self, num_bits, num_hashes, seed, key, hash_scheme) -> None:
         self._init_bits(num_bits, seed, key, hash_scheme)
-        self._k = _int("num_hashes", num_hashes, 1, _format.MAX_NUM_HASHES)
+        self._k = check_int_range("num_hashes", num_hashes, 1, _format.MAX_NUM_HASHES)
         self._members: list[np.ndarray] = []
 
     # -- description ------------------------------------------------------------------------------------------
@@ -134,6 +140,11 @@ class RetouchedBloomFilter(HashedBits):
         return rbf_random_clearing_rates(self._num_bits, self._keys_added, self._k, cleared_bits,
                                          set_bits=set_bits)
 
+    def estimated_fpr(self) -> float:
+        """The false-positive rate now, from the bits set (``theory.fpr_from_fill``, classic layout): a retouch
+        lowers it."""
+        return theory.fpr_from_fill(self._num_bits, self._k, self.count_set_bits(), layout="classic")
+
     def __repr__(self) -> str:
         return (f"<RetouchedBloomFilter m={self._num_bits} k={self._k} keys={self._keys_added} "
                 f"fill={self.fill_ratio:.3f}>")
@@ -150,20 +161,46 @@ class RetouchedBloomFilter(HashedBits):
         self._members.append(hashes.copy())
         self._keys_added += int(hashes.size)
 
-    def add(self, key) -> None:
-        """Insert one key (set its k bits)."""
-        self._insert_hashes(self._hashes([key]))
+    def add(self, key, /) -> bool:
+        """Insert one key (set its k bits). True when it was certainly not present before (one of its bits was 0),
+        as ``BloomFilter.add``."""
+        hashes = self._hashes([key])
+        was_present = bool(_positions.get_bits(self._words, self._probes(hashes)).all())
+        self._insert_hashes(hashes)
+        return not was_present
 
-    def update(self, keys) -> None:
-        """Insert a batch of keys."""
+    def update(self, keys, *, threads=None) -> None:
+        """Insert a batch of keys. ``threads=`` is accepted for the common contract; one thread inserts."""
+        check_threads(threads)
         for hashes in self._chunks(keys):
             self._insert_hashes(hashes)
+
+    def _parameters(self) -> dict:
+        return {"num_cells": self._num_bits, "num_hashes": self._k, "seed": self._seed,
+                "hash_scheme": self.hash_scheme}
+
+    def __ior__(self, other):
+        """``a |= b``: the bits ORed and b's member hashes appended, so ``a`` holds the keys of both: exactly the
+        filter of both key sets when neither was retouched; a bit one of them cleared is set again where the other
+        has it (its removed false positives may come back), and a later retouch sees every member."""
+        self._check_compatible(other, "union")
+        self._words |= other._words
+        self._members.append(other.member_hashes().copy())
+        self._keys_added += other.num_keys
+        return self
+
+    def union(self, *others) -> "RetouchedBloomFilter":
+        """A new filter holding the keys of this one and of all ``others`` (``|``)."""
+        result = self.copy()
+        for other in others:
+            result |= other
+        return result
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, RetouchedBloomFilter):
             return NotImplemented
         return (self._header() == other._header() and np.array_equal(self._words, other._words)
-                and np.array_equal(self.member_hashes(), other.member_hashes()))
+                and np.array_equal(np.sort(self.member_hashes()), np.sort(other.member_hashes())))  # (a multiset)
 
     __hash__ = None
 
@@ -189,7 +226,7 @@ class RetouchedBloomFilter(HashedBits):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
         if not isinstance(max_ratio, (int, float)) or not max_ratio > 0:
             raise ValueError(f"max_ratio must be a number > 0 (math.inf: always clear), got {max_ratio!r}")
-        rng = np.random.default_rng(_int("seed", seed, 0, 2**64 - 1))
+        rng = np.random.default_rng(check_int_range("seed", seed, 0, 2**64 - 1))
         m, k = self._num_bits, self._k
         fp_hashes = np.concatenate([h for h in self._chunks(false_positives)] or [np.zeros(0, np.uint64)])
         fp_pos = self._probes(fp_hashes)
@@ -273,3 +310,6 @@ class RetouchedBloomFilter(HashedBits):
         self._members = [np.frombuffer(bytes(payload[end:end + 8 * members]), dtype="<u8").astype(np.uint64)]
         self._restore_counts(header)
         return self
+
+
+RetouchedBloomFilter._FAMILY = RetouchedBloomFilter

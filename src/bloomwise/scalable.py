@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 from bloomwise import _format
 from bloomwise._base import (
-    LAYOUTS, DeprecatedAlias, check_capacity, check_target_fpr, check_threads, renamed_keyword,
+    LAYOUT_NAMES, LAYOUTS, check_capacity, check_target_fpr, check_threads,
 )
 from bloomwise.bloom import BloomFilter
 from bloomwise._native.scalable import ScalableCore
@@ -75,11 +75,11 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
                  "__weakref__")
 
     def __init__(self, capacity=None, fpr=0.01, *, growth=2, ratio=0.5, layout="blocked", seed=0,
-                 key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3", initial_capacity=None,
+                 key: Optional[Callable[[object], bytes]] = None, hash_scheme="xxh3",
                  stage_hashing="derived"):
         """
-        :param capacity: keys the first stage holds (an int >= 1; default 1024; ``initial_capacity=`` is its
-            deprecated name). Later stages hold more: the filter has no upper limit.
+        :param capacity: keys the first stage holds (an int >= 1; default 1024). Later stages hold more: the filter
+            has no upper limit.
         :param fpr: the compound false-positive rate never to exceed, in (0, 1).
         :param growth: each stage holds ``growth`` times the keys of the one before (a number >= 1; default 2).
         :param ratio: each stage's target FPR is ``ratio`` times the one before (in (0, 1); default 0.5); the
@@ -92,7 +92,6 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
             (``bloomwise._native.scalable``); ``"seeded"``: stage i hashes the key again with seed
             ``seed + i * STAGE_SEED_STEP`` (the filters bloomwise 0.2 saved; slower, one hash per stage).
         """
-        capacity = renamed_keyword("capacity", capacity, "initial_capacity", initial_capacity, "ScalableBloomFilter")
         if stage_hashing not in STAGE_HASHINGS:
             raise ValueError(f"stage_hashing must be one of {', '.join(map(repr, STAGE_HASHINGS))}, "
                              f"got {stage_hashing!r}")
@@ -242,8 +241,6 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
         """The keys the first stage holds (later stages hold more; the filter has no upper limit)."""
         return self._initial_capacity
 
-    initial_capacity = DeprecatedAlias("capacity")
-
     @property
     def fpr(self) -> float:
         """The target: the compound false-positive rate the filter stays below."""
@@ -274,8 +271,6 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
     def num_cells(self) -> int:
         """Bits over all stages."""
         return sum(stage.num_cells for stage in self._stages)
-
-    num_bits = DeprecatedAlias("num_cells")
 
     @property
     def nbytes(self) -> int:
@@ -415,7 +410,7 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
         if header.layout == _format.Layout.NONE:
             raise FormatError("a scalable filter needs a layout, the file says NONE")
         meta = header.meta
-        layout = {v: k for k, v in LAYOUTS.items()}[int(header.layout)]
+        layout = LAYOUT_NAMES[int(header.layout)]
         self = cls.__new__(cls)
         try:
             self._configure(meta["initial_capacity"], meta["fpr"], meta["growth"], meta["ratio"], layout, header.seed,

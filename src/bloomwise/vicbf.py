@@ -17,7 +17,7 @@ from bloomwise import _format
 from bloomwise._native.counting import VariableIncrementCore
 from bloomwise._compatibility import Compatible
 from bloomwise._base import (
-    COUNTING_LAYOUTS, LAYOUT_NAMES, DeprecatedAlias, check_capacity, check_threads, layout_id, size_arguments,
+    COUNTING_LAYOUTS, LAYOUT_NAMES, check_capacity, check_threads, layout_id, size_arguments,
     warn_over_capacity,
 )
 from bloomwise._persistence import (
@@ -135,16 +135,14 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
 
     @classmethod
     def from_size(cls, num_cells=None, num_hashes=None, *, increments=DEFAULT_INCREMENTS, fixed_bits=4,
-                  variable_bits=4, layout="classic", seed=0, key=None, hash_scheme="xxh3",
-                  num_positions=None) -> "VariableIncrementCountingBloomFilter":
-        """A filter of exactly ``num_cells`` (c, a) pairs and ``num_hashes`` probes per key (``num_positions=`` is
-        the deprecated name of ``num_cells``).
+                  variable_bits=4, layout="classic", seed=0, key=None,
+                  hash_scheme="xxh3") -> "VariableIncrementCountingBloomFilter":
+        """A filter of exactly ``num_cells`` (c, a) pairs and ``num_hashes`` probes per key.
 
         >>> VariableIncrementCountingBloomFilter.from_size(1000, 4, increments=(1, 2, 4)).bh_order
         2
         """
-        num_cells = size_arguments(num_cells, num_hashes, "num_positions", num_positions,
-                                   "VariableIncrementCountingBloomFilter")
+        num_cells = size_arguments(num_cells, num_hashes, "VariableIncrementCountingBloomFilter")
         self = cls.__new__(cls)
         increments = check_increments(increments)
         _check_split(fixed_bits, variable_bits, increments)
@@ -168,8 +166,6 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
     def num_cells(self) -> int:
         """m: the number of positions, (c, a) pairs."""
         return self._num_cells
-
-    num_positions = DeprecatedAlias("num_cells")
 
     @property
     def fpr(self) -> Optional[float]:

@@ -107,7 +107,7 @@ def write_golden(manifest_path: str, recipes: dict, build, filename, describe) -
 
 def main() -> int:
     return write_golden(MANIFEST, RECIPES, build, lambda version, name: f"golden-{version}-{name}.bloom",
-                        lambda f: {"num_bits": f.num_bits, "num_hashes": f.num_hashes, "hash_scheme": f.hash_scheme})
+                        lambda f: {"num_bits": f.num_cells, "num_hashes": f.num_hashes, "hash_scheme": f.hash_scheme})
 
 
 if __name__ == "__main__":

@@ -499,32 +499,33 @@ cdef class BlockedInsert:
 cdef class BloomCore(PositionsCore):
     """m bits, k probes per key, one of three layouts. Subclassed by bloomwise.BloomFilter."""
     cdef uint64_t* _words
-    cdef uint64_t _keys_added   # insertions that set at least one new bit (the capacity warning counts these)
-    cdef uint64_t _insertions   # every key added, repeats included (num_keys)
+    cdef uint64_t _new_keys     # insertions that set at least one new bit (the capacity warning counts these)
+    cdef uint64_t _insertions   # every key added, repeats included (num_keys; the file header's keys_added)
 
-    def _init_core(self, num_bits, num_hashes, int layout, seed=0, storage=None, keys_added=0, key=None,
-                   int hash_scheme=SCHEME_XXH3, insertions=None):
+    def _init_core(self, num_cells, num_hashes, int layout, seed=0, storage=None, num_keys=0, key=None,
+                   int hash_scheme=SCHEME_XXH3, new_keys=None):
         """Set the geometry and the storage (new zeroed memory, or a buffer such as a mapped file's payload).
 
-        ``keys_added``: insertions that set a new bit so far; ``insertions``: all keys added (default: the same)."""
+        ``num_keys``: every key added so far (the file header's keys_added); ``new_keys``: those that set a new bit
+        (default: the same)."""
         if self._ready:
             raise RuntimeError("filter already initialised")
         if layout not in (LAYOUT_CLASSIC, LAYOUT_PARTITIONED, LAYOUT_BLOCKED):
             raise ValueError(f"unknown layout id {layout}")
-        num_bits = check_int("num_bits", num_bits, 1, MAX_NUM_BITS)
+        num_bits = check_int("num_cells", num_cells, 1, MAX_NUM_BITS)
         max_hashes = MAX_BLOCKED_HASHES if layout == LAYOUT_BLOCKED else MAX_HASHES
         num_hashes = check_int("num_hashes", num_hashes, 1, max_hashes)
         self._set_hashing(seed, key, hash_scheme)
         if layout == LAYOUT_PARTITIONED and num_bits < num_hashes:
-            raise ValueError(f"num_bits must be at least num_hashes ({num_hashes}) for the partitioned layout, "
+            raise ValueError(f"num_cells must be at least num_hashes ({num_hashes}) for the partitioned layout, "
                              f"got {num_bits}")
         if layout == LAYOUT_BLOCKED and num_bits % BLOCK_BITS:
-            raise ValueError(f"num_bits must be a multiple of 512 for the blocked layout, got {num_bits} "
+            raise ValueError(f"num_cells must be a multiple of 512 for the blocked layout, got {num_bits} "
                              f"(nearest: {(num_bits + BLOCK_BITS - 1) // BLOCK_BITS * BLOCK_BITS})")
         geometry_init(&self._g, num_bits, num_hashes, layout)
         self._nbytes = (num_bits + 63) // 64 * 8
-        self._keys_added = keys_added
-        self._insertions = keys_added if insertions is None else insertions
+        self._insertions = num_keys
+        self._new_keys = num_keys if new_keys is None else new_keys
         storage = AlignedBuffer(self._nbytes) if storage is None else storage
         self._words = <uint64_t*>self._attach_storage(storage, "the filter needs")
         self._ready = True
@@ -533,8 +534,8 @@ cdef class BloomCore(PositionsCore):
         self._words = NULL
 
     cdef int _count_new(self, uint64_t new_keys) except -1:
-        self._keys_added += new_keys
-        if self._capacity_limit and not self._warned and self._keys_added > self._capacity_limit:
+        self._new_keys += new_keys
+        if self._capacity_limit and not self._warned and self._new_keys > self._capacity_limit:
             self._warned = True
             self._over_capacity()
         return 0
@@ -557,8 +558,8 @@ cdef class BloomCore(PositionsCore):
             bw_unlock(&self._lock)
         self._insertions += 1
         if new_key:
-            self._keys_added += 1
-            if self._keys_added > self._capacity_limit and self._capacity_limit and not self._warned:
+            self._new_keys += 1
+            if self._new_keys > self._capacity_limit and self._capacity_limit and not self._warned:
                 self._count_new(0)
         return new_key
 
@@ -785,7 +786,7 @@ cdef class BloomCore(PositionsCore):
         self._lock_writer()
         memset(self._words, 0, self._nbytes)
         bw_unlock(&self._lock)
-        self._keys_added = 0
+        self._new_keys = 0
         self._insertions = 0
         self._warned = False
 
@@ -904,13 +905,13 @@ cdef class BloomCore(PositionsCore):
         return indices
 
     @property
-    def num_bits(self):
+    def num_cells(self):
         """m: the number of bits."""
         return self._g.num_bits
 
     @property
-    def _keys_added_count(self):
-        return self._keys_added
+    def _new_keys_count(self):
+        return self._new_keys
 
     @property
     def _insertions_count(self):

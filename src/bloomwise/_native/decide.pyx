@@ -339,7 +339,8 @@ def _row_sum(values):
 
 
 cdef inline double posterior_from_log_ratio(double lr, double p, double log_p, double log1m_p) noexcept nogil:
-    """posterior._posterior_from_log_ratio for one key: P L / (P L + 1 - P), L = exp(lr), overflow-safe."""
+    """The posterior of one key from its log likelihood ratio: P L / (P L + 1 - P), L = exp(lr), overflow-safe
+    (posteriors_from_log_ratio below is the batch form the Python code uses)."""
     cdef double z, e
     if not (lr > -INFINITY):
         return 0.0

@@ -243,33 +243,3 @@ def redisbloom_test(hashes, const uint8_t[::1] bits, uint64_t modulus, uint32_t 
             out[i] = present
     return result
 
-
-def rows_all_set(positions, const uint8_t[::1] data, uint64_t first_bit):
-    """Whether every position of each row of ``positions`` (an (n, k) uint64 array of bit positions, LSB-first
-    numbering) that falls in ``data`` (the bits ``first_bit`` .. ``first_bit + 8 len(data) - 1``) is set; positions
-    outside ``data`` are not looked at (a batch tested part by part ANDs the answers). A bool array of n.
-
-    >>> import numpy as np
-    >>> rows_all_set(np.array([[0, 9], [1, 9], [0, 99]], dtype=np.uint64), bytes([0b01, 0b10]), 0).tolist()
-    [True, False, True]
-    """
-    np = numpy()
-    cdef const uint64_t[:, ::1] pos = np.ascontiguousarray(positions, dtype=np.uint64).reshape(
-        positions.shape[0], -1)
-    cdef Py_ssize_t n = pos.shape[0], k = pos.shape[1], i, j
-    cdef uint64_t end = first_bit + 8 * <uint64_t>data.shape[0], p
-    result = np.empty(n, dtype=np.bool_)
-    cdef uint8_t[::1] out = result.view(np.uint8)
-    cdef uint8_t ok
-    with nogil:
-        for i in range(n):
-            ok = 1
-            for j in range(k):
-                p = pos[i, j]
-                if p >= first_bit and p < end:
-                    p -= first_bit
-                    if not (data[p >> 3] >> (p & 7)) & 1:
-                        ok = 0
-                        break
-            out[i] = ok
-    return result

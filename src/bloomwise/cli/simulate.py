@@ -33,7 +33,7 @@ false-positive rate of summary checks of peers that lacked the key, summary posi
 inter-proxy messages (a query and its reply per peer asked, one per summary update sent), wire bytes (queries and
 summaries), the bytes of peer summaries a proxy holds, total cost (queries x tau + origin fetches x omega), mean
 latency per request (waiting: parallel queries cost their largest tau, sequential ones the sum, + omega from the
-origin) and wall time.
+origin), wall time and the engine that ran the replay (compiled or python).
 
 policies:  none (no cooperation), icp (ask every peer), summary (ask the peers whose summary says "maybe":
            Summary Cache), paradox (the Bloom-paradox paper's optimal order by posterior / cost), carp (ask the
@@ -101,6 +101,10 @@ def register(subparsers) -> argparse.ArgumentParser:
                         help="synthetic: fraction of requests to documents all proxies share")
     parser.add_argument("--sweep", metavar="PARAM=V1,V2,...",
                         help="run once per value: bits-per-entry, update-threshold, proxies or cache-size")
+    parser.add_argument("--engine", default="auto", choices=("auto", "compiled", "python"),
+                        help="the replay loop: compiled (policy none only), python (the reference), or auto "
+                             "(default: compiled where it runs, python elsewhere); the table's engine column says "
+                             "which ran")
     parser.add_argument("--json", metavar="OUT", nargs="?", const="-",
                         help="write the results as JSON to OUT (no OUT or -: to stdout, instead of the table)")
     parser.add_argument("--plot", metavar="DIR", help="draw the results (PNG) into DIR (needs bloomwise[plot])")
@@ -191,11 +195,11 @@ def format_table(results, column: Optional[str] = None, values=None) -> str:
     Columns: hit ratios (local, remote, total), byte hit ratio, false hits and misses, queries per request, the
     false-positive rate of summary checks of peers that lacked the key (``check fpr``), summary positions per cached
     document (``bits/doc``), inter-proxy messages, summary bytes, wire bytes (queries + summaries), the bytes of peer
-    summaries one proxy holds (``memory/proxy``), total cost, mean latency per request, wall time (JSON: the same
-    measures, keys ``JSON_KEYS``)."""
+    summaries one proxy holds (``memory/proxy``), total cost, mean latency per request, wall time and the engine that
+    ran (JSON: the same measures, keys ``JSON_KEYS``)."""
     header = ["policy", "requests", "local hit", "remote hit", "hit ratio", "byte hit", "false hits",
               "false misses", "queries/req", "check fpr", "bits/doc", "messages", "summary bytes", "wire bytes",
-              "memory/proxy", "cost", "latency/req", "seconds"]
+              "memory/proxy", "cost", "latency/req", "seconds", "engine"]
     if column is not None:
         header.insert(0, column)
     rows = []
@@ -206,7 +210,7 @@ def format_table(results, column: Optional[str] = None, values=None) -> str:
                f"{r.hit_ratio:.4f}", f"{r.byte_hit_ratio:.4f}", f"{r.false_hits:,}", f"{r.false_misses:,}",
                f"{r.queries_per_request:.4f}", fpr, bits, f"{r.messages:,}", f"{r.summary_bytes:,}",
                f"{r.wire_bytes:,}", f"{r.receiver_memory_bytes:,.0f}", f"{r.cost:,.0f}", f"{r.mean_latency:.4f}",
-               f"{r.seconds:.2f}"]
+               f"{r.seconds:.2f}", r.engine]
         if column is not None:
             row.insert(0, _show(values[i]))
         rows.append(row)
@@ -232,8 +236,9 @@ def _fail(message: str, stderr: TextIO, code: int = 2) -> int:
 
 def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     """Run ``bloomwise simulate`` with parsed arguments; return the exit code."""
+    from bloomwise.cache.fast_replay import OracleGeneralTrace, choose_engine
     from bloomwise.cache.simulation import SimulationConfig, estimate_mean_size, simulate
-    from bloomwise.cache.traces import SyntheticTrace, TraceError, assigned_requests, open_trace
+    from bloomwise.cache.traces import SyntheticTrace, TraceError, assigned_requests, format_from_name, open_trace
     from bloomwise.cli import CommandError
     from bloomwise.cli.trace import resolve_trace
 
@@ -255,6 +260,12 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         mean_size = None if args.mean_document_size == "auto" else \
             _positive_size(args.mean_document_size, "--mean-document-size")
         SimulationConfig(**fields)  # the remaining checks, named
+        for name in policies:
+            try:
+                choose_engine(args.engine, name, num_proxies=fields["num_proxies"], cache_size=fields["cache_size"],
+                              eviction=fields["eviction"])
+            except ValueError as error:
+                raise ValueError(f"--engine {args.engine}: {error}") from None
         limit = None if args.limit is None else parse_positive_int(args.limit, "--limit")
         columns = None if args.csv_columns is None else _csv_columns(args.csv_columns, args.format)
         if args.synthetic is not None:
@@ -284,6 +295,8 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         return _fail("--trace - (standard input) can be replayed only once: give one policy and no --sweep", stderr)
 
     readers = []
+    rule = args.assign or "hash-client"  # how the requests of --trace go to proxies
+    array_sources = []  # OracleGeneralTrace sources: each keeps the last reader it opened
 
     def make_source(num_proxies):
         if synthetic is not None:
@@ -296,8 +309,14 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         def opener():
             reader = open_trace(trace_path, format=args.format, strict=args.strict, csv_columns=columns)
             readers.append(reader)
-            return assigned_requests(reader, args.assign or "hash-client", num_proxies, seed=fields["seed"],
-                                     limit=limit)
+            return assigned_requests(reader, rule, num_proxies, seed=fields["seed"], limit=limit)
+        source = opener
+        if args.trace != "-" and rule != "hash-client" and (args.format == "oracle-general" or (
+                args.format == "auto" and columns is None and format_from_name(trace_path) == "oracle-general")):
+            # libCacheSim's binary records: read straight into arrays by the compiled engine, as records by Python
+            source = OracleGeneralTrace(trace_path, rule, num_proxies, seed=fields["seed"], limit=limit,
+                                        strict=args.strict)
+            array_sources.append(source)
         if mean_size is None and args.trace == "-":
             # standard input is read once: the requests the estimate reads (at most 10,000) are kept and replayed
             # first, then the rest of the stream
@@ -319,7 +338,7 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
                 first.close()
         else:
             estimate = mean_size
-        return opener, estimate
+        return source, estimate
 
     points = [(None, fields)] if sweep is None else \
         [(value, dict(fields, **{sweep[1]: value})) for value in sweep[2]]
@@ -328,7 +347,7 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         for value, point in points:
             source, estimate = make_source(point["num_proxies"])
             config = SimulationConfig(**point, mean_document_size=mean_size or estimate or 8192)
-            results = simulate(source, policies, config)
+            results = simulate(source, policies, config, engine=args.engine)
             all_results.extend(results)
             labels.extend([value] * len(results))
     except TraceError as error:
@@ -340,6 +359,7 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
     except ValueError as error:
         return _fail(str(error), stderr)
 
+    readers.extend(source.reader for source in array_sources if source.reader is not None)
     if all(result.requests == 0 for result in all_results):  # an empty log: no table of zeros
         skipped = f" ({readers[0].malformed:,} malformed line(s) skipped)" if readers and readers[0].malformed else ""
         return _fail(f"--trace {args.trace!r}: no request was read{skipped}; nothing to replay", stderr, code=1)

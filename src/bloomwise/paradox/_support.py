@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+import bloomwise
 from bloomwise.paradox import _validate
 from bloomwise.paradox.costs import CostModel
 from bloomwise.paradox.priors import ConstantPrior, Prior
@@ -31,16 +32,13 @@ def as_cost(cost) -> CostModel:
 
 
 def make_filter(filter_or_params, class_name: str, old_size: str, required: tuple[str, ...]):
-    """An existing filter (duck-typed by ``required`` attributes, and a size: ``num_cells`` or its old name
-    ``old_size``), or a new ``bloomwise.<class_name>`` built from a mapping of keyword arguments:
-    ``from_size(**params)`` if it names a size (``num_cells``, or ``old_size`` with a DeprecationWarning), else
-    ``cls(**params)``."""
+    """An existing filter (duck-typed by ``required`` attributes, and a size: ``num_cells``, or ``old_size`` on a
+    served filter that still calls it so), or a new ``bloomwise.<class_name>`` built from a mapping of keyword
+    arguments: ``from_size(**params)`` if it names ``num_cells``, else ``cls(**params)``."""
     if isinstance(filter_or_params, Mapping):
-        import bloomwise
-
         cls = getattr(bloomwise, class_name)
         params = dict(filter_or_params)
-        if "num_cells" in params or old_size in params:
+        if "num_cells" in params:
             return cls.from_size(**params)
         return cls(**params)
     missing = [name for name in required if not hasattr(filter_or_params, name)]

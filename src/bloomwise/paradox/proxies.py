@@ -23,6 +23,8 @@ import numbers
 from typing import NamedTuple
 
 from bloomwise.paradox import _validate
+from bloomwise.paradox.posterior import cbf_posterior
+from bloomwise.paradox.priors import Prior
 
 __all__ = ["QueryPlan", "optimal_query_order", "expected_query_cost", "peer_probabilities"]
 
@@ -122,9 +124,6 @@ def peer_probabilities(key, summaries, priors) -> list[float]:
     >>> optimal_query_order(p, costs=1.0, origin_cost=10.0).peers
     (0,)
     """
-    from bloomwise.paradox.posterior import cbf_posterior
-    from bloomwise.paradox.priors import Prior
-
     summaries = list(summaries)
     if isinstance(priors, (Prior, numbers.Real)) and not isinstance(priors, bool):
         priors = [priors] * len(summaries)

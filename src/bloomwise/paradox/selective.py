@@ -19,11 +19,11 @@ it is at that moment.
 """
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 
-from bloomwise._base import DeprecatedAlias, check_threads
+from bloomwise import theory
+from bloomwise._base import check_threads
 from bloomwise.paradox import _support, _validate
 from bloomwise.paradox._kernels import decide
 from bloomwise.paradox.decisions import Decision, Decisions
@@ -112,8 +112,6 @@ class SelectiveBloomFilter:
         """``n*``: the keys in the filter."""
         return self._num_inserted
 
-    num_inserted = DeprecatedAlias("num_keys")
-
     @property
     def num_cells(self) -> int:
         """m: the filter's bits."""
@@ -136,8 +134,6 @@ class SelectiveBloomFilter:
             if self.rule == "theorem1":
                 cached = theorem1_fpr(self._num_bits / n)
             else:
-                from bloomwise import theory
-
                 cached = float(theory.false_positive_rate(self._num_bits, n, self._num_hashes, layout=self._layout))
             if len(self._fpr_cache) > 4096:
                 self._fpr_cache.clear()
@@ -150,13 +146,6 @@ class SelectiveBloomFilter:
     def estimated_fpr(self) -> float:
         """The false-positive rate of the filter as built (``n*`` keys), by ``rule``."""
         return self._fpr(self._num_inserted)
-
-    @property
-    def fpr(self) -> float:
-        """Deprecated: the current rate, now ``estimated_fpr()`` (``fpr`` is the target rate on every structure)."""
-        warnings.warn("SelectiveBloomFilter.fpr (the current rate) is deprecated: use estimated_fpr(); fpr is the "
-                      "target rate on every structure", DeprecationWarning, stacklevel=2)
-        return self.estimated_fpr()
 
     @property
     def threshold(self) -> float:

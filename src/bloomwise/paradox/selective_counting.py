@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from bloomwise._base import DeprecatedAlias, check_threads
+from bloomwise._base import check_threads
 from bloomwise.paradox import _support
 from bloomwise.paradox._kernels import decide
 from bloomwise.paradox.decisions import Decision, Decisions
@@ -68,8 +68,6 @@ class _SelectiveCounting:
         initial ``num_items``."""
         tracked = getattr(self._filter, "num_keys", None)
         return int(tracked) if tracked is not None else self._num_items
-
-    num_items = DeprecatedAlias("num_keys")
 
     def add(self, key, /):
         """Add ``key`` to the filter (every key is inserted: see the module docstring)."""

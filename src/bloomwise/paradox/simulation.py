@@ -27,11 +27,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bloomwise import theory
+from bloomwise.bloom import BloomFilter
+from bloomwise.counting import CountingBloomFilter
 from bloomwise.paradox import _validate
 from bloomwise.paradox.costs import CostModel
 from bloomwise.paradox.optimal_k import cbf_error_rates
 from bloomwise.paradox.posterior import paradox_threshold, theorem1_fpr
 from bloomwise.paradox.priors import CallablePrior
+from bloomwise.paradox.selective import SelectiveBloomFilter
+from bloomwise.paradox.selective_counting import SelectiveCountingBloomFilter
 
 __all__ = [
     "Population",
@@ -191,8 +196,6 @@ class Outcome(NamedTuple):
 
 def bloom_num_hashes(population: Population, bits_per_key: int) -> tuple[int, int]:
     """``(m, k)`` of the section VIII.A filters: ``m = bits_per_key * n`` and k by bloomwise.theory's integer rule."""
-    from bloomwise import theory
-
     m = _validate.integer("bits_per_key", bits_per_key, 1) * population.num_members
     return m, theory.optimal_num_hashes(m, population.num_members, layout="partitioned")
 
@@ -226,9 +229,6 @@ def bloom_trial(population: Population, bits_per_key: int, alphas, seed: int, *,
     :returns: ``{(variant, alpha, rule): Outcome}`` (rule "plain" for "bf", which does not depend on alpha either:
         it is stored under each alpha).
     """
-    from bloomwise import BloomFilter
-    from bloomwise.paradox.selective import SelectiveBloomFilter
-
     for v in variants:
         _validate.choice("variants[...]", v, BLOOM_VARIANTS)
     rng = np.random.default_rng(_validate.integer("seed", seed, 0))
@@ -262,9 +262,6 @@ def counting_trial(population: Population, counters_per_key: int, alpha: float, 
 
     :returns: ``{"cbf": Outcome, "selective": Outcome}``.
     """
-    from bloomwise import CountingBloomFilter
-    from bloomwise.paradox.selective_counting import SelectiveCountingBloomFilter
-
     rng = np.random.default_rng(_validate.integer("seed", seed, 0))
     members = population.draw_members(rng)
     m, k = bloom_num_hashes(population, counters_per_key)
@@ -292,8 +289,6 @@ def counting_trial(population: Population, counters_per_key: int, alpha: float, 
 
 
 def fpr_function(m: int, k: int, rule: str):
-    from bloomwise import theory
-
     def fpr(n: int) -> float:
         if n <= 0:
             return 0.0
@@ -369,8 +364,6 @@ def expected_counting(population: Population, counters_per_key: int, alpha: floa
     per = population.members_per_type
     fp = fn = 0.0
     if variant == "cbf":
-        from bloomwise import theory
-
         rate = float(theory.false_positive_rate(m, n, k, layout="partitioned"))
         fp = population.num_nonmembers * rate
     else:

@@ -16,22 +16,24 @@ is gone from every peer's summary before E - H + S + m + D, so ``H = S + m + sum
 document fresh while advertised (the proxy's configuration computes it so).
 
 The set is what the proxy's :class:`~bloomwise.cache.summary.SummaryPublisher` summarises: it offers what the
-publisher reads of a cache (``filter``, a counting Bloom filter of the same geometry as the cache's; ``changes``;
-``len``), so the summary's wire form and deltas are unchanged.
+publisher reads of a :class:`~bloomwise.cache.store.DocumentCache` (``filter``, a counting Bloom filter sized as the
+cache's; ``changes``; ``new_documents``; ``len``; ``expected_entries`` and ``resize_filter`` for a publisher that
+re-sizes), so the summary's wire form and deltas are unchanged.
 
->>> from bloomwise import CountingBloomFilter
->>> ads = AdvertisedSet(CountingBloomFilter.from_size(800, 6, counter_bits=4, layout="partitioned"))
+>>> from bloomwise.cache import DocumentCache
+>>> ads = AdvertisedSet(DocumentCache(2**20, bits_per_entry=8, expected_entries=100))
 >>> ads.advertise("GET http://a/", expires_at=100.0, now=0.0, horizon=10.0), "GET http://a/" in ads.filter
 (True, True)
 >>> ads.advertise("GET http://b/", expires_at=105.0, now=96.0, horizon=10.0)   # stale within the horizon
 False
->>> ads.withdraw_expiring(now=91.0), len(ads), ads.changes
-(['GET http://a/'], 0, 2)
+>>> ads.withdraw_expiring(now=91.0), len(ads), ads.changes, ads.new_documents
+(['GET http://a/'], 0, 2, 1)
 """
 from __future__ import annotations
 
 import heapq
 
+from bloomwise import theory
 from bloomwise.counting import CountingBloomFilter
 
 __all__ = ["AdvertisedSet"]
@@ -40,18 +42,24 @@ __all__ = ["AdvertisedSet"]
 class AdvertisedSet:
     """Keys advertised in a proxy's summary, each until its freshness comes within the horizon of its end.
 
-    :param like: the cache's counting filter: this set's filter has the same geometry (cells, hashes, layout,
-        seed, hash scheme).
+    :param cache: the proxy's DocumentCache: this set's filter is sized as the cache's (``bits_per_entry`` 4-bit
+        counters per expected document, the same layout, seed and hash scheme).
     """
 
-    def __init__(self, like: CountingBloomFilter):
+    def __init__(self, cache):
+        like = cache.filter
+        self.bits_per_entry = cache.bits_per_entry
+        self.expected_entries = cache.expected_entries
+        self._layout, self._seed, self._hash_scheme = like.layout, like.seed, like.hash_scheme
         self.filter = CountingBloomFilter.from_size(like.num_cells, like.num_hashes, counter_bits=4,
                                                     layout=like.layout, seed=like.seed,
                                                     hash_scheme=like.hash_scheme)
         #: key -> the time (time.time() scale) its document stops being fresh
         self.expires_at: dict = {}
-        #: keys added plus keys withdrawn since the set was made (what the summary publisher counts)
+        #: keys added plus keys withdrawn since the set was made
         self.changes = 0
+        #: keys advertised that were not advertised before (what the summary's update threshold counts)
+        self.new_documents = 0
         self._withdraw_at: dict = {}
         self._heap: list = []   # (withdraw at, key), lazily invalidated by _withdraw_at
 
@@ -74,6 +82,7 @@ class AdvertisedSet:
         if key not in self.expires_at:
             self.filter.add(key)
             self.changes += 1
+            self.new_documents += 1
         self.expires_at[key] = expires_at
         self._withdraw_at[key] = withdraw_at
         heapq.heappush(self._heap, (withdraw_at, key))
@@ -81,6 +90,19 @@ class AdvertisedSet:
             self._heap = [(at, k) for k, at in self._withdraw_at.items()]
             heapq.heapify(self._heap)
         return True
+
+    def resize_filter(self, expected_entries: int) -> None:
+        """Rebuild the filter for ``expected_entries`` keys (as ``DocumentCache.resize_filter`` does)."""
+        if isinstance(expected_entries, bool) or not isinstance(expected_entries, int) or expected_entries < 1:
+            raise ValueError(f"expected_entries must be an int >= 1, got {expected_entries!r}")
+        num_counters = max(self.bits_per_entry * expected_entries, 2)
+        num_hashes = theory.optimal_num_hashes(num_counters, expected_entries, layout=self._layout)
+        fresh = CountingBloomFilter.from_size(num_counters, num_hashes, counter_bits=4, layout=self._layout,
+                                              seed=self._seed, hash_scheme=self._hash_scheme)
+        if self.expires_at:
+            fresh.update(list(self.expires_at))
+        self.filter = fresh
+        self.expected_entries = expected_entries
 
     def withdraw(self, key: str) -> bool:
         """Stop advertising ``key``; True if it was advertised."""

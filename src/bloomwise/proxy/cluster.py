@@ -1,6 +1,7 @@
 """Start a test origin and N bloomwise proxies (each peered with all the others) on loopback, one process each.
 
-One process per proxy, as on separate hosts: each has its own event loop and cache, they talk only over HTTP, the
+The proxies fetch from the test origin only (``--allow-destinations HOST:PORT`` of the origin) unless the proxy
+options say otherwise. One process per proxy, as on separate hosts: each has its own event loop and cache, they talk only over HTTP, the
 two cores are both used, and one proxy can be killed and restarted without touching the others (the fault tests
 do exactly that). Ports are chosen free before the proxies start, because every proxy must know its peers'
 addresses at start.
@@ -67,8 +68,6 @@ class Cluster:
         self.origin_documents = origin_documents
         self.mean_size = mean_size
         self.proxy_options = list(proxy_options)
-        if "--allow-destinations" not in self.proxy_options:  # the test origin, and nothing else
-            self.proxy_options += ["--allow-destinations", host]
         self.startup_timeout = startup_timeout
         self.host = host
         self.stderr = stderr
@@ -112,6 +111,8 @@ class Cluster:
         for j, url in enumerate(self.proxy_urls):
             if j != i:
                 args += ["--peer", url]
+        if "--allow-destinations" not in self.proxy_options:  # the test origin, and nothing else
+            args += ["--allow-destinations", self.origin_url.removeprefix("http://")]
         return subprocess.Popen(args + self.proxy_options, stdout=subprocess.PIPE, stderr=self.stderr,
                                 stdin=subprocess.DEVNULL)
 

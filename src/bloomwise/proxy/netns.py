@@ -82,12 +82,19 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return done
 
 
-def _in_namespace(namespace: str, *command: str) -> subprocess.CompletedProcess:
-    return _ip("netns", "exec", namespace, *command)
+def _set_sysctl(namespace: str, key: str, value: str, check: bool = True) -> None:
+    """Write ``/proc/sys/KEY`` (dots for slashes) inside ``namespace``, with this Python (no procps needed)."""
+    path = "/proc/sys/" + key.replace(".", "/")
+    done = subprocess.run(["ip", "netns", "exec", namespace, sys.executable, "-c",
+                           f"open({path!r}, 'w').write({value!r})"], capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
+    if check and done.returncode != 0:
+        raise NamespaceError(f"setting {key} = {value} in {namespace} failed: {done.stderr.strip()[-300:]}")
 
 
 def namespaces_unavailable() -> Optional[str]:
-    """None when this process can create network namespaces and veth pairs, else why not (for a skip message)."""
+    """None when this process can create network namespaces and veth pairs and delay between them (netem or TUN),
+    else why not (for a skip message)."""
     if os.name != "posix" or not sys.platform.startswith("linux"):
         return "network namespaces need Linux"
     if os.geteuid() != 0:
@@ -103,6 +110,8 @@ def namespaces_unavailable() -> Optional[str]:
             _ip("netns", "del", probe, check=False)
     except NamespaceError as exc:
         return str(exc)
+    if not os.path.exists("/dev/net/tun") and not netem_available():
+        return "delays need the netem qdisc or /dev/net/tun (the relay's TUN devices), and this kernel has neither"
     return None
 
 
@@ -208,7 +217,9 @@ class NetnsCluster:
     :param proxy_delays_ms: each proxy's one-way access delay ``d_k`` (repeated cyclically if shorter than N).
     :param origin_delay_ms: the origin's; the round-trip time between namespaces i and j is ``2 (d_i + d_j)``.
     :param emulator: ``"auto"`` (netem where the kernel has it, else the relay), ``"netem"`` or ``"relay"``.
-    :param proxy_options: more ``bloomwise proxy`` options, the same for every proxy.
+    :param proxy_options: more ``bloomwise proxy`` options, the same for every proxy; unless they say otherwise,
+        ``--allow-clients`` and ``--allow-destinations`` are the cluster's network (``NETWORK``): the proxies serve
+        its hosts and fetch from them only.
 
     ``start()`` / ``stop()`` or a context manager; ``proxy_urls``, ``origin_url``, ``namespaces``,
     ``round_trip_ms(i, j)`` (the configured RTT between proxies i and j; ``j=None``: to the origin), ``client(i,
@@ -231,6 +242,9 @@ class NetnsCluster:
         self.origin_documents = origin_documents
         self.mean_size = mean_size
         self.proxy_options = list(proxy_options)
+        for option in ("--allow-clients", "--allow-destinations"):  # the cluster's own hosts, and nothing else
+            if option not in self.proxy_options:
+                self.proxy_options += [option, NETWORK]
         self.requested_emulator = emulator
         self.emulator: Optional[str] = None
         self.startup_timeout = startup_timeout
@@ -284,11 +298,11 @@ class NetnsCluster:
             _ip("netns", "add", name)
             self._created.append(name)
             _ip("-n", name, "link", "set", "lo", "up")
-        for name in self.namespaces:                        # IPv4 only: nothing else to relay or route
-            _in_namespace(name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        for name in self.namespaces:    # IPv4 only (best effort: the relay drops other packets anyway)
+            _set_sysctl(name, "net.ipv6.conf.all.disable_ipv6", "1", check=False)
 
     def _link_with_netem(self) -> None:
-        _in_namespace(self.hub, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        _set_sysctl(self.hub, "net.ipv4.ip_forward", "1")
         for k, name in enumerate(self.namespaces):
             hub_end, host_end = f"h{k}", f"e{k}"
             _ip("-n", self.hub, "link", "add", hub_end, "type", "veth", "peer", "name", host_end, "netns", name)

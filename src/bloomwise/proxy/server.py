@@ -137,7 +137,7 @@ class BloomwiseProxy:
                               origin_cost=config.origin_cost_ms, peer_cost=1.0)
         # The summary advertises the documents that stay fresh while a peer may act on it, not the whole cache
         # (bloomwise.proxy.advertised): the node's publisher summarises that set instead of the cache.
-        self.advertised = AdvertisedSet(cache.filter)
+        self.advertised = AdvertisedSet(cache)
         self.node.publisher = SummaryPublisher(self.advertised, kind=config.summary_kind,
                                                update_threshold=config.update_threshold)
         self.links: dict[str, PeerLink] = {}
@@ -145,7 +145,8 @@ class BloomwiseProxy:
             "requests_total", "pass_through", "cache_bypassed", "peer_failures", "summaries_rejected",
             "notifies_sent", "notifies_received", "digests_served", "loops_refused", "summaries_served",
             "clients_refused", "destinations_refused", "connect_refused", "collapsed_requests", "purges",
-            "peer_queries_sent", "header_timeouts", "bad_requests", "withdrawn_expiring")}
+            "peer_queries_sent", "header_timeouts", "bad_requests", "withdrawn_expiring",
+            "access_log_errors")}
         #: where a miss's time goes: the summary decision (node.route) against the whole miss (peers + origin)
         self.timing = {"misses": 0, "miss_seconds": 0.0, "route_seconds": 0.0}
         self.session = None          # to peers and the parent (configured by the operator)
@@ -156,6 +157,7 @@ class BloomwiseProxy:
         self._access_log = None      # the --access-log file, in Squid's native format
         self._flush_task = None
         self.metrics = ProxyMetrics()
+        self._status_name_of = self._status_name_text = None
         self._digest_cache: Optional[tuple] = None
         self._publish_timer = None
         self._last_publish = 0.0
@@ -176,7 +178,10 @@ class BloomwiseProxy:
     @property
     def _status_name(self) -> str:
         """This proxy in Cache-Status entries (RFC 9211: a token or a string naming the cache)."""
-        return _sf_token_or_string(str(self.node.name))
+        name = str(self.node.name)
+        if self._status_name_of != name:
+            self._status_name_of, self._status_name_text = name, _sf_token_or_string(name)
+        return self._status_name_text
 
     async def start(self) -> "BloomwiseProxy":
         import aiohttp
@@ -237,13 +242,10 @@ class BloomwiseProxy:
             await self._web_server.shutdown(1.0)
             await self._listener.wait_closed()
             self._listener = None
-        if self._flush_task is not None:
-            self._flush_task.cancel()
-            await asyncio.gather(self._flush_task, return_exceptions=True)
-            self._flush_task = None
-        if self._access_log is not None:
-            self._access_log.close()
-            self._access_log = None
+        flushing = self._flush_task
+        self._close_access_log()
+        if flushing is not None:
+            await asyncio.gather(flushing, return_exceptions=True)
         for session in (self.session, self.origin_session):
             if session is not None:
                 await session.close()
@@ -277,9 +279,26 @@ class BloomwiseProxy:
                  peer[0] if peer else "a client", self.config.header_timeout)
 
     async def _flush_access_log_every_second(self) -> None:
-        while True:
+        while self._access_log is not None:
             await asyncio.sleep(1.0)
-            self._access_log.flush()
+            try:
+                self._access_log.flush()
+            except OSError as exc:
+                log.error("%s: cannot write the access log %s (%s); it is closed", self.name,
+                          self.config.access_log, exc.strerror or exc)
+                self.counters["access_log_errors"] += 1
+                self._close_access_log()
+
+    def _close_access_log(self) -> None:
+        if self._flush_task is not None and self._flush_task is not asyncio.current_task():
+            self._flush_task.cancel()
+        self._flush_task = None
+        if self._access_log is not None:
+            try:
+                self._access_log.close()
+            except OSError:
+                pass  # its last lines are lost: said when the write failed
+            self._access_log = None
 
     def _write_access_log(self, request, response, started_wall: float, elapsed: float) -> None:
         """One line in Squid's native format: time elapsed client code/status bytes method URL user hierarchy
@@ -298,7 +317,7 @@ class BloomwiseProxy:
         guard = request.transport.get_protocol() if request.transport is not None else None
         if isinstance(guard, HeaderDeadline):
             guard.request_started()
-        started_wall, started = time.time(), time.perf_counter()
+        started = time.perf_counter()
         try:
             response = await self._dispatch(request)
         finally:
@@ -312,7 +331,13 @@ class BloomwiseProxy:
             self.metrics.observe_request(_OUTCOMES.get(fields[0], "other") if not fields[1].startswith("SIBLING")
                                          else "remote_hit", elapsed)
             if self._access_log is not None:
-                self._write_access_log(request, response, started_wall, elapsed)
+                try:
+                    self._write_access_log(request, response, time.time() - elapsed, elapsed)
+                except OSError as exc:  # a full disk must not fail the request: logged, counted, and off
+                    log.error("%s: cannot write the access log %s (%s); it is closed", self.name,
+                              self.config.access_log, exc.strerror or exc)
+                    self.counters["access_log_errors"] += 1
+                    self._close_access_log()
         return response
 
     async def _dispatch(self, request):
@@ -332,13 +357,15 @@ class BloomwiseProxy:
                 return _error(405, "CONNECT is not supported: this proxy forwards http:// requests only",
                               Allow="GET, HEAD, POST, PUT, DELETE, OPTIONS, PURGE")
             if target.startswith("/"):
-                return await self._internal(request, target, is_client)
-            parts = urlsplit(target)
+                return await self._internal(request, target)
+            try:
+                parts = urlsplit(target)
+            except ValueError as exc:  # e.g. an unclosed [IPv6 address
+                return _error(400, f"the request target {target[:200]!r} is not a URL: {exc}")
             if parts.scheme != "http" or not parts.hostname:
                 return _error(400, f"this proxy forwards http:// absolute-form targets only, got {target[:200]!r}")
             if self._is_self(parts):
-                return await self._internal(request, parts.path + (f"?{parts.query}" if parts.query else ""),
-                                            is_client)
+                return await self._internal(request, parts.path + (f"?{parts.query}" if parts.query else ""))
             if not is_client and not (request.method == "GET" and http_cache.only_if_cached(request.headers)):
                 self.counters["clients_refused"] += 1
                 return _error(403, f"{client} is a peer: it may ask peer queries (GET with Cache-Control: "
@@ -377,7 +404,7 @@ class BloomwiseProxy:
         return port == self.config.port and (parts.path.startswith("/bloomwise/") or parts.path == "/metrics"
                                              or parts.path.startswith("/squid-internal-periodic/"))
 
-    async def _internal(self, request, target: str, is_client: bool):
+    async def _internal(self, request, target: str):
         """The proxy's own endpoints: open to allowed clients and to the configured peers."""
         from aiohttp import web
 
@@ -502,7 +529,8 @@ class BloomwiseProxy:
         if self.url in via or f"bloomwise-{self.config.port}" in via:
             self.counters["loops_refused"] += 1
             return _error(508, f"loop: this request already went through {self.url} (Via: {via[:200]})")
-        if http_cache.only_if_cached(headers):
+        directives = http_cache.cache_control(headers)
+        if "only-if-cached" in directives:
             return self._serve_peer_query(request, method, url)
         if method == "PURGE":
             return self._purge(url)
@@ -516,10 +544,12 @@ class BloomwiseProxy:
         node = self.node
         forwarded_because = "uri-miss"
         stored = node.cache.peek(key)
-        if stored is not None and not http_cache.is_fresh(stored.headers or {}, stored.stored_at):
-            self._drop(key)  # stale: fetched again below
-            forwarded_because = "stale"
-        if not http_cache.request_may_use_cache(method, headers):  # no-cache: fetch, and store the new copy
+        if stored is not None:
+            lifetime, age = http_cache.lifetime_and_age(stored.headers or {}, stored.stored_at)
+            if lifetime is None or age >= lifetime:
+                self._drop(key)  # stale: fetched again below
+                forwarded_because = "stale"
+        if not http_cache.request_may_use_cache(method, headers, directives):  # no-cache: fetch, store the new copy
             refused = await self._refused_destination(url)
             if refused is not None:
                 return refused
@@ -527,9 +557,9 @@ class BloomwiseProxy:
             _log_as(request, "TCP_CLIENT_REFRESH_MISS")
             return await self._fetch_and_respond(request, url, key, store=True, forwarded_because="request")
         doc = node.lookup(key)
-        if doc is not None:
+        if doc is not None:  # the document peeked at above, fresh
             _log_as(request, "TCP_HIT")
-            return self._respond_document(doc, "HIT", self._hit_status(doc))
+            return self._respond_document(doc, "HIT", f"hit; ttl={int(lifetime - age)}", age=age)
         refused = await self._refused_destination(url)  # a miss: the peers and then the origin fetch it
         if refused is not None:
             return refused
@@ -641,7 +671,7 @@ class BloomwiseProxy:
                                 headers={"X-Cache": f"MISS from {self.url}",
                                          "Cache-Status": f"{self._status_name}; detail=only-if-cached"})
         _log_as(request, "TCP_HIT")
-        return self._respond_document(doc, "HIT", self._hit_status(doc))
+        return self._respond_document(doc, "HIT")
 
     def _purge(self, url: str):
         """PURGE url (allowed clients only): remove it; the next summary, published now, leaves it out."""
@@ -764,16 +794,20 @@ class BloomwiseProxy:
         return web.Response(status=status, body=body, headers=self._client_headers(headers, cache_state,
                                                                                    cache_status))
 
-    def _hit_status(self, doc) -> str:
-        """Cache-Status parameters of a hit: ``hit; ttl=S``, S the seconds it stays fresh."""
-        ttl = http_cache.remaining_freshness(doc.headers or {}, doc.stored_at)
-        return f"hit; ttl={int(ttl) if ttl is not None else 0}"
-
-    def _respond_document(self, doc, cache_state: str, cache_status: str):
+    def _respond_document(self, doc, cache_state: str, cache_status: Optional[str] = None, *,
+                          age: Optional[float] = None):
+        """A stored document, with its Age (``age``: known already); ``cache_status`` None: a hit (``hit; ttl=S``,
+        S the seconds it stays fresh)."""
         from aiohttp import web
 
-        headers = self._client_headers(dict(doc.headers or {}), cache_state, cache_status)
-        headers["Age"] = str(int(http_cache.current_age(doc.headers or {}, doc.stored_at)))
+        stored = doc.headers or {}
+        if age is None:
+            age = http_cache.current_age(stored, doc.stored_at)
+        if cache_status is None:
+            lifetime = http_cache.freshness_lifetime(200, stored, now=doc.stored_at)
+            cache_status = f"hit; ttl={int(lifetime - age) if lifetime is not None else 0}"
+        headers = self._client_headers(dict(stored), cache_state, cache_status)
+        headers["Age"] = str(int(age))
         return web.Response(status=200, body=doc.body or b"", headers=headers)
 
     # -- stats ------------------------------------------------------------------------------------------------
@@ -848,63 +882,71 @@ class HeaderDeadline(asyncio.Protocol):
     when the request's headers are complete (aiohttp calls the handler: :meth:`request_started`). A client that
     has not sent complete headers by then (one that trickles a byte at a time, or sends nothing) gets 408 and the
     connection is closed, as nginx's ``client_header_timeout`` and Squid's ``request_start_timeout`` do.
+
+    One timer per connection, not per request: a request's start only records its deadline, and the timer, when it
+    fires, either finds no request waiting for its headers (and stops), a later deadline (and waits for it), or a
+    deadline passed (408). A kept-alive connection serving fast requests re-arms it once per ``timeout``.
     """
 
     def __init__(self, inner: asyncio.Protocol, timeout: float, on_timeout):
         self._inner = inner
         self._timeout = timeout
         self._on_timeout = on_timeout
+        self._loop = asyncio.get_running_loop()
         self._timer = None
+        self._deadline = None      # loop time by which the pending request's headers must be complete
         self._active = 0
         self._data_while_active = False
         self._transport = None
 
-    def _arm(self) -> None:
-        if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self._timeout, self._expired)
-
-    def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+    def _start_deadline(self) -> None:
+        if self._deadline is None:
+            self._deadline = self._loop.time() + self._timeout
+            if self._timer is None:
+                self._timer = self._loop.call_at(self._deadline, self._expired)
 
     def _expired(self) -> None:
         self._timer = None
         transport = self._transport
-        if self._active or transport is None or transport.is_closing():
+        if self._deadline is None or transport is None or transport.is_closing():
+            return
+        if self._loop.time() < self._deadline:   # a later request's deadline: wait for it
+            self._timer = self._loop.call_at(self._deadline, self._expired)
             return
         self._on_timeout(transport)
         transport.write(b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
         transport.close()
 
     def request_started(self) -> None:
-        self._disarm()
+        self._deadline = None
         self._active += 1
         self._data_while_active = False
 
     def request_finished(self) -> None:
         self._active -= 1
         if not self._active and self._data_while_active:  # part of the next request came meanwhile
-            self._arm()
+            self._start_deadline()
 
     # asyncio.Protocol, passed on
     def connection_made(self, transport) -> None:
         self._transport = transport
         self._inner.connection_made(transport)
-        self._arm()
+        self._start_deadline()
 
     def data_received(self, data: bytes) -> None:
         if self._active:
             self._data_while_active = True
-        else:
-            self._arm()
+        elif self._deadline is None:
+            self._start_deadline()
         self._inner.data_received(data)
 
     def eof_received(self):
         return self._inner.eof_received()
 
     def connection_lost(self, exc) -> None:
-        self._disarm()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._transport = None
         self._inner.connection_lost(exc)
 
@@ -916,17 +958,23 @@ class HeaderDeadline(asyncio.Protocol):
 
 
 class _OneLineServerLog(logging.LoggerAdapter):
-    """aiohttp's server logger for a proxy: a request that does not parse is one warning line, not a traceback."""
+    """aiohttp's server logger for a proxy: a request that does not parse is one warning line, not a traceback
+    (at every level: an exception given to any call becomes its type and message on the same line)."""
 
     def __init__(self, logger: logging.Logger, counters: dict):
         super().__init__(logger, {})
         self.counters = counters
 
+    def process(self, msg, kwargs):
+        error = kwargs.pop("exc_info", None)
+        if isinstance(error, BaseException):
+            detail = f"{type(error).__name__}: {error}".replace("\n", " ").replace("%", "%%")[:300]
+            msg = f"{msg}: {detail}"
+        return msg, kwargs
+
     def exception(self, msg, *args, exc_info=True, **kwargs) -> None:
-        error = exc_info if isinstance(exc_info, BaseException) else None
         self.counters["bad_requests"] += 1
-        detail = f"{type(error).__name__}: {error}".replace("\n", " ")[:300] if error is not None else "?"
-        self.logger.warning(f"{msg}: %s", *args, detail)
+        self.warning(msg, *args, exc_info=exc_info, **kwargs)
 
 
 def _log_as(request, code: Optional[str], hierarchy: Optional[str] = None) -> None:

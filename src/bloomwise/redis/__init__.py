@@ -20,7 +20,8 @@ Storage (docs/redis.md), for a filter named ``name``:
 - ``name:batch:<id>:<chunk>``: the record of one applied chunk of a counting batch (exactly-once retries; expires).
 
 The package's modules, one purpose each: ``filters`` (the served classes), ``copying`` (``to_redis``,
-``from_redis``), ``geometry`` (parameters and key names), ``scripts`` (the Lua scripts), ``errors``,
+``from_redis``), ``geometry`` (parameters and key names), ``scripts`` (the Lua scripts), ``errors``, ``cluster``
+(Redis Cluster: a filter's keys in one hash slot), ``asyncio`` (the same classes over ``redis.asyncio``),
 ``redisbloom`` (reading RedisBloom's filters).
 """
 from bloomwise.redis.copying import from_redis, to_redis

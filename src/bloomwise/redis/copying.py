@@ -4,14 +4,14 @@ Both run in one MULTI/EXEC transaction, so readers never see half a filter and t
 """
 from __future__ import annotations
 
-from bloomwise import _format
+from bloomwise._storage import StorageGeometry
 from bloomwise.bloom import BloomFilter
 from bloomwise.counting import CountingBloomFilter
 from bloomwise.errors import FormatError
 from bloomwise.redis.cluster import route
 from bloomwise.redis.errors import FilterMismatchError, call_server
 from bloomwise.redis.filters import local_geometry, open_as
-from bloomwise.redis.geometry import LAYOUT_IDS, MAX_PART_BYTES, STRUCTURES, check_name, meta_key, part_key, read_meta
+from bloomwise.redis.geometry import MAX_PART_BYTES, check_name, meta_key, part_key, read_meta
 
 __all__ = ["to_redis", "from_redis"]
 
@@ -26,10 +26,10 @@ def to_redis(local, client, name: str, *, part_bytes=MAX_PART_BYTES, replace=Fal
     if not replace and read_meta(client, prefix) is not None:
         raise FilterMismatchError(f"a filter named {name!r} already exists on the server: pass replace=True to "
                                   "overwrite it")
-    payload = memoryview(local._payload()).cast("B")
+    payload = local.payload_view().cast("B")
     fields = geometry.to_fields()
     count_field = "num_keys" if geometry.structure == "counting" else "keys_added"
-    fields[count_field] = str(local.num_keys if geometry.structure == "counting" else local._keys_added_count)
+    fields[count_field] = str(local.num_keys if geometry.structure == "counting" else local.keys_counted)
     pipe = client.pipeline(transaction=True)
     pipe.delete(meta_key(prefix), *[part_key(prefix, i) for i in range(geometry.num_parts)])
     for index in range(geometry.num_parts):
@@ -69,14 +69,9 @@ def from_redis(client, name: str):
         start = index * g.part_bytes
         payload[start:start + len(data)] = data
     count = int(answer[0] or 0)
-    meta = {} if g.capacity is None else {"capacity": g.capacity}
-    if g.fpr is not None:
-        meta["fpr"] = g.fpr
-    if g.structure == "counting":
-        meta["counter_bits"] = g.counter_bits
-    header = _format.Header(structure=STRUCTURES[g.structure], layout=_format.Layout(LAYOUT_IDS[g.layout]),
-                            hash_scheme=_format.HashScheme(_format.hash_scheme_id(g.hash_scheme)), seed=g.seed,
-                            num_bits=g.num_bits, num_hashes=g.num_hashes, payload_length=g.nbytes,
-                            keys_added=max(0, count), meta=meta)
+    cell_options = (("counter_bits", g.counter_bits),) if g.structure == "counting" else ()
+    geometry = StorageGeometry(g.structure, g.layout, g.num_bits, g.num_hashes, g.seed, g.hash_scheme, cell_options)
     cls = CountingBloomFilter if g.structure == "counting" else BloomFilter
-    return cls._from_parts(header, bytes(payload), key=None)
+    local = cls.from_payload(geometry, bytes(payload), num_keys=max(0, count))
+    local.set_target(g.capacity, g.fpr)
+    return local

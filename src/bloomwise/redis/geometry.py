@@ -16,7 +16,7 @@ from bloomwise.redis.errors import FilterMismatchError, ServedFilterError, call_
 from bloomwise.redis.scripts import CREATE_META_SCRIPT
 
 __all__ = ["FORMAT_VERSION", "MAX_PART_BYTES", "STRUCTURES", "LAYOUT_IDS", "Geometry", "meta_key", "part_key",
-           "check_name", "read_meta", "create_or_check"]
+           "check_name", "read_meta", "meta_fields", "check_stored", "create_meta_command"]
 
 #: Version of the storage (``NAME:meta`` field ``format_version``).
 FORMAT_VERSION = 1
@@ -152,18 +152,21 @@ class Geometry:
 
 
 def read_meta(client, name: str) -> Optional[dict]:
-    raw = call_server(client, f"reading {meta_key(name)}", client.hgetall, meta_key(name))
+    """The fields of ``name:meta`` (None when it does not exist)."""
+    return meta_fields(call_server(client, f"reading {meta_key(name)}", client.hgetall, meta_key(name)))
+
+
+
+def meta_fields(raw) -> Optional[dict]:
+    """A ``HGETALL`` reply (a dict, or the flat list of RESP2) as a dict; None when empty."""
+    if isinstance(raw, list):
+        raw = dict(zip(raw[::2], raw[1::2]))
     return raw or None
 
 
-
-def create_or_check(client, name: str, geometry: Geometry) -> None:
-    """Create ``name:meta`` atomically, or check that the existing one describes the same filter."""
-    fields = geometry.to_fields()
-    fields["keys_added"] = "0"
-    args = [x for item in fields.items() for x in item]
-    call_server(client, f"creating {meta_key(name)}", client.eval, CREATE_META_SCRIPT, 1, meta_key(name), *args)
-    stored = read_meta(client, name)
+def check_stored(name: str, geometry: Geometry, stored: Optional[dict]) -> None:
+    """Check that the metadata ``stored`` under ``name`` describes ``geometry`` (FilterMismatchError naming every
+    parameter that differs; FormatError when it is damaged)."""
     if stored is None:
         raise ServedFilterError(f"{meta_key(name)} vanished right after it was created (deleted by another client?)")
     existing = Geometry.from_fields(name, stored)
@@ -175,3 +178,10 @@ def create_or_check(client, name: str, geometry: Geometry) -> None:
         raise FilterMismatchError(f"a filter named {name!r} already exists with other parameters: "
                                   + "; ".join(diff))
 
+
+def create_meta_command(name: str, geometry: Geometry) -> list:
+    """The EVAL that creates ``name:meta`` for ``geometry`` unless it exists (atomically)."""
+    fields = geometry.to_fields()
+    fields["keys_added"] = "0"
+    return [b"EVAL", CREATE_META_SCRIPT.encode(), b"1", meta_key(name).encode(),
+            *[x.encode() for item in fields.items() for x in item]]

@@ -8,9 +8,11 @@ type t), and the filters vary from run to run. So
     Var(FP) = Var_filters(sum_t N_t p_t) + E[sum_t N_t p_t (1 - p_t)].
 
 Each replicate builds a fresh filter from freshly drawn members (cheap: n keys), counts its false negatives on all
-its members exactly, and estimates ``F = sum_t N_t p_t`` from ``s_t`` sampled non-members of each type (all of them
-when a type has no more than that), whose sampling variance given the filter, ``sum_t N_t^2 p_t (1 - p_t) / s_t``,
-is subtracted from the spread of F across replicates. :data:`~bloomwise.reproduce.rows.MIN_NOISE_SAMPLES` or more
+its members exactly, and gets ``F = sum_t N_t p_t`` either from theory given the filter (a Bloom filter's p from
+its fill: every asked non-member has the same p, so F has no sampling variance) or, for filters whose p depends on
+the key's counters and prior (the Selective CBF), from ``s_t`` sampled non-members of each type (all of them when a
+type has no more than that), whose sampling variance given the filter, ``sum_t N_t^2 p_t (1 - p_t) / s_t``, is
+subtracted from the spread of F across replicates. :data:`~bloomwise.reproduce.rows.MIN_NOISE_SAMPLES` or more
 replicates; the same estimate serves every derived quantity (a cost ``FP + alpha FN``, a rate).
 
 The sd of (printed - measured), when the measured value is the mean of ``runs`` runs, is

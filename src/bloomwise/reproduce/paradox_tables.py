@@ -31,7 +31,7 @@ from bloomwise.paradox.posterior import paradox_threshold
 from bloomwise.paradox.simulation import Outcome, Population, bloom_num_hashes, fpr_function
 from bloomwise.reproduce.noise import SAMPLE_PER_TYPE, ReplicateErrors, sample_nonmembers, type_estimate
 
-__all__ = ["selective_plan", "TrialResults", "bloom_seed", "counting_seed", "SELECTIVE_VARIANTS", "bloom_replicates",
+__all__ = ["selective_plan", "TrialResults", "bloom_seed", "counting_seed", "SELECTIVE_VARIANTS", "bloom_replicates", "type_chunks",
            "counting_replicates"]
 
 SELECTIVE_VARIANTS = ("insert", "query", "both")
@@ -85,10 +85,21 @@ def _truth_mask(members_t: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return truth
 
 
+#: keys per query call over U (bounds the temporaries of a batch query: positions are k int64 per key)
+QUERY_CHUNK = 1 << 19
+
+
+def type_chunks(population: Population, t: int):
+    """The keys of type t in chunks of at most :data:`QUERY_CHUNK` (uint64 arrays)."""
+    for keys in population.type_keys(t):
+        for lo in range(0, len(keys), QUERY_CHUNK):
+            yield keys[lo:lo + QUERY_CHUNK]
+
+
 def _type_errors(population, members, t, answer_of) -> tuple[int, int]:
     """FP and FN counts of one type, asking ``answer_of(keys)`` about each of its keys (in chunks)."""
     fp = fn = 0
-    for keys in population.type_keys(t):
+    for keys in type_chunks(population, t):
         answer = answer_of(keys)
         truth = _truth_mask(members[t], keys)
         fp += int(np.count_nonzero(answer & ~truth))
@@ -197,7 +208,7 @@ def _rbf_columns(population, members, all_members, m, k, alphas, hash_seed, rng,
     nt = population.num_types
     fp_before = np.zeros(nt, dtype=np.int64)
     for t in range(nt):
-        for keys in population.type_keys(t):
+        for keys in type_chunks(population, t):
             answer = base.contains_many(keys)
             truth = _truth_mask(members[t], keys)
             hits = keys[answer & ~truth]
@@ -267,7 +278,7 @@ def counting_seed(population: Population, counters_per_key: int, alpha: float, s
     for t, prior in enumerate(population.priors.tolist()):
         log_threshold = math.log((1.0 - prior) / (alpha * prior)) + log_load
         threshold = math.exp(log_threshold) * (1.0 - 1e-12)
-        for keys in population.type_keys(t):
+        for keys in type_chunks(population, t):
             counters = np.asarray(cbf.counters_many(keys)).reshape(len(keys), k)
             if exact_ints:
                 product = counters[:, 0].astype(np.int64)
@@ -314,17 +325,36 @@ def _replicate_type_errors(population, members, rng, answer_of, errors: Replicat
     errors.add(fp, sampling, binomial, fn)
 
 
+def _replicate_from_fill(population, members, rho: float, consulted, answer_of, errors: ReplicateErrors) -> None:
+    """One replicate whose filter gives every asked non-member the same false-positive probability ``rho`` (from
+    its fill): FP = sum over consulted types of Bin(N_t, rho), so its expectation given the filter is exact and has
+    no sampling variance; FN counted on all members."""
+    fn = 0
+    asked = 0
+    for t in range(population.num_types):
+        fn += int(np.count_nonzero(~answer_of(t, members[t])))
+        if consulted[t]:
+            asked += int(population.sizes[t]) - len(members[t])
+    errors.add(asked * rho, 0.0, asked * rho * (1 - rho), fn)
+
+
 def bloom_replicates(population: Population, bits_per_key: int, alphas, replicates: int, seed: int, *,
                      rule: str = "theorem1", gbf: bool = True) -> dict:
     """Replicate filters of Table II's BF, Selective BF and GBF columns: ``{(column, alpha): ReplicateErrors}``
-    (``column`` in bf, insert, query, both, gbf), each from ``replicates`` fresh draws of S and hash seeds."""
+    (``column`` in bf, insert, query, both, gbf), each from ``replicates`` fresh draws of S and hash seeds.
+
+    A replicate's false-positive probability comes from its fill F (the fraction of bits set): F^k for the
+    partitioned BF (to first order the product of its k slices' fills, which are independent), F^k1 (1 - F)^k0
+    for the GBF; its false negatives are counted on all members.
+    """
     from bloomwise import BloomFilter
     from bloomwise.generalized import GeneralizedBloomFilter
     from bloomwise.theory.generalized import gbf_optimal_num_reset_hashes
 
     m, k = bloom_num_hashes(population, bits_per_key)
     nt = population.num_types
-    plans = {("bf", alpha): (tuple([True] * nt), tuple([True] * nt)) for alpha in alphas}
+    everything = tuple([True] * nt)
+    plans = {("bf", alpha): (everything, everything) for alpha in alphas}
     for alpha in alphas:
         for variant in SELECTIVE_VARIANTS:
             plans[(variant, alpha)] = selective_plan(population, bits_per_key, alpha, variant, rule)
@@ -344,7 +374,6 @@ def bloom_replicates(population: Population, bits_per_key: int, alphas, replicat
             if chosen:
                 f.update(np.concatenate(chosen))
             filters[inserted] = f
-        sample_seed = int(rng.integers(0, 2**63))
         for key, (inserted, consulted) in plans.items():
             f = filters[inserted]
 
@@ -353,15 +382,15 @@ def bloom_replicates(population: Population, bits_per_key: int, alphas, replicat
                     return np.zeros(len(keys), dtype=bool)
                 return np.asarray(f.contains_many(keys), dtype=bool)
 
-            # the same sampled non-members for every column of this replicate (common random numbers)
-            _replicate_type_errors(population, members, np.random.default_rng(sample_seed), answer_of, out[key])
+            _replicate_from_fill(population, members, f.fill_ratio ** k, consulted, answer_of, out[key])
         all_members = np.concatenate(members)
         for k0 in sorted(set(k0s.values())):
             g = GeneralizedBloomFilter.from_size(m, k, k0, seed=hash_seed)
             g.update(all_members[rng.permutation(len(all_members))])
+            fill = g.fill_ratio
             errors = ReplicateErrors.empty()
-            _replicate_type_errors(population, members, np.random.default_rng(sample_seed),
-                                   lambda t, keys: np.asarray(g.contains_many(keys), dtype=bool), errors)
+            _replicate_from_fill(population, members, fill ** k * (1 - fill) ** k0, everything,
+                                 lambda t, keys: np.asarray(g.contains_many(keys), dtype=bool), errors)
             for alpha, chosen_k0 in k0s.items():
                 if chosen_k0 == k0:
                     out[("gbf", alpha)].add(errors.fp[0], errors.fp_sampling_var[0], errors.fp_binomial_var[0],
@@ -371,7 +400,8 @@ def bloom_replicates(population: Population, bits_per_key: int, alphas, replicat
 
 def counting_replicates(population: Population, counters_per_key: int, alpha: float, replicates: int, seed: int, *,
                         counter_bits: int = 4) -> dict:
-    """Replicate filters of Table III: ``{"cbf": ReplicateErrors, "selective": ReplicateErrors}``."""
+    """Replicate filters of Table III: ``{"cbf": ReplicateErrors, "selective": ReplicateErrors}`` (the CBF's FP
+    probability from its fill, F^k; the Selective CBF's estimated from sampled non-members of each type)."""
     from bloomwise import CountingBloomFilter
     from bloomwise.paradox.costs import CostModel
     from bloomwise.paradox.selective_counting import SelectiveCountingBloomFilter
@@ -386,8 +416,9 @@ def counting_replicates(population: Population, counters_per_key: int, alpha: fl
         selective = SelectiveCountingBloomFilter(cbf, population.prior(), CostModel.from_alpha(alpha))
         selective.update(np.concatenate(members))
         sample_seed = int(rng.integers(0, 2**63))
-        _replicate_type_errors(population, members, np.random.default_rng(sample_seed),
-                               lambda t, keys: np.asarray(cbf.contains_many(keys), dtype=bool), out["cbf"])
+        everything = tuple([True] * population.num_types)
+        _replicate_from_fill(population, members, cbf.fill_ratio ** k, everything,
+                             lambda t, keys: np.asarray(cbf.contains_many(keys), dtype=bool), out["cbf"])
         _replicate_type_errors(population, members, np.random.default_rng(sample_seed),
                                lambda t, keys: np.asarray(selective.query_many(keys).member, dtype=bool)
                                if len(keys) else np.zeros(0, dtype=bool), out["selective"])

@@ -9,7 +9,7 @@ from collections import Counter
 
 from bloomwise.reproduce.rows import METHODS, MIN_NOISE_SAMPLES, NOISE_Z, VERDICTS
 
-__all__ = ["machine", "write", "load_rows"]
+__all__ = ["machine", "write", "load_rows", "load_document"]
 
 
 def machine() -> dict:
@@ -82,7 +82,8 @@ def _markdown(rep, doc) -> str:
     lines = [
         "# bloomwise reproduces its papers",
         "",
-        f"`bloomwise reproduce{' --quick' if s.quick else ''} --seeds {s.seeds} --trace-hash {s.trace_hash} --out DIR`"
+        f"`bloomwise reproduce{' --quick' if s.quick else ''} --seeds {s.seeds} --trace-hash {s.trace_hash}"
+        f"{' --time-quick' if doc.get('quick_run') else ''} --out DIR`"
         " wrote this report, "
         "`results.json` (one row per printed number) and `figures/`.",
         "",
@@ -90,7 +91,7 @@ def _markdown(rep, doc) -> str:
         f"{', '.join(m.get('instruction_sets', []))}"
         f"; bloomwise batch kernels: {m.get('batch_kernels')}); Python {m.get('python')}, numpy {m.get('numpy')}.",
         f"- Time and memory of this run: {doc['wall_time_s']:.0f} s wall, {doc['cpu_time_s']:.0f} s CPU, peak resident "
-        f"memory {doc['peak_memory_mb']} MB (" + ", ".join(f"{k} {v:.0f} s" for k, v in doc["timings_s"].items()
+        f"memory {doc['peak_memory_mb']} MiB (" + ", ".join(f"{k} {v:.0f} s" for k, v in doc["timings_s"].items()
                                                    if k != "total")
         + "). " + _load_text(doc.get("load_average")) + _quick_text(doc.get("quick_run")),
         f"- Runs: {s.seeds} full run{'s' if s.seeds > 1 else ''} of U per cell for the Bloom filter, Selective BF "
@@ -148,7 +149,7 @@ def _quick_text(quick) -> str:
     if not quick:
         return ""
     return (f"`bloomwise reproduce --quick` on the same machine, just after: {quick['wall_time_s']:.0f} s wall, "
-            f"{quick['cpu_time_s']:.0f} s CPU, peak resident memory {quick['peak_memory_mb']} MB.")
+            f"{quick['cpu_time_s']:.0f} s CPU, peak resident memory {quick['peak_memory_mb']} MiB.")
 
 
 def _open_points(rep) -> list:
@@ -156,15 +157,16 @@ def _open_points(rep) -> list:
     iv = rep.data.get("trace_intervals")
     if iv:
         out += [
-            "**Sec. VIII.C product thresholds (6 and 10 printed; 57 and 112 from Theorems 2 and 4 at alpha = 2.4, "
-            "prior 2^-10).** The filter answers 'present' iff the product of its counters reaches ceil(R (nk/m)^k), "
+            f"**Sec. VIII.C product thresholds (6 and 10 printed; {iv['t5']} and {iv['t6']} from Theorems 2 and 4 at "
+            "alpha = 2.4, prior 2^-10).** The filter answers 'present' iff the product of its counters reaches "
+            "ceil(R (nk/m)^k), "
             f"R = (1 - P)/(alpha P); with n = 2^10 and m = 7,680, (nk/m)^k is {iv['x5']:.5f} for k = 5 and "
             f"{iv['x6']:.5f} for k = 6. Threshold 6 needs R in ({iv['r5'][0]:.2f}, {iv['r5'][1]:.2f}], threshold "
             f"10 needs R in ({iv['r6'][0]:.2f}, {iv['r6'][1]:.2f}]"
             + (f"; both hold for R in ({iv['r'][0]:.2f}, {iv['r'][1]:.2f}]: one alpha in [{iv['alpha'][0]:.2f}, "
                f"{iv['alpha'][1]:.2f}) at prior 2^-10, or one prior in [{iv['prior'][0]:.5f}, {iv['prior'][1]:.5f})"
-               " at alpha = 2.4, gives both printed thresholds. Neither is the paper's alpha = 2.4 with prior 2^-10 "
-               "(R = 426). " if iv["overlap"] else "; no single R gives both. ")
+               f" at alpha = 2.4, gives both printed thresholds. Neither is the paper's alpha = 2.4 with prior "
+               f"2^-10 (R = {iv['r_paper']:.0f}). " if iv["overlap"] else "; no single R gives both. ")
             + "The error rates printed next to 6 and 10 are those of thresholds 6 and 10 (the rows of Sec. VIII.C), "
             "so the thresholds were used; their derivation is what does not hold.",
             "",
@@ -173,9 +175,9 @@ def _open_points(rep) -> list:
         "**The Selective BF cells at 6 and 8 bits per element** (Table II). In these cells the paper's FPR is 5-15% "
         "below that of the filter it describes, while its plain BF at the same sizes matches ideal hashing. The "
         "rows' notes carry the evidence cell by cell: the paper's fnr there is the plan's (the same types inserted "
-        "and consulted), so its fpr implies a lower FPR of the same filter on the asked types; another k, the "
-        "classic layout and the exact rule were computed and do not give it, and the replicate noise is a few "
-        "percent. bloomwise's measurements follow the exact expectation; the rows keep the verdict the numbers "
+        "and consulted), so its fpr implies a lower FPR of the same filter on the asked types; another k and the "
+        "classic layout were computed and do not give it, and the replicate noise is a few percent (the rows give "
+        "the gap in noise sd). bloomwise's measurements follow the exact expectation; the rows keep the verdict the numbers "
         "give.",
         "",
         "**The Retouched BF.** The paper's RBF cells are two outcomes only: fpr 0 with every member lost (fnr "
@@ -224,6 +226,11 @@ def _open_points(rep) -> list:
     return out
 
 
-def load_rows(path) -> list:
+def load_document(path) -> dict:
+    """A results.json as written by :func:`write`."""
     with open(path, encoding="utf-8") as fh:
-        return json.load(fh)["rows"]
+        return json.load(fh)
+
+
+def load_rows(path) -> list:
+    return load_document(path)["rows"]

@@ -69,8 +69,28 @@ def summary_cache_rows() -> list[Row]:
         make_row(SC, "optimal-k rate: (1/2)^k = c^(m/n), c", "0.6185", c, method="computed", expected=c),
         make_row(SC, "overflow bound: Pr(max c >= 16) <= c m, c = (e ln 2 / 16)^16", "1.37e-15", overflow,
                  method="computed", expected=overflow),
+        make_row(SC, "4 bits per count: the bound's i = 16 is the first count 4 bits cannot hold", "16",
+                 float(2 ** 4), method="computed", expected=16.0),
+        _saturation_row(),
     ]
     return rows
+
+
+def _saturation_row() -> Row:
+    """'if the count ever exceeds 15, we can simply let it stay at 15': bloomwise's 4-bit counting filter."""
+    from bloomwise import CountingBloomFilter
+
+    f = CountingBloomFilter.from_size(64, 3, counter_bits=4, layout="partitioned", seed=1)
+    for _ in range(20):
+        f.add("x")
+    after_adds = max(f.counters("x"))
+    for _ in range(20):
+        f.remove("x")
+    after_removes = max(f.counters("x"))
+    return make_row(SC, "a count that would exceed 15 stays at 15", "15", float(after_adds), method="measured",
+                    note=f"a 4-bit CountingBloomFilter after adding one key 20 times: its counters read {after_adds}; "
+                         f"after removing it 20 times they still read {after_removes} (a saturated counter is never "
+                         f"decremented, so no false negative follows from it)")
 
 
 def sc_rounds(value: float, text: str) -> bool:

@@ -199,11 +199,13 @@ def theorem4_cost(run: TraceRun, k: int, alpha: float) -> float:
 
 @dataclass
 class TraceReplicates:
-    """Counter products of replicate filters (fresh random keys): ``members[k]`` (R, n) and ``sampled[k]`` (R, s)."""
+    """Counter products of replicate filters (fresh random keys): ``members[k]`` (R, n), ``sampled[k]`` (R, s), and
+    each filter's fill ``fills[k]`` (R,)."""
 
     setup: TraceSetup
     members: dict
     sampled: dict
+    fills: dict  # k -> (R,) fraction of non-zero counters of each replicate filter
 
     @property
     def samples(self) -> int:
@@ -214,14 +216,19 @@ class TraceReplicates:
         threshold."""
         nonmembers = self.setup.queried - self.setup.stored
         out = ReplicateErrors.empty()
-        for mem, smp in zip(self.members[k], self.sampled[k]):
+        for mem, smp, fill in zip(self.members[k], self.sampled[k], self.fills[k]):
+            fn = int(np.count_nonzero(mem < threshold))
+            if threshold <= 1:  # the plain CBF: every non-member is positive with probability fill^k
+                rho = float(fill) ** k
+                out.add(nonmembers * rho, 0.0, nonmembers * rho * (1 - rho), fn)
+                continue
             positives = int(np.count_nonzero(smp >= threshold))
             fp, sampling, binomial = type_estimate(positives, len(smp), nonmembers, False)
-            out.add(fp, sampling, binomial, int(np.count_nonzero(mem < threshold)))
+            out.add(fp, sampling, binomial, fn)
         return out
 
 
-def trace_replicates(setup: TraceSetup, ks, replicates: int, seed: int, sample: int = 1 << 15) -> TraceReplicates:
+def trace_replicates(setup: TraceSetup, ks, replicates: int, seed: int, sample: int = 1 << 17) -> TraceReplicates:
     """Replicates of the stand-in's filter: n fresh random keys stored in a partitioned 4-bit CBF per k, the products
     of their counters and of ``sample`` random non-member keys (for the noise of one trace:
     :mod:`bloomwise.reproduce.noise`)."""
@@ -229,6 +236,7 @@ def trace_replicates(setup: TraceSetup, ks, replicates: int, seed: int, sample: 
 
     members = {k: np.zeros((replicates, setup.stored), dtype=np.int64) for k in ks}
     sampled = {k: np.zeros((replicates, sample), dtype=np.int64) for k in ks}
+    fills = {k: np.zeros(replicates) for k in ks}
     for r in range(replicates):
         rng = np.random.default_rng([seed, r])
         keys = rng.choice(np.iinfo(np.int64).max, size=setup.stored + sample, replace=False).astype(np.uint64)
@@ -240,4 +248,5 @@ def trace_replicates(setup: TraceSetup, ks, replicates: int, seed: int, sample: 
             products = np.prod(counters, axis=1)
             members[k][r] = products[: setup.stored]
             sampled[k][r] = products[setup.stored:]
-    return TraceReplicates(setup, members, sampled)
+            fills[k][r] = cbf.fill_ratio
+    return TraceReplicates(setup, members, sampled, fills)

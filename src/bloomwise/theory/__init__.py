@@ -83,20 +83,3 @@ __all__ = [
     "gbf_optimal_num_reset_hashes",
     "rbf_random_clearing_rates",
 ]
-
-#: Names that moved to :mod:`bloomwise.reproduce.summary_cache` (they reproduce a paper's printed tables).
-_MOVED_TO_SUMMARY_CACHE = frozenset({
-    "FpTableCell", "FpTableRow", "TableDifference", "fp_table", "fp_table_differences", "format_fp_tables",
-    "Figure4Data", "figure4_data",
-})
-
-
-def __getattr__(name: str):
-    if name in _MOVED_TO_SUMMARY_CACHE:
-        import warnings
-
-        from bloomwise.reproduce import summary_cache
-        warnings.warn(f"bloomwise.theory.{name} moved to bloomwise.reproduce.summary_cache.{name}; the old name "
-                      f"will be removed in the next release", DeprecationWarning, stacklevel=2)
-        return getattr(summary_cache, name)
-    raise AttributeError(f"module 'bloomwise.theory' has no attribute {name!r}")

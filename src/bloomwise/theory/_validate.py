@@ -8,8 +8,12 @@ from __future__ import annotations
 import math
 import operator
 
-#: The bit layouts bloomwise implements (docs/architecture.md).
-LAYOUTS = ("classic", "partitioned", "blocked")
+#: The one layout table of the library: layout name -> id (docs/architecture.md). The ids are the file format's
+#: (``bloomwise._format.Layout`` is built from this table): append-only, an id once released names the same layout
+#: forever.
+LAYOUT_IDS = {"classic": 1, "partitioned": 2, "blocked": 3}
+#: The bit layouts bloomwise implements.
+LAYOUTS = tuple(LAYOUT_IDS)
 #: Size of one block of the blocked (split block) layout: eight 64-bit lanes.
 BLOCK_BITS = 512
 #: The blocked layout puts at most two probes in each of its eight lanes.
@@ -126,7 +130,7 @@ def check_positive_int(name: str, value) -> int:
 
 
 #: The layouts of the counting structures (a blocked layout would need 512 counters per block).
-COUNTING_LAYOUTS = ("classic", "partitioned")
+COUNTING_LAYOUTS = tuple(name for name in LAYOUTS if name != "blocked")
 
 
 def check_reachable(n: float, p: float, layout: str, name: str = "num_items", bits_per_cell: int = 1) -> None:

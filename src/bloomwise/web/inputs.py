@@ -1,8 +1,8 @@
 """Readers for the page's form fields, with the page's bounds, and :class:`InputError`.
 
-A field arrives as text (a query parameter). The readers are those of :mod:`bloomwise.units` (shared with the command line:
-``40M``, ``1 in 10000``, ``64KiB``; they refuse numbers above 1e40 before any arithmetic) and add the page's upper
-bounds, so that no request can ask the server for an absurd amount of work. Each error names the field, quotes what
+A field arrives as text (a query parameter). The readers are those of :mod:`bloomwise.units`, shared with the
+command line (``40M``, ``1 in 10000``, ``64KiB``; they refuse numbers above 1e40 before any arithmetic), plus the
+page's upper bounds, so that no request can ask the server for an absurd amount of work. Each error names the field, quotes what
 was typed and says what is accepted; the server answers them with ``400`` and ``{"error": ..., "fields": {field:
 message}}``, and the page shows each message next to its field.
 """

@@ -31,7 +31,8 @@ from typing import Callable, Iterable, Iterator
 from bloomwise._native.hashes import xxh3 as _xxh3
 from bloomwise.cache.traces.records import Request
 
-__all__ = ["assign_proxy", "client_to_proxy", "ASSIGNMENT_RULES", "stand_in_clients", "assigned_requests"]
+__all__ = ["assign_proxy", "client_to_proxy", "ASSIGNMENT_RULES", "stand_in_clients", "assigned_requests",
+           "random_proxy_draws"]
 
 #: The ways of sending the requests of a trace to proxies (see the module docstring).
 ASSIGNMENT_RULES = ("hash-client", "random", "round-robin")
@@ -123,11 +124,17 @@ def _round_robin(num_proxies: int) -> Iterator[int]:
         yield from range(num_proxies)
 
 
-def _random_proxies(num_proxies: int, seed: int) -> Iterator[int]:
+def random_proxy_draws(num_proxies: int, seed: int):
+    """The proxies rule ``random`` gives requests 0, 1, 2, ... in turn, as int64 arrays of 16,384 (endless)."""
     import numpy as np  # numpy is imported by the generators that need it, not by every trace reader
 
+    _check_num_proxies(num_proxies)
     rng = np.random.Generator(np.random.PCG64(seed))
     while True:
-        draws = np.minimum((rng.random(_RANDOM_CHUNK) * num_proxies).astype(np.int64), num_proxies - 1)
+        yield np.minimum((rng.random(_RANDOM_CHUNK) * num_proxies).astype(np.int64), num_proxies - 1)
+
+
+def _random_proxies(num_proxies: int, seed: int) -> Iterator[int]:
+    for draws in random_proxy_draws(num_proxies, seed):
         yield from draws.tolist()
 

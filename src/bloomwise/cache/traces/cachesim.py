@@ -259,7 +259,9 @@ class OracleGeneralReader(BaseTraceReader):
             missing -= len(data)
         return b"".join(parts)
 
-    def _generate(self) -> Iterator[Request]:
+    def _decoded_blocks(self):
+        """``(records, numbers, bad)`` per block of whole records read: the structured array, their 1-based numbers
+        and the mask of the malformed ones (not yet noted); notes a truncated last record and closes at the end."""
         import numpy as np  # numpy is imported by the readers that decode arrays, not by every trace reader
 
         record = np.dtype([("time", "<u4"), ("object", "<u8"), ("size", "<u4"), ("next", "<i8")])
@@ -272,22 +274,8 @@ class OracleGeneralReader(BaseTraceReader):
                 block = np.frombuffer(data, dtype=record, count=whole)
                 numbers = np.arange(number + 1, number + whole + 1, dtype=np.int64)
                 nexts = block["next"]
-                bad = ((nexts < -1) | ((nexts >= 0) & (nexts <= numbers)) | (nexts > MAX_NEXT_ACCESS)).tolist()
-                for at, is_bad, t, obj, size, nxt in zip(numbers.tolist(), bad, block["time"].tolist(),
-                                                         block["object"].tolist(), block["size"].tolist(),
-                                                         nexts.tolist()):
-                    if is_bad:
-                        self.note_malformed(at, f"next access {nxt} is neither -1 nor in ({at}, 2**40] "
-                                                f"(after this record): not an oracleGeneral record")
-                        if not self.requests and self.malformed >= DETECTION_LINES:
-                            raise TraceError(self.path, None, f"not an oracleGeneral trace: none of the first "
-                                                              f"{DETECTION_LINES} records is valid "
-                                                              f"({self.malformed_lines[0][1]})")
-                        continue
-                    self.lines = at
-                    self.requests += 1
-                    yield new_request(Request, (float(t), NO_CLIENT, "GET", str(obj), size, at,
-                                                None, None, None, None, None, None, None))
+                bad = (nexts < -1) | ((nexts >= 0) & (nexts <= numbers)) | (nexts > MAX_NEXT_ACCESS)
+                yield block, numbers, bad
                 number += whole
                 self.lines = number
             if len(data) < width * _RECORDS_PER_BLOCK:
@@ -296,3 +284,41 @@ class OracleGeneralReader(BaseTraceReader):
                                                     f"the end of the file")
                 break
         self.close()
+
+    def _note_bad_record(self, at: int, next_access: int) -> None:
+        self.note_malformed(at, f"next access {next_access} is neither -1 nor in ({at}, 2**40] "
+                                f"(after this record): not an oracleGeneral record")
+        if not self.requests and self.malformed >= DETECTION_LINES:
+            raise TraceError(self.path, None, f"not an oracleGeneral trace: none of the first "
+                                              f"{DETECTION_LINES} records is valid "
+                                              f"({self.malformed_lines[0][1]})")
+
+    def _generate(self) -> Iterator[Request]:
+        for block, numbers, bad in self._decoded_blocks():
+            for at, is_bad, t, obj, size, nxt in zip(numbers.tolist(), bad.tolist(), block["time"].tolist(),
+                                                     block["object"].tolist(), block["size"].tolist(),
+                                                     block["next"].tolist()):
+                if is_bad:
+                    self._note_bad_record(at, nxt)
+                    continue
+                self.lines = at
+                self.requests += 1
+                yield new_request(Request, (float(t), NO_CLIENT, "GET", str(obj), size, at,
+                                            None, None, None, None, None, None, None))
+
+    def record_arrays(self) -> Iterator[tuple]:
+        """The valid records as arrays, at most 16,384 at a time: ``(objects, sizes, times)`` (uint64, int64,
+        float64), the columns of the requests iteration gives (``url`` is ``str(object)``), with the same counts
+        (``requests``, ``lines``, ``malformed``), a block at a time. Read a reader either way, not both."""
+        for block, numbers, bad in self._decoded_blocks():
+            if bad.any():
+                before = self.requests
+                for rank, index in enumerate(bad.nonzero()[0].tolist()):
+                    self.requests = before + index - rank  # the valid records before it, as iteration counts them
+                    self._note_bad_record(int(numbers[index]), int(block["next"][index]))
+                self.requests = before
+                block = block[~bad]
+            self.requests += len(block)
+            self.lines = int(numbers[-1])
+            if len(block):
+                yield block["object"].copy(), block["size"].astype("int64"), block["time"].astype("float64")

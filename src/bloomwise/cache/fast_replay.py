@@ -1,0 +1,235 @@
+"""The compiled replay: a trace turned into arrays, a block at a time, and run by ``_native/replay.pyx``.
+
+The Python engine (:func:`bloomwise.cache.simulation.replay`) is the reference; the compiled one gives the same
+counters for what it covers, and :func:`choose_engine` picks it when it can:
+
+- policy ``none`` (proxies that never ask each other), any number of proxies, LRU or FIFO eviction
+  (``_native.replay.IndependentCaches``: the admission and eviction rules of
+  :class:`~bloomwise.cache.store.DocumentCache`, the same hits, bytes, false misses, costs and latency);
+- not when the caller passes its own ``nodes`` to inspect afterwards (the compiled caches are not CacheNodes).
+
+How a trace becomes arrays (:func:`request_blocks`): :data:`BLOCK_REQUESTS` records at a time, GET requests only
+(the others are counted as skipped, as the Python engine does); the cache key ``"GET " + url`` becomes the 64-bit id
+``XXH3-64(UTF-8 bytes of url, seed 0)`` (bloomwise's compiled XXH3; the method is always GET, so the URL alone names
+the key), the proxy is :func:`~bloomwise.cache.traces.assign_proxy`'s (the same hash of the client, mod P), sizes
+are int64. A source may instead give its own blocks (``request_blocks(num_proxies)``): :class:`OracleGeneralTrace`
+reads libCacheSim's binary records straight into arrays, the object number itself as the id (exact: no hashing). Two
+different URLs with the same 64-bit hash would share a cache entry: among n distinct URLs the probability that any
+two collide is below ``n**2 / 2**65`` (3e-8 for a million URLs, 3e-6 for ten million), the only way the engines can
+differ. Memory: one block of arrays plus what the caches hold.
+
+>>> from bloomwise.cache.traces import Request
+>>> trace = [Request(0.0, "c", "GET", url, 600) for url in ("a", "b", "a", "c", "a")]
+>>> totals = replay_independent(trace, num_proxies=1, cache_size=1500, eviction="lru", origin_cost=10.0)
+>>> totals.counters[0]["hits"], totals.counters[0]["evictions"], totals.latency
+(2, 1, 30.0)
+"""
+from __future__ import annotations
+
+import dataclasses
+from itertools import islice
+from typing import Callable, Iterable, Iterator, Optional
+
+import numpy as np
+
+from bloomwise._native.hashes import hash_many, xxh3
+from bloomwise._native.replay import MAX_CAPACITY, IndependentCaches
+from bloomwise.cache.store import EVICTION_POLICIES
+from bloomwise.cache.traces import OracleGeneralReader, assigned_requests, random_proxy_draws
+
+__all__ = ["ENGINES", "COMPILED_POLICIES", "BLOCK_REQUESTS", "RequestBlock", "IndependentTotals", "choose_engine",
+           "compiled_limitation", "request_blocks", "replay_independent", "OracleGeneralTrace"]
+
+#: ``engine=`` values: ``auto`` (compiled when it covers the replay, else Python), ``compiled``, ``python``
+ENGINES = ("auto", "compiled", "python")
+#: the policies the compiled replay runs
+COMPILED_POLICIES = ("none",)
+#: records read, converted and replayed at a time (the progress callback is called after each full block)
+BLOCK_REQUESTS = 65536
+_MAX_PROXIES = 2 ** 31 - 1
+
+
+def compiled_limitation(policy: str, *, num_proxies: int, cache_size: int, eviction: str,
+                        inspecting: bool = False) -> Optional[str]:
+    """Why the compiled replay cannot run this configuration, or None when it can."""
+    if policy not in COMPILED_POLICIES:
+        return f"it runs policy {', '.join(COMPILED_POLICIES)} only, not {policy!r}"
+    if inspecting:
+        return "the caller passed nodes to inspect, which only the Python engine fills"
+    if eviction not in EVICTION_POLICIES:
+        return f"it knows eviction {', '.join(EVICTION_POLICIES)} only, not {eviction!r}"
+    if not 1 <= cache_size <= MAX_CAPACITY:
+        return f"cache size {cache_size} is beyond its limit of 2**63 - 1 bytes"
+    if not 1 <= num_proxies <= _MAX_PROXIES:
+        return f"{num_proxies} proxies are beyond its limit of 2**31 - 1"
+    return None
+
+
+def choose_engine(engine: str, policy: str, *, num_proxies: int, cache_size: int, eviction: str,
+                  inspecting: bool = False) -> str:
+    """``"compiled"`` or ``"python"``: which engine runs a replay asked for with ``engine`` (one of
+    :data:`ENGINES`).
+
+    :raises ValueError: an unknown engine, or ``"compiled"`` for a configuration it does not cover (the message says
+        why).
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "python":
+        return "python"
+    reason = compiled_limitation(policy, num_proxies=num_proxies, cache_size=cache_size, eviction=eviction,
+                                 inspecting=inspecting)
+    if reason is None:
+        return "compiled"
+    if engine == "compiled":
+        raise ValueError(f"the compiled engine cannot run this replay: {reason} (engine 'auto' or 'python' can)")
+    return "python"
+
+
+@dataclasses.dataclass
+class RequestBlock:
+    """Up to :data:`BLOCK_REQUESTS` records of a trace as arrays: the GET requests' ``keys`` (uint64),
+    ``sizes`` (int64) and ``proxies`` (int32), ``records`` read (GET or not) and ``skipped`` (not GET)."""
+
+    keys: np.ndarray
+    sizes: np.ndarray
+    proxies: np.ndarray
+    records: int
+    skipped: int
+
+
+def _hash_texts(texts: list) -> np.ndarray:
+    """XXH3-64 (seed 0) of each str's UTF-8 bytes; a str with a lone surrogate (no UTF-8 form) is hashed by its
+    ``surrogatepass`` bytes, which no other str has."""
+    try:
+        return hash_many(texts)
+    except ValueError:
+        return np.fromiter((xxh3(text.encode("utf-8", "surrogatepass")) for text in texts), dtype=np.uint64,
+                           count=len(texts))
+
+
+def _sizes_array(requests: list) -> np.ndarray:
+    sizes = [request.size for request in requests]
+    array = np.array(sizes)
+    if array.dtype != np.int64 or (len(array) and array.min() < 0):
+        for request, size in zip(requests, sizes):
+            if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size < 2 ** 63:
+                line = getattr(request, "line", 0)
+                where = f"the request of line {line}" if line else f"request {request!r}"
+                raise ValueError(f"{where}: size {size!r} is not a whole number of bytes in [0, 2**63) (the "
+                                 f"compiled replay's range; engine 'python' takes any size)")
+        array = np.array(sizes, dtype=np.int64)
+    return array
+
+
+def request_blocks(requests: Iterable, num_proxies: int) -> Iterator[RequestBlock]:
+    """The trace as :class:`RequestBlock` arrays (see the module docstring for the ids and the proxies)."""
+    source = iter(requests)
+    while True:
+        block = list(islice(source, BLOCK_REQUESTS))
+        if not block:
+            return
+        methods = [request.method for request in block]
+        gets = block if methods.count("GET") == len(block) else [r for r, m in zip(block, methods) if m == "GET"]
+        keys = _hash_texts([request.url for request in gets])
+        sizes = _sizes_array(gets)
+        if num_proxies == 1:
+            proxies = np.zeros(len(gets), dtype=np.int32)
+        else:
+            clients = [request.client for request in gets]
+            try:
+                hashes = hash_many(clients)
+            except ValueError:  # a client with no UTF-8 form: assign_proxy raises what the Python engine raises
+                hashes = np.fromiter((xxh3(client.encode("utf-8")) for client in clients), dtype=np.uint64,
+                                     count=len(clients))
+            proxies = (hashes % np.uint64(num_proxies)).astype(np.int32)
+        yield RequestBlock(keys, sizes, proxies, len(block), len(block) - len(gets))
+
+
+@dataclasses.dataclass
+class IndependentTotals:
+    """The outcome of :func:`replay_independent`: ``counters[p]``, proxy p's counters (``IndependentCaches.counters``:
+    requests, hits, misses, false_misses, refused, evictions, requested_bytes, hit_bytes, documents, used_bytes);
+    ``latency``, ``origin_cost`` summed once per miss in request order; ``skipped``, the records that were not
+    GET requests."""
+
+    counters: list
+    latency: float
+    skipped: int
+
+
+def replay_independent(requests: Iterable, *, num_proxies: int, cache_size: int, eviction: str, origin_cost: float,
+                       progress: Optional[Callable[[int], None]] = None) -> IndependentTotals:
+    """Replay ``requests`` (Request records) over ``num_proxies`` caches that never ask each other, compiled.
+    ``progress(n)`` is called after every :data:`BLOCK_REQUESTS` records read."""
+    reason = compiled_limitation("none", num_proxies=num_proxies, cache_size=cache_size, eviction=eviction)
+    if reason is not None:
+        raise ValueError(f"the compiled engine cannot run this replay: {reason}")
+    caches = IndependentCaches(num_proxies, cache_size, eviction == "lru", float(origin_cost))
+    own_blocks = getattr(requests, "request_blocks", None)
+    blocks = own_blocks(num_proxies) if own_blocks is not None else request_blocks(requests, num_proxies)
+    seen = skipped = 0
+    for block in blocks:
+        caches.replay(block.keys, block.sizes, block.proxies)
+        before, seen = seen, seen + block.records
+        skipped += block.skipped
+        if progress is not None:  # at every multiple of BLOCK_REQUESTS records, as the Python engine calls it
+            for mark in range((before // BLOCK_REQUESTS + 1) * BLOCK_REQUESTS, seen + 1, BLOCK_REQUESTS):
+                progress(mark)
+    return IndependentTotals([caches.counters(p) for p in range(num_proxies)], caches.miss_cost_total, skipped)
+
+
+class OracleGeneralTrace:
+    """A libCacheSim oracleGeneral file (:class:`~bloomwise.cache.traces.OracleGeneralReader`) with its proxy
+    assignment, for both engines: iterating gives the Request records of ``assigned_requests(reader, rule,
+    num_proxies, seed=seed, limit=limit)`` (the Python engine); :meth:`request_blocks` gives the same requests as
+    arrays read straight from the records, the object number as the id (the compiled engine; several times faster
+    than making Request records). Each use opens the file anew; ``reader`` is the last reader opened (its counts:
+    ``requests``, ``malformed``, ...).
+
+    :param rule: ``"random"`` or ``"round-robin"`` (the file has no clients).
+    """
+
+    def __init__(self, path, rule: str, num_proxies: int, *, seed: int = 0, limit: Optional[int] = None,
+                 strict: bool = False):
+        if rule not in ("random", "round-robin"):
+            raise ValueError(f"{path} has no client field: choose how its requests go to proxies, 'random' or "
+                             f"'round-robin', not {rule!r}")
+        assigned_requests([], rule, num_proxies, seed=seed, limit=limit)  # the same checks of the arguments
+        self.path, self.rule, self.num_proxies, self.seed, self.limit = path, rule, num_proxies, seed, limit
+        self.strict = strict
+        self.reader: Optional[OracleGeneralReader] = None
+
+    def _open(self) -> OracleGeneralReader:
+        self.reader = OracleGeneralReader(self.path, strict=self.strict)
+        return self.reader
+
+    def __iter__(self) -> Iterator:
+        return assigned_requests(self._open(), self.rule, self.num_proxies, seed=self.seed, limit=self.limit)
+
+    def request_blocks(self, num_proxies: int) -> Iterator[RequestBlock]:
+        """The requests as :class:`RequestBlock` arrays (``num_proxies`` must be the trace's)."""
+        if num_proxies != self.num_proxies:
+            raise ValueError(f"this trace is assigned to {self.num_proxies} proxies, not {num_proxies}")
+        reader = self._open()
+        draws = random_proxy_draws(num_proxies, self.seed) if self.rule == "random" else None
+        pending = np.zeros(0, dtype=np.int64)  # random draws not used yet
+        position, remaining = 0, self.limit
+        try:
+            for objects, sizes, _ in reader.record_arrays():
+                if remaining is not None:
+                    if remaining <= 0:
+                        break
+                    objects, sizes = objects[:remaining], sizes[:remaining]
+                    remaining -= len(objects)
+                count = len(objects)
+                if draws is None:
+                    proxies = (np.arange(position, position + count, dtype=np.int64) % num_proxies)
+                else:
+                    while len(pending) < count:
+                        pending = np.concatenate([pending, next(draws)])
+                    proxies, pending = pending[:count], pending[count:]
+                position += count
+                yield RequestBlock(objects, sizes, proxies.astype(np.int32), count, 0)
+        finally:
+            reader.close()
