@@ -163,6 +163,9 @@ def test_real_squid_log_replays(capsys):
     assert code == 0 and (info["requests"], info["malformed_lines"], info["distinct_get_urls"]) == (94, 0, 71)
     results = simulate(lambda: open_trace(path), ["none", "icp"], SimulationConfig(num_proxies=2, cache_size=1 << 20))
     assert [(r.requests, r.local_hits, r.remote_hits) for r in results] == [(94, 23, 0), (94, 23, 0)]
+    code, out, _ = _run(capsys, "simulate", "--trace", "squidview-example", "--proxies", "2", "--policy", "none,icp",
+                        "--cache-size", "1MiB", "--json")  # the name, as a path would be
+    assert code == 0 and [(r["requests"], r["local_hit_ratio"]) for r in json.loads(out)] == [(94, 23 / 94)] * 2
 
 
 def test_real_cloudphysics_slice_replays(capsys):
