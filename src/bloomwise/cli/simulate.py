@@ -13,7 +13,6 @@ error naming the option, 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import itertools
 import json
 import os
