@@ -63,7 +63,7 @@ class SimulationConfig:
 
     :param num_proxies: P >= 1.
     :param cache_size: bytes of documents per proxy (>= 1).
-    :param bits_per_entry: counters (summary bits) per expected document (>= 1).
+    :param bits_per_entry: counters (summary bits) per document cached, within ``resize_tolerance`` (>= 1).
     :param update_threshold: new documents, as a fraction of the documents cached, before a summary is published,
         in (0, 1] (Summary Cache's threshold).
     :param expected_entries: documents each summary is sized for at the start; None: ``cache_size //
