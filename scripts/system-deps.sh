@@ -1,16 +1,31 @@
 #!/usr/bin/env bash
-# Installs the Debian packages that the server and browser tests use (Squid, Redis, Chromium), when missing.
+# Installs the Debian packages that the server and browser tests use (Squid, Redis, Chromium; iproute2 for the
+# namespaced proxy cluster), when missing; with --bench also those only the benchmarks use (wrk, the HTTP load
+# generator of benchmarks/proxy.py --targets).
 # Needs root and apt-get; elsewhere it says what to install and exits 0 (those tests then skip, naming the package).
-# Usage: scripts/system-deps.sh            (install what is missing)
-#        scripts/system-deps.sh --check    (only list what is missing)
+# Usage: scripts/system-deps.sh                    (install what is missing)
+#        scripts/system-deps.sh --bench            (and what the benchmarks need)
+#        scripts/system-deps.sh [--bench] --check  (only list what is missing)
 set -uo pipefail
+bench=0 check=0
+for arg in "$@"; do
+  case "$arg" in
+    --bench) bench=1 ;;
+    --check) check=1 ;;
+    *) echo "system-deps: unknown option $arg (expected --bench, --check)" >&2; exit 2 ;;
+  esac
+done
 # command -> Debian package
 declare -A PACKAGES=(
   [squid]=squid
   [redis-server]=redis-server
   [chromium]=chromium
   [chromedriver]=chromium-driver
+  [ip]=iproute2
 )
+if [ "$bench" = 1 ]; then
+  PACKAGES[wrk]=wrk
+fi
 missing=()
 for cmd in "${!PACKAGES[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || missing+=("${PACKAGES[$cmd]}")
@@ -18,7 +33,7 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
-if [ "${1:-}" = "--check" ]; then
+if [ "$check" = 1 ]; then
   echo "missing Debian packages: ${missing[*]}"
   exit 0
 fi

@@ -61,9 +61,10 @@ def bloom_query_many(f, keys) -> Decisions:
     evidence = consulted & informative
     positive = evidence & answer
     if positive.any():
-        pp = p[positive]
-        with np.errstate(invalid="ignore"):  # 0 / 0 for a prior of 0 in a filter whose FPR is 0 (NaN)
-            post[positive] = pp / (pp + (1.0 - pp) * fpr)
+        # posterior() as query's: a prior of 0 stays 0 after "present", also where the FPR is 0 and Bayes' formula is
+        # 0 / 0 (a key the prior rules out is not made possible by the filter's answer; one answer for query and
+        # query_many, issue 34)
+        post[positive] = posterior(p[positive], fpr)
     post[evidence & ~answer] = 0.0
     member, expected = f.cost.decide_many(post, None if f.selective_query else answer)
     return Decisions(member, post, answer, consulted, expected)

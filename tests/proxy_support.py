@@ -9,6 +9,7 @@ import pytest
 aiohttp = pytest.importorskip("aiohttp", reason="the proxy tests need aiohttp (the proxy extra)")
 from aiohttp import web  # noqa: E402
 
+from bloomwise.proxy.access import DestinationPolicy  # noqa: E402
 from bloomwise.proxy.origin import OriginServer, document_body  # noqa: E402
 from bloomwise.proxy.server import BloomwiseProxy, ProxyConfig  # noqa: E402
 
@@ -44,8 +45,9 @@ async def eventually(condition, timeout=15.0, interval=0.05, what="condition"):
 
 
 def config(**kw):
+    """A ProxyConfig for tests: small, fast timers, and fetching from 127.0.0.1 only (the test origins)."""
     base = dict(cache_size=4 * 2**20, summary_interval=0.3, peer_timeout=1.0, retry_after=0.3, max_retry_after=1.0,
-                mean_document_size=MEAN_SIZE)
+                mean_document_size=MEAN_SIZE, destinations=DestinationPolicy.parse("127.0.0.1"))
     base.update(kw)
     return ProxyConfig(**base)
 

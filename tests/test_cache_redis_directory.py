@@ -74,6 +74,58 @@ def test_damaged_summary_in_the_directory_is_a_format_error(redis_client):
     directory.sync(a)
     redis_client.set("g3:node:a:whole", b"BLOOMWISE but not really")
     with pytest.raises(FormatError):
-        directory.sync(node("b", origin=2))
+        directory.whole("a")
+
+
+def test_one_bad_publisher_is_skipped_and_the_others_are_applied(redis_client):
+    directory = RedisSummaryDirectory(redis_client, "g4")
+    a, b, c = node("a", origin=1), node("b", origin=2), node("c", origin=3)
+    a.admit(url("a", 0), 100)
+    c.admit(url("c", 0), 100)
+    for n in (a, b, c):
+        directory.sync(n)
+    redis_client.set("g4:node:a:whole", b"BLOOMWISE but not really")  # "a" sorts first: the others come after it
+    reader = node("r", origin=4)
+    got = directory.sync(reader)
+    assert set(got["skipped"]) == {"a"} and "FormatError" in got["skipped"]["a"]
+    assert reader.peer("a").summary is None
+    assert reader.route(url("c", 0)) == ["c"] and reader.peer("b").summary is not None
+    assert got["received"] == directory.whole("b").nbytes + directory.whole("c").nbytes
     with pytest.raises(ValueError, match="history"):
         RedisSummaryDirectory(redis_client, "g", history=0)
+
+
+def test_the_asyncio_directory_shares_the_keys_and_checks(redis_client, redis_server):
+    import asyncio
+
+    import redis.asyncio
+
+    from bloomwise.cache.redis_directory import AsyncRedisSummaryDirectory
+    sync_directory = RedisSummaryDirectory(redis_client, "g5", history=3)
+    a, b, r = node("a", origin=1), node("b", origin=2), node("r", origin=3)
+    a.admit(url("a", 0), 100)
+    b.admit(url("b", 0), 100)
+    sync_directory.sync(a)
+
+    async def scenario():
+        client = redis.asyncio.Redis(unix_socket_path=redis_server.socket_path)
+        try:
+            directory = AsyncRedisSummaryDirectory(client, "g5", history=3)
+            await directory.sync(b)  # b publishes through asyncio and reads a's summary
+            for i in range(1, 3):  # a publishes two deltas (sync); r follows them through asyncio
+                a.admit(url("a", i), 100)
+                sync_directory.sync(a)
+            got = await directory.sync(r)
+            assert await directory.nodes() == {"a", "b", "r"}
+            await client.set("g5:node:b:whole", b"damaged")
+            late = node("late", origin=4)
+            return got, await directory.sync(late), late
+        finally:
+            await client.aclose()
+
+    got, late_got, late = asyncio.run(scenario())
+    assert b.route(url("a", 0)) == ["a"] and r.route(url("a", 2)) == ["a"] and r.route(url("b", 0)) == ["b"]
+    assert got["skipped"] == {} and got["published"] > 0
+    assert set(late_got["skipped"]) == {"b"} and late.route(url("a", 2)) == ["a"]
+    sync_directory.sync(a)  # a reads b's and r's summaries, which asyncio published
+    assert a.route(url("b", 0)) == ["b"]

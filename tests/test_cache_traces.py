@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bloomwise.cache import traces
+from bloomwise.cache.traces import lines, synthetic
 from bloomwise.cache.traces import (
     MAX_LINE_BYTES, MAX_REPORTED_MALFORMED, Request, SyntheticTrace, TraceError, assign_proxy, open_trace,
     read_plain_trace, read_squid_log, request_key, write_plain_trace, write_squid_log,
@@ -444,7 +445,7 @@ def test_mean_size_rescales_and_default_is_surge():
 
 
 def test_generation_memory_is_bounded_by_the_catalogue(monkeypatch):
-    monkeypatch.setattr(traces, "_CHUNK", 1024)  # many chunks in few requests (tracemalloc is slow)
+    monkeypatch.setattr(synthetic, "_CHUNK", 1024)  # many chunks in few requests (tracemalloc is slow)
 
     def peak(num_requests):
         tracemalloc.start()
@@ -493,8 +494,8 @@ _AWKWARD = (b"# a comment\r\n"
 @pytest.mark.parametrize("block", [1, 2, 7, 64, 199, 200, 201, 4096])
 def test_block_boundaries_change_nothing(monkeypatch, block):
     """Lines that cross the reader's blocks, over-long lines that span several, a last line without newline."""
-    monkeypatch.setattr(traces, "MAX_LINE_BYTES", 200)
-    monkeypatch.setattr(traces, "_BLOCK", block)
+    monkeypatch.setattr(lines, "MAX_LINE_BYTES", 200)
+    monkeypatch.setattr(lines, "BLOCK_BYTES", block)
     reader = read_plain_trace(io.BytesIO(_AWKWARD))
     got = [(r.line, r.timestamp, r.url, r.size, r.method) for r in reader]
     assert got == [(2, 1.0, "http://a/1", 10, "GET"), (4, 2.0, "http://a/\u00e9", 20, "GET"),
@@ -599,7 +600,7 @@ def test_a_real_squid_log():
 
 def test_a_long_run_of_blank_lines_before_the_requests_is_not_held(monkeypatch):
     """Format detection keeps blocks of blank and comment lines as counts only."""
-    monkeypatch.setattr(traces, "_BLOCK", 4096)
+    monkeypatch.setattr(lines, "BLOCK_BYTES", 4096)
     data = b"\n" * 3_000_000 + b"# header\n" + b"1 c http://a/ 5\n" * 3
     tracemalloc.start()
     try:

@@ -7,7 +7,7 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from bloomwise import theory
+from bloomwise import BloomFilter, theory
 from bloomwise.cli import main
 from bloomwise.cli._parse import parse_count, parse_positive_int, parse_probability, parse_size_bits
 
@@ -105,7 +105,7 @@ def run(capsys, *argv):
 
 
 def test_plan_n_p(capsys):
-    code, out, err = run(capsys, "--n", "1e6", "--p", "1%")
+    code, out, err = run(capsys, "--n", "1e6", "--p", "1%", "--layout", "classic")
     assert code == 0 and err == ""
     expected = theory.plan(n=10 ** 6, p=0.01)
     assert f"{expected.m:,}" in out and "9,592,956" in out
@@ -117,16 +117,33 @@ def test_plan_n_p(capsys):
     assert "m rounded up to 9,593,344 bits" in out  # the blocked layout's size
 
 
+def test_plan_default_is_the_filter_build_makes(capsys, tmp_path):
+    """The first plan line a new user sees is the filter `bloomwise build` and BloomFilter(n, p) make: the blocked
+    layout's m and k, and the blocked line shows that filter's own rate (not the rate at the classic size)."""
+    code, out, err = run(capsys, "--n", "1e6", "--p", "1%")
+    assert code == 0 and err == ""
+    default = BloomFilter(10 ** 6, 0.01)
+    assert out.splitlines()[0] == "bloomwise plan (blocked layout)"
+    assert f"m  bits                 {default.num_cells:,} = " in out and "10,099,712" in out
+    assert f"k  hashes               {default.num_hashes} (solved)" in out and default.num_hashes == 8
+    blocked_line = next(line for line in out.splitlines() if "blocked   " in line)
+    assert blocked_line.strip().startswith("* blocked") and "0.009998" in blocked_line, blocked_line
+    keys = tmp_path / "keys.txt"
+    keys.write_text("a\nb\n")
+    assert main(["build", str(keys), "-o", str(tmp_path / "f.bloom"), "--capacity", "1e6", "--fpr", "1%"]) == 0
+    assert f"{default.num_cells:,} bits" in capsys.readouterr().out
+
+
 def test_plan_examples(capsys):
-    code, out, _ = run(capsys, "--n", "40M", "--p", "1e-6")
+    code, out, _ = run(capsys, "--n", "40M", "--p", "1e-6", "--layout", "classic")
     assert code == 0 and "1,150,211,148" in out and " 20 (solved)" in out
     assert "k > 16" in out  # no blocked filter with 20 hashes
-    code, out, _ = run(capsys, "--n", "10000", "--p", "1 in 1000")
+    code, out, _ = run(capsys, "--n", "10000", "--p", "1 in 1000", "--layout", "classic")
     assert code == 0 and "143,777" in out and "17,973 bytes" in out
 
 
 def test_plan_m_p(capsys):
-    code, out, err = run(capsys, "--m", "64KiB", "--p", "1 in 10000")
+    code, out, err = run(capsys, "--m", "64KiB", "--p", "1 in 10000", "--layout", "classic")
     assert code == 0, err
     expected = theory.plan(m=524_288, p=1e-4)
     assert f"{expected.n:,} (solved)" in out and "524,288" in out and "64.00 KiB" in out
@@ -144,7 +161,7 @@ def test_plan_with_k_layout_and_json(capsys):
 
 
 def test_plan_rate_from_n_m_k(capsys):
-    code, out, _ = run(capsys, "-n", "1000", "-m", "10000", "-k", "7")
+    code, out, _ = run(capsys, "-n", "1000", "-m", "10000", "-k", "7", "--layout", "classic")
     assert code == 0 and "0.008196" in out and "(solved)" in out
 
 
@@ -201,14 +218,15 @@ def test_plan_figure_without_matplotlib(capsys, tmp_path, monkeypatch):
     (["--n", "1e6"], "--n (keys) is not enough: also give --p (false-positive rate) or --m (bits)"),
     (["--p", "1%", "--k", "3"], "fix the bits per key but not the size"),
     ([], "give two of --n, --p, --m"),
-    (["--n", "1000", "--m", "1000", "--p", "1e-6"], "inconsistent"),
-    (["--m", "3", "--p", "1e-9"], "cannot hold even one key"),
+    (["--n", "1000", "--m", "1000", "--p", "1e-6", "--layout", "classic"], "inconsistent"),
+    (["--m", "3", "--p", "1e-9", "--layout", "classic"], "cannot hold even one key"),
     (["--n", "1e6", "--p", "1%", "--layout", "bloom"], "--layout 'bloom' is not one of classic, partitioned, blocked"),
     (["--n", "10", "--m", "1000", "--layout", "blocked"], "multiple of 512"),
+    (["--n", "10", "--m", "1000"], "multiple of 512"),  # blocked by default, as bloomwise build
     (["--n", "10", "--p", "1%", "--k", "20", "--layout", "blocked"], "between 1 and 16"),
 ])
 def test_plan_bad_input_exits_2_naming_the_value(capsys, argv, message):
     code, out, err = run(capsys, *argv)
     assert code == 2
     assert out == ""
-    assert message in err and err.startswith("bloomwise plan: error: ")
+    assert message in err and err.startswith("bloomwise plan: ") and "error:" not in err and err.count("\n") == 1

@@ -97,7 +97,44 @@ def test_bloom_decisions_equal_the_reference(m, k, layout, n, preload, kind, val
     assert_same_decisions(f.query_many(batch), ref.bloom_query_many(f, batch))
 
 
-def test_bloom_state_follows_every_change():
+@pytest.fixture(params=[True, False], ids=["dict-versions", "identities"])
+def state_check(request):
+    """Both ways a cached state is proven unchanged: dict versions (CPython 3.11) and the identities compared one by
+    one (what 3.12 and later use; forced here with use_dict_versions(False))."""
+    previous = decide.use_dict_versions(request.param)
+    yield request.param
+    decide.use_dict_versions(previous)
+
+
+def test_use_dict_versions_switch_reports_the_previous_setting():
+    import sys
+    have = sys.version_info < (3, 12)
+    first = decide.use_dict_versions(False)
+    try:
+        assert first == have and decide.use_dict_versions(False) is False
+    finally:
+        decide.use_dict_versions(first)
+    assert decide.use_dict_versions(True) == have  # (restored: versions on where they exist)
+
+
+@pytest.mark.parametrize("query", [True, False])
+@pytest.mark.parametrize("prior", [ConstantPrior(0.0), ClassPrior(lambda key: key[0], {"p": 0.0, "a": 0.0}),
+                                   CallablePrior(lambda key: 0.0)], ids=["constant", "class", "callable"])
+def test_prior_of_zero_gives_posterior_zero_in_query_and_query_many_when_the_fpr_is_zero(prior, query):
+    # issue 34: query said 0 and query_many NaN. The answer is 0 in both: a key the prior rules out is not made
+    # possible by a "present" from the filter (posterior()'s rule), also where the FPR as built is 0 (n* = 0 keys
+    # counted) and Bayes' P / (P + (1 - P) FPR) is 0 / 0.
+    bf = bloomwise.BloomFilter.from_size(1024, 3, layout="classic")
+    bf.add("present")
+    f = SelectiveBloomFilter(bf, prior, CostModel(1.0, 5.0), selective_query=query)
+    assert f.estimated_fpr() == 0.0
+    single, batch = f.query("present"), f.query_many(["present", "absent"])
+    assert single.filter_answer is True and batch.filter_answer.tolist() == [True, False]
+    assert single.posterior == 0.0 and batch.posterior.tolist() == [0.0, 0.0]
+    assert single.member is bool(batch.member[0]) and single.expected_cost == batch.expected_cost[0]
+
+
+def test_bloom_state_follows_every_change(state_check):
     f = SelectiveBloomFilter({"num_cells": 2048, "num_hashes": 3, "layout": "classic"}, 0.01, 5)
     probe = query_keys(300, 300)
 
@@ -205,7 +242,7 @@ def test_counting_saturated_and_wide_counters():
             assert_same_decisions(f.query_many(probe), ref.counting_query_many(f, probe))
 
 
-def test_counting_state_follows_changes_and_empty_filter():
+def test_counting_state_follows_changes_and_empty_filter(state_check):
     cbf = bloomwise.CountingBloomFilter.from_size(1000, 4, layout="partitioned")
     f = SelectiveCountingBloomFilter(cbf, 0.05, 10.0)
     probe = query_keys(50, 50)
@@ -370,7 +407,7 @@ def test_class_prior_label_errors_propagate():
         assert_same_decision(f.query("k1"), reference(f, "k1"))  # and it goes on answering
 
 
-def test_class_prior_table_changed_by_the_classifier_mid_batch():
+def test_class_prior_table_changed_by_the_classifier_mid_batch(state_check):
     # labels are small ints (the same objects every time); the table changes at the tenth key of the query batch
     def make():
         queried = []  # the keys classified since the filter was built

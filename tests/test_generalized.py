@@ -31,7 +31,7 @@ def test_without_reset_functions_it_is_a_classic_bloom_filter():
     b = BloomFilter.from_size(20_000, 5, layout="classic", seed=9)
     b.update(keys)
     assert g.to_bytes() != b.to_bytes()  # different structures ...
-    assert bytes(g._payload()) == bytes(b._payload())  # ... with the same bits
+    assert bytes(g.payload_view()) == bytes(b.payload_view())  # ... with the same bits
     queries = np.arange(10_000, 60_000, dtype=np.uint64)
     assert np.array_equal(g.contains_many(queries), np.asarray(b.contains_many(queries), dtype=bool))
 
@@ -161,11 +161,11 @@ def test_damaged_files_raise_format_error():
     header = g._header()
     bad_meta = dict(header.meta, num_reset_hashes=9)
     with pytest.raises(FormatError, match="num_reset_hashes"):
-        GeneralizedBloomFilter.from_bytes(_format.dumps(_replace(header, meta=bad_meta), g._payload()))
+        GeneralizedBloomFilter.from_bytes(_format.dumps(_replace(header, meta=bad_meta), g.payload_view()))
     with pytest.raises(FormatError, match="initial"):
         GeneralizedBloomFilter.from_bytes(_format.dumps(_replace(header, meta=dict(header.meta, initial="ones")),
-                                                        g._payload()))
-    padded = bytearray(g._payload())
+                                                        g.payload_view()))
+    padded = bytearray(g.payload_view())
     padded[-1] |= 0x80  # bit 127 of a 100-bit filter
     with pytest.raises(FormatError, match="past num_bits"):
         GeneralizedBloomFilter.from_bytes(_format.dumps(header, bytes(padded)))

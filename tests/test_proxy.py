@@ -121,10 +121,20 @@ def test_bad_requests_get_clear_errors():
                 assert reply.status == 400 and "since must be an integer" in await reply.text()
             async with session.post(a.url + "/bloomwise/notify", data=b"{not json") as reply:
                 assert reply.status == 400
-            async with session.post(a.url + "/bloomwise/notify", json={"url": "http://127.0.0.1:1"}) as reply:
+            async with session.post(a.url + "/bloomwise/notify", json={"url": "http://127.0.0.1:1", "version": 3}) \
+                    as reply:
                 assert reply.status == 404
+            for version in ("x", -1, True, 1.5, None):
+                async with session.post(a.url + "/bloomwise/notify", json={"url": "http://127.0.0.1:1",
+                                                                           "version": version}) as reply:
+                    assert reply.status == 400 and "version must be an integer" in await reply.text(), version
             status, _, body = await get(session, a.url, "http://127.0.0.1:1/doc/1")     # origin unreachable
             assert status == 502 and b"could not be reached" in body
+            reader, writer = await asyncio.open_connection("127.0.0.1", a.config.port)   # not a URL: 400, no 500
+            writer.write(b"GET http://[::1/doc HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            writer.close()
+            assert head.split(b"\r\n")[0] in (b"HTTP/1.0 400 Bad Request", b"HTTP/1.1 400 Bad Request"), head
     run(scenario())
 
 

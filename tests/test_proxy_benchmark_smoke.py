@@ -32,3 +32,50 @@ def test_quick_proxy_benchmark_writes_its_report(tmp_path):
     assert [c["threshold"] for c in results["churn"]] == ["1%", "10%"]
     report = [p for p in tmp_path.iterdir() if p.suffix == ".md"][0].read_text()
     assert "| local hits | bloomwise |" in report and "summary bytes/s" in report
+
+
+def _benchmark_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("proxy_benchmark", os.path.join(ROOT, "benchmarks", "proxy.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_speed_target_verdicts_and_wrk_output():
+    bench = _benchmark_module()
+    assert [bench._wrk_duration(t) for t in ("850.00us", "1.50ms", "2.00s")] == [0.85, 1.5, 2000.0]
+
+    def run(workload, server, rps, p50, p99):
+        return {"concurrency": 16, "workload": workload, "server": server, "rps": rps, "p50_ms": p50, "p99_ms": p99}
+
+    results = {"levels": [16], "route_share": 0.004, "remote_fraction": {"bloomwise": 1.0, "squid": 0.6},
+               "runs": [run("local", "bloomwise", 3000, 2.0, 10.0), run("local", "squid", 2000, 3.0, 10.0),
+                        run("remote", "bloomwise", 1000, 3.0, 12.0), run("remote", "squid", 1100, 4.0, 9.0)]}
+    verdicts = [v[-1] for v in bench.target_verdicts(results)]
+    # local: exactly 1.5x and an equal p99 pass; remote: fewer requests/s than Squid fails (p50 +1.0 ms would pass)
+    assert verdicts == ["PASS", "FAIL", "PASS", "PASS"]
+    results["runs"][0]["rps"] = 2999
+    results["route_share"] = 0.01
+    assert [v[-1] for v in bench.target_verdicts(results)] == ["FAIL", "FAIL", "PASS", "FAIL"]
+
+
+def test_squid57_receive_model_misplaces_the_first_reads_mask_bytes_from_128_on():
+    from bloomwise.cache.squid_digest import CacheDigest
+
+    bench = _benchmark_module()
+    small = CacheDigest(200, 5)                              # 125 bytes of mask: received whole
+    for i in range(200):
+        small.add_url(f"http://origin.test/doc/{i}")
+    assert bench.squid57_received_digest(small, 700).mask == small.mask
+    large = CacheDigest(1000, 5)                             # 625 bytes, all in the first 4 KiB read
+    for i in range(1000):
+        large.add_url(f"http://origin.test/doc/{i}")
+    mask = bytes(large.mask)
+    received = bytes(bench.squid57_received_digest(large, 700).mask)
+    # headers of 700 bytes: bytes 0..127 in place, 128..624 hold the mask shifted by 128
+    assert received[:128] == mask[:128] and received[128:] == mask[:625 - 128]
+    # a header shorter than the mask's reach: from offset H on, the control block and the mask shifted by H + 128
+    received = bytes(bench.squid57_received_digest(large, 300).mask)
+    served = large.to_bytes()
+    assert received[128:300] == mask[:172] and received[300:] == served[:625 - 300]

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -130,6 +131,12 @@ def test_a_summary_that_fails_its_checks_is_rejected_and_the_previous_one_kept()
                 assert b.node.peer(fake.url).summary is held and held.version == 1
                 assert all(key in held for key in keys)
                 assert b.stats()["peers"][fake.url]["summaries_rejected"] >= 3
+                # it keeps sending invalid summaries: unhealthy (routing skips it), and healthy again once valid
+                await eventually(lambda: not b.stats()["peers"][fake.url]["healthy"], what="the peer unhealthy")
+                assert "invalid summaries in a row" in b.stats()["peers"][fake.url]["last_error"]
+                assert not b.node.peer(fake.url).healthy
+                answers[:] = [good]
+                await eventually(lambda: b.stats()["peers"][fake.url]["healthy"], what="the peer healthy again")
         finally:
             await fake.stop()
     run(scenario())
@@ -160,6 +167,7 @@ def test_a_squid_digest_that_fails_its_checks_is_rejected_and_the_previous_one_k
                 await eventually(lambda: b.stats()["summaries_rejected"] >= 3, what="three rejections")
                 assert b.node.peer(fake.url).summary is held
                 assert all(f"GET {u}" in held for u in urls)
+                await eventually(lambda: not b.stats()["peers"][fake.url]["healthy"], what="the Squid unhealthy")
         finally:
             await fake.stop()
     run(scenario())
@@ -226,12 +234,22 @@ def test_a_killed_and_restarted_proxy_is_noticed_and_no_request_fails():
     (["proxy", "--listen", "127.0.0.1:0", "--peer", "ftp://x:1"], "--peer"),
     (["proxy", "--listen", "127.0.0.1:0", "--peer-timeout", "-1"], "--peer-timeout"),
     (["cluster", "--proxies", "0"], "--proxies"),
+    (["proxy", "--listen", "127.0.0.1:0", "--cache-size", "0"], "--cache-size '0' must be at least 1 byte"),
+    (["proxy", "--listen", "127.0.0.1:0", "--mean-document-size", "0"], "--mean-document-size '0'"),
+    (["proxy", "--listen", "127.0.0.1:0", "--bits-per-entry", "100000"], "--bits-per-entry '100000'"),
+    (["proxy", "--listen", "127.0.0.1:0", "--origin-cost", "nan"], "positive number of milliseconds"),
+    (["proxy", "--listen", "127.0.0.1:0", "--allow-clients", "10.0.0.0/33"], "--allow-clients '10.0.0.0/33'"),
+    (["proxy", "--listen", "127.0.0.1:0", "--allow-clients", ","], "--allow-clients ',' names no network"),
+    (["proxy", "--listen", "127.0.0.1:0", "--allow-destinations", "x:0"], "--allow-destinations 'x:0'"),
+    (["cluster", "--allow-destinations", "no host"], "--allow-destinations 'no host'"),
 ])
 def test_bad_options_are_usage_errors(argv, message, capsys):
+    """A bad setting is exit 2 and one line on stderr, never a traceback (issue 34)."""
     from bloomwise.cli import main
 
     assert main(argv) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
 
 
 def test_cluster_command_starts_and_stops_on_ctrl_c():
@@ -254,6 +272,9 @@ def test_cluster_command_starts_and_stops_on_ctrl_c():
         proxies = [l.split()[1] for l in lines if l.startswith("proxy-")]
         assert len(proxies) == 2
         assert _get(proxies[0], origin + "/doc/3")[2] == document_body("/doc/3", 4096)
+        with pytest.raises(urllib.error.HTTPError) as refused:           # the origin only, not the rest of loopback
+            _get(proxies[0], f"http://127.0.0.1:{free_port()}/doc/3")
+        assert refused.value.code == 403
         process.send_signal(signal.SIGINT)
         assert process.wait(30) == 0
     finally:
@@ -277,3 +298,12 @@ def test_proxy_on_a_busy_port_fails_with_a_clear_message(capsys):
         port = busy.getsockname()[1]
         assert main(["proxy", "--listen", f"127.0.0.1:{port}"]) == 1
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_proxy_with_an_access_log_it_cannot_write_fails_with_a_clear_message(tmp_path, capsys):
+    from bloomwise.cli import main
+
+    path = tmp_path / "missing-directory" / "access.log"
+    assert main(["proxy", "--listen", "127.0.0.1:0", "--access-log", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bloomwise proxy: --access-log {path}: cannot write it (") and err.count("\n") == 1, err

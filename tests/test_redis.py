@@ -14,6 +14,8 @@ from bloomwise._redis_server import MISSING_SERVER_MESSAGE, LocalRedisServer, fi
 
 redis = pytest.importorskip("redis", reason="the redis extra (redis-py) is not installed")
 import bloomwise.redis as served  # noqa: E402
+import bloomwise.redis.filters as served_filters  # noqa: E402
+import bloomwise.redis.geometry as served_geometry  # noqa: E402
 from bloomwise.redis import (  # noqa: E402
     FilterMismatchError, FilterNotFoundError, IncompleteBatchError, RedisBloomFilter, RedisCountingBloomFilter,
     ServerUnavailableError, from_redis, to_redis,
@@ -180,9 +182,9 @@ def test_counting_parts(redis_client):
 
 def test_part_size_must_be_whole_blocks():
     with pytest.raises(ValueError, match="multiple of 64"):
-        served._Geometry("bloom", "classic", 1000, 3, 0, "xxh3", 1, None, 100)
+        served_geometry.Geometry("bloom", "classic", 1000, 3, 0, "xxh3", 1, None, 100)
     with pytest.raises(ValueError, match="part_bytes"):
-        served._Geometry("bloom", "classic", 1000, 3, 0, "xxh3", 1, None, 2**30)
+        served_geometry.Geometry("bloom", "classic", 1000, 3, 0, "xxh3", 1, None, 2**30)
 
 
 # ---- counting filters --------------------------------------------------------------------------------------------------
@@ -279,7 +281,7 @@ def test_a_retried_batch_is_applied_once(redis_client):
     remote.update(keys, batch_id="batch-2")  # another id applies again
     local.update(keys)
     assert from_redis(redis_client, "once") == local
-    assert 0 < redis_client.ttl("once:batch:batch-1:0") <= served.BATCH_RECORD_SECONDS
+    assert 0 < redis_client.ttl("once:batch:batch-1:0") <= served_filters.BATCH_RECORD_SECONDS
 
 
 # ---- metadata: open by name, mismatches, damaged metadata -------------------------------------------------------------
@@ -392,7 +394,7 @@ def kill_during_batch(monkeypatch, redis_server, after_packs):
             redis_server.kill()
         return real(*args)
 
-    monkeypatch.setattr("bloomwise._native.served.pack_command", packing)
+    monkeypatch.setattr("bloomwise.redis.filters.pack_command", packing)
     return calls
 
 
@@ -486,8 +488,8 @@ def test_counting_operations_match_the_local_filter(redis_server, ops, force_scr
     # 12 counters, k = 4: collisions, repeated probes and saturation are all frequent
     local = CountingBloomFilter.from_size(12, 4, seed=21)
     remote = RedisCountingBloomFilter.from_size(redis_client, "h", 12, 4, seed=21)
-    old_attempts = served.REMOVE_ATTEMPTS
-    served.REMOVE_ATTEMPTS = 0 if force_script else old_attempts
+    old_attempts = served_filters.REMOVE_ATTEMPTS
+    served_filters.REMOVE_ATTEMPTS = 0 if force_script else old_attempts
     try:
         for op, keys in ops:
             if op == "update":
@@ -510,7 +512,7 @@ def test_counting_operations_match_the_local_filter(redis_server, ops, force_scr
                 assert [remote.discard(key) for key in keys] == [local.discard(key) for key in keys]
             assert from_redis(redis_client, "h") == local
     finally:
-        served.REMOVE_ATTEMPTS = old_attempts
+        served_filters.REMOVE_ATTEMPTS = old_attempts
         redis_client.close()
 
 
@@ -540,7 +542,7 @@ def test_removal_reads_again_when_another_client_writes(redis_client, redis_serv
     assert from_redis(redis_client, "w") == local
     calls["n"] = -100  # now every transaction is refused: the script takes over and gives the same result
     assert remote.remove_many(keys[1000:1200]) == 200
-    assert calls["n"] == -100 + served.REMOVE_ATTEMPTS
+    assert calls["n"] == -100 + served_filters.REMOVE_ATTEMPTS
     local.remove_many(keys[1000:1200])
     assert from_redis(redis_client, "w") == local
 
@@ -568,16 +570,17 @@ def test_server_killed_during_a_merge(monkeypatch, tmp_path):
     with LocalRedisServer(persistent=True, directory=str(tmp_path)) as srv:
         remote = RedisBloomFilter.from_size(srv.client(), "mk", local.num_cells, 8, layout="blocked", seed=1,
                                             part_bytes=512)
-        real = redis.client.Pipeline.execute
+        real = served_filters.encode_command
         calls = {"n": 0}
 
-        def execute(self, *args, **kwargs):
-            calls["n"] += 1
-            if calls["n"] == 3:
-                srv.kill()
-            return real(self, *args, **kwargs)
+        def encode_command(args):
+            if args[0] == b"MULTI":  # each part's transaction starts with MULTI: kill before the third one
+                calls["n"] += 1
+                if calls["n"] == 3:
+                    srv.kill()
+            return real(args)
 
-        monkeypatch.setattr(redis.client.Pipeline, "execute", execute)
+        monkeypatch.setattr(served_filters, "encode_command", encode_command)
         with pytest.raises(IncompleteBatchError, match="2 of 8 parts were merged.*retrying the merge is safe"):
             remote.update(keys_of("m", 3000), method="merge")
         monkeypatch.undo()
@@ -596,4 +599,46 @@ def test_quick_benchmark_runs():
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| RedisBloomFilter blocked" in run.stdout and "insert, BITFIELD" in run.stdout
+    from bloomwise._redis_server import find_redisbloom_module
+    if find_redisbloom_module() is None:
+        assert "side by side with RedisBloom: SKIPPED" in run.stdout
+    else:  # the side-by-side prints a verdict for every regime and operation
+        verdicts = [line for line in run.stdout.splitlines() if line.startswith(("PASS: ", "FAIL: "))]
+        assert len(verdicts) == 6 and all("x RedisBloom's" in line for line in verdicts), run.stdout[:3000]
     assert "| RedisCountingBloomFilter classic 4-bit" in run.stdout
+
+
+@needs_server
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_reading_the_parts_answers_as_the_per_key_commands(redis_client, monkeypatch, layout):
+    monkeypatch.setattr(served_filters, "READ_SLICE_BYTES", 64 * 3)  # several GETRANGE slices per part
+    local = BloomFilter(4000, 0.02, layout=layout, seed=5)
+    remote = RedisBloomFilter(redis_client, "rp", 4000, 0.02, layout=layout, seed=5, part_bytes=1024)
+    assert len(remote.part_keys) > 2
+    keys = keys_of("r", 2500)
+    remote.update(keys, method="bitfield")  # the last part's string may end before the part does
+    local.update(keys)
+    probe = keys_of("absent", 6000) + keys
+    expected = local.contains_many(probe)
+    assert 0 < expected[:6000].sum() < 600  # some false positives, answered the same way
+    for method in ("read", "per_key", "auto"):
+        assert np.array_equal(remote.contains_many(probe, method=method), expected), method
+    with pytest.raises(ValueError, match="method"):
+        remote.contains_many(probe, method="fast")
+
+
+@needs_server
+def test_auto_chooses_by_the_batch_size_next_to_the_filter(redis_client, monkeypatch):
+    remote = RedisBloomFilter(redis_client, "auto", 100_000, 0.01)
+    chosen = []
+    def read_part(self, index, doing):  # steps, like the real one
+        chosen.append("read")
+        return np.zeros(self.geometry.part_length(0), np.uint8)
+        yield
+
+    monkeypatch.setattr(RedisBloomFilter, "read_part", read_part)
+    small = -(-remote.nbytes // served_filters.READ_BYTES_PER_KEY) - 1  # one key too few to read the filter
+    remote.contains_many(np.arange(small, dtype=np.uint64))
+    assert chosen == []
+    remote.contains_many(np.arange(small + 1, dtype=np.uint64))
+    assert chosen == ["read"]

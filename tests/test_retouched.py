@@ -28,7 +28,7 @@ def test_before_a_retouch_it_is_a_classic_bloom_filter():
     f, members = _filled()
     b = BloomFilter.from_size(8_192, 4, layout="classic", seed=3)
     b.update(members)
-    assert bytes(f._payload()[: f.nbytes]) == bytes(b._payload())
+    assert bytes(f.payload_view()[: f.nbytes]) == bytes(b.payload_view())
     q = np.arange(10**6, 10**6 + 50_000, dtype=np.uint64)
     assert np.array_equal(f.contains_many(q), np.asarray(b.contains_many(q), dtype=bool))
     assert all(x in f for x in members[:100])
@@ -131,7 +131,7 @@ def test_damaged_files_raise_format_error():
 
     f, _ = _filled(m=1_000, n=50)
     header = f._header()
-    payload = bytes(f._payload())
+    payload = bytes(f.payload_view())
     with pytest.raises(FormatError, match="members"):
         RetouchedBloomFilter.from_bytes(_format.dumps(dataclasses.replace(header, meta={"members": -1}), payload))
     with pytest.raises(FormatError, match="member hashes need"):

@@ -113,7 +113,7 @@ def test_round_trips(tmp_path):
     assert header.meta["capacities"] == [50, 100, 200, 400] and header.keys_added == sum(f._stage_keys)
     offset = 0
     for stage in f.stages:  # each stage's bits start at a multiple of 64 bytes
-        assert offset % 64 == 0 and bytes(payload[offset:offset + stage.nbytes]) == bytes(stage._payload())
+        assert offset % 64 == 0 and bytes(payload[offset:offset + stage.nbytes]) == bytes(stage.payload_view())
         offset += -(-stage.nbytes // 64) * 64
     assert offset == header.payload_length
     f.clear()
@@ -137,7 +137,7 @@ def test_every_flipped_byte_and_every_truncation_is_detected():
 def test_well_checksummed_but_inconsistent_files_are_refused():
     f = ScalableBloomFilter(4, 0.1, layout="classic")
     f.update(range(10))
-    header, payload = f._header(), f._payload()
+    header, payload = f._header(), f.payload_view()
     meta = dict(header.meta)
     for change in ({"capacities": meta["capacities"][:-1]}, {"num_bits": [1] * len(meta["num_bits"])},
                    {"growth": 0.5}, {"keys": [1.5] * len(meta["keys"])}, {"seeds": "x"},
@@ -208,11 +208,11 @@ def test_derived_stage_bits_are_the_layout_positions_of_the_stage_hash():
     f = ScalableBloomFilter(3, 0.2, layout="classic", seed=5)
     f.update([f"k{i}" for i in range(20)])
     key = "one more"
-    before = [np.unpackbits(np.frombuffer(bytes(s._payload()), np.uint8), bitorder="little") for s in f.stages]
+    before = [np.unpackbits(np.frombuffer(bytes(s.payload_view()), np.uint8), bitorder="little") for s in f.stages]
     assert f.add(key)
     newest = f.num_stages - 1
     stage = f.stages[newest]
-    bits = np.unpackbits(np.frombuffer(bytes(stage._payload()), np.uint8), bitorder="little")
+    bits = np.unpackbits(np.frombuffer(bytes(stage.payload_view()), np.uint8), bitorder="little")
     positions = classic_positions(np.array([f._stage_hash(key, newest)], dtype=np.uint64), stage.num_cells,
                                   stage.num_hashes)[0]
     changed = set(np.flatnonzero(bits != before[newest]).tolist())
@@ -398,7 +398,7 @@ def test_every_kernel_answers_alike_for_every_k(k):
 
     f = ScalableBloomFilter(40, 0.2, layout="blocked", seed=8)
     f.update(range(1500))
-    header, payload = f._header(), f._payload()
+    header, payload = f._header(), f.payload_view()
     meta = {**header.meta, "num_hashes": [k] * f.num_stages}
     g = ScalableBloomFilter.from_bytes(_format.dumps(dataclasses.replace(header, num_hashes=k, meta=meta), payload))
     probes = list(range(3000))
@@ -559,7 +559,7 @@ def test_bad_stage_hashing_is_refused():
 def test_files_with_inconsistent_stage_hashing_are_refused():
     f = ScalableBloomFilter(4, 0.1)
     f.update(range(20))
-    header, payload = f._header(), f._payload()
+    header, payload = f._header(), f.payload_view()
     bad_seeds = dataclasses.replace(header, meta={**header.meta, "seeds": [1] * f.num_stages})
     with pytest.raises(FormatError, match="with derived stage hashing every stage's seed is the filter's"):
         ScalableBloomFilter.from_bytes(_format.dumps(bad_seeds, payload))

@@ -2,15 +2,18 @@
 
 (0) bloomwise reads the digest a real Squid serves; (1) a bloomwise proxy routes a request to a Squid sibling
 whose cache was warmed, using that Squid's Cache Digest (a remote hit); (2) a Squid with the bloomwise proxy as a
-digest-enabled sibling routes a cached URL to it: Squid's access.log says CD_SIBLING_HIT.
+digest-enabled sibling routes a cached URL to it: Squid's access.log says CD_SIBLING_HIT; (3) digests over 128 bytes
+of mask, both ways, checked on the bits (Squid 5.7's routing by such a digest measures its bug 5510, not bloomwise).
 """
 import asyncio
+import hashlib
 import os
+import struct
 
 import pytest
 
 from proxy_support import config, eventually, get, get_checked, origin_and_proxies, run
-from bloomwise.cache.squid_digest import CacheDigest
+from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, CacheDigest
 from bloomwise.proxy.origin import document_body
 from bloomwise.proxy.squid import SquidPeer, SquidProcess, squid_binary
 
@@ -121,3 +124,79 @@ def test_squid_routes_to_bloomwise_sibling_by_its_digest():
             finally:
                 await asyncio.to_thread(squid.stop)
     run(scenario(), timeout=120)
+
+
+# -- digests over 128 bytes --------------------------------------------------------------------------------------
+# Squid 5.7 corrupts a received digest whose mask does not arrive in the same read as the 128-byte control block
+# (Squid bug 5510, fixed after 5.7): what 5.7 *routes* by such a digest measures that bug, not bloomwise. So the test
+# below asserts on the bytes bloomwise serves, decoded here independently of bloomwise's reader with the algorithm
+# of Squid's Cache Digests as documented (docs/cache.md, "With Squid"): store key = MD5(method byte 1 for GET, URL),
+# its four big-endian 32-bit words modulo the mask's bits, bit b = mask[b >> 3] & (1 << (b & 7)).
+
+DIGEST_CBLOCK = struct.Struct(">HHIIIIBB")      # version current, required, capacity, count, del_count,
+                                                # mask_size, bits_per_entry, hash_func_count; 106 reserved bytes
+
+
+def squid_digest_fields(data):
+    """The control block of a served digest as a dict, and its mask (checked against the stated sizes)."""
+    assert len(data) >= 128, f"a digest starts with a 128-byte control block, got {len(data)} bytes"
+    names = ("current", "required", "capacity", "count", "del_count", "mask_size", "bits_per_entry", "hashes")
+    fields = dict(zip(names, DIGEST_CBLOCK.unpack_from(data, 0)))
+    assert data[DIGEST_CBLOCK.size:128] == bytes(128 - DIGEST_CBLOCK.size), "reserved bytes must be zero"
+    mask = data[128:]
+    assert len(mask) == fields["mask_size"], (len(mask), fields)
+    return fields, mask
+
+
+def squid_bit_positions(url, mask_size):
+    """The four bits a GET of ``url`` sets in a mask of ``mask_size`` bytes (Squid's cacheDigestHashKey)."""
+    key = hashlib.md5(b"\x01" + url.encode()).digest()
+    return [int.from_bytes(key[4 * i:4 * i + 4], "big") % (8 * mask_size) for i in range(4)]
+
+
+def set_bits(mask):
+    return {b for b in range(8 * len(mask)) if mask[b >> 3] & (1 << (b & 7))}
+
+
+def test_digests_over_128_bytes_are_whole_both_ways():
+    warmed = 300            # 300 entries x 5 bits = 188 bytes of mask: more than fits beside the control block
+
+    async def scenario():
+        squid = await asyncio.to_thread(SquidProcess(digest_period=1).start)
+        try:
+            async with origin_and_proxies(config(name="B", summary_interval=0.5)) as (origin, (b,), session):
+                urls = [f"{origin.url}/doc/{i}" for i in range(warmed)]
+                for i in range(warmed):                         # warm the Squid
+                    await get_checked(session, squid.proxy_url, origin, f"/doc/{i}")
+                # (1) Squid's own digest, decoded here: over 128 bytes of mask, every warmed URL's four bits set
+                data = await eventually(lambda: _digest_with(squid, urls), timeout=60, interval=0.5,
+                                        what="every warmed URL in Squid's digest")
+                fields, mask = squid_digest_fields(data)
+                assert fields["mask_size"] > 128 and fields["hashes"] == 4, fields
+                bits = set_bits(mask)
+                assert all(set(squid_bit_positions(u, fields["mask_size"])) <= bits for u in urls)
+                # bloomwise reads it whole: B routes every warmed URL to the Squid, none to the origin
+                link = b.add_peer(squid.proxy_url)
+                await eventually(lambda: link.kind == "squid" and all(
+                    f"GET {u}" in b.node.peer(squid.proxy_url).summary for u in urls), timeout=30,
+                    what="Squid's whole digest at B")
+                served = origin.served["doc"]
+                for i in range(warmed):
+                    headers = await get_checked(session, b.url, origin, f"/doc/{i}")
+                    assert headers["X-Cache"].startswith("REMOTE_HIT"), (i, headers["X-Cache"])
+                assert origin.served["doc"] == served
+                # (2) the digest B serves now (it stored the 300 remote hits, nothing else), fetched as a Squid
+                # sibling fetches it: exactly the bits of those URLs, sized for them
+                async with session.get(b.url + DIGEST_PATH, headers={"Accept": DIGEST_CONTENT_TYPE}) as reply:
+                    assert reply.status == 200 and reply.headers["Content-Type"] == DIGEST_CONTENT_TYPE
+                    served_digest = await reply.read()
+                fields, mask = squid_digest_fields(served_digest)
+                assert (fields["current"], fields["required"], fields["bits_per_entry"], fields["hashes"]) == \
+                    (5, 3, 5, 4), fields
+                assert fields["count"] == fields["capacity"] == warmed, fields
+                assert fields["mask_size"] == (warmed * 5 + 7) // 8 == 188, fields
+                expected = {p for u in urls for p in squid_bit_positions(u, fields["mask_size"])}
+                assert set_bits(mask) == expected
+        finally:
+            await asyncio.to_thread(squid.stop)
+    run(scenario(), timeout=240)

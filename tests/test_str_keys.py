@@ -2,6 +2,7 @@
 call, so nothing is left behind in the caller's str objects (no cached UTF-8 copy)."""
 from __future__ import annotations
 
+import re
 import sys
 
 import numpy as np
@@ -41,15 +42,41 @@ def test_any_text_hashes_as_its_utf8(text, seed):
     assert key_hash(text, seed, 1) == xxhash.xxh64_intdigest(text.encode(), seed)
 
 
-def test_lone_surrogate_is_refused_like_str_encode():
-    for s in ("\ud800", "ab\udfffcd" * 100):
-        with pytest.raises(UnicodeEncodeError):
+def test_a_lone_surrogate_is_refused_naming_the_key_and_what_to_do():
+    for s, position in (("\ud800", 0), ("ab\udfffcd" * 100, 2)):
+        refusal = (rf"key {re.escape(repr(s[:40]))}(\.\.\.)? cannot be hashed: its character '\\ud[8-f][0-9a-f]{{2}}' at "
+                   rf"position {position} is a lone surrogate, which UTF-8 cannot encode; pass the key as bytes "
+                   rf"instead, e.g. key.encode\('utf-8', 'surrogatepass'\)$")
+        with pytest.raises(ValueError, match=refusal) as error:
             key_hash(s)
+        assert not isinstance(error.value, UnicodeError)  # not the codec's own error
         f = bloomwise.BloomFilter(100, 0.01)
-        with pytest.raises(UnicodeEncodeError):
-            f.add(s)
-        with pytest.raises(UnicodeEncodeError):
-            f.update(["ok", s])
+        for call in (lambda: f.add(s), lambda: f.update(["ok", s]), lambda: s in f, lambda: f.contains_many([s])):
+            with pytest.raises(ValueError, match=refusal):
+                call()
+        # what the message says to do works: the key's bytes with surrogatepass are a key like any other
+        f.add(s.encode("utf-8", "surrogatepass"))
+        assert s.encode("utf-8", "surrogatepass") in f
+    f = bloomwise.BloomFilter(100, 0.01)
+    with pytest.raises(ValueError, match=r"key 1 of the array cannot be hashed: it holds a lone surrogate .*"
+                                         r"surrogatepass"):
+        f.update(np.array(["fine", "bad\ud800"]))
+
+
+def test_every_element_of_a_numpy_array_of_any_shape_is_one_key():
+    """Documented (README, docs/architecture.md): a 2-D 'S' or 'U' array is a batch of its elements, not of its
+    rows, and the answers keep the array's shape."""
+    for grid in (np.array([["ab", "cd", "ef"], ["gh", "ij", "kl"]]), np.array([[b"ab", b"cd"], [b"ef", b"gh"]])):
+        f = bloomwise.BloomFilter(1000, 0.001, seed=4)
+        f.update(grid)
+        assert f.num_keys == grid.size
+        reference = bloomwise.BloomFilter(1000, 0.001, seed=4)
+        reference.update(grid.ravel().tolist())
+        assert f == reference
+        answers = f.contains_many(grid)
+        assert answers.shape == grid.shape and answers.all()
+        rows = ["".join(map(str, row)) if grid.dtype.kind == "U" else b"".join(row) for row in grid]
+        assert not f.contains_many(rows).any()  # rows were never keys
 
 
 def test_filters_leave_nothing_in_the_callers_strings():
@@ -114,7 +141,7 @@ def test_every_path_hashes_str_as_its_utf8(text, seed, scheme_name):
 
 @given(st.text(st.sampled_from("a\xe9\ud800\udfff\u65e5") | st.characters(blacklist_categories=()), min_size=1,
                max_size=40))
-def test_surrogates_raise_on_every_path_as_str_encode_does(text):
+def test_surrogates_are_refused_on_every_path_where_str_encode_refuses_them(text):
     try:
         text.encode()
     except UnicodeEncodeError:
@@ -125,7 +152,7 @@ def test_surrogates_raise_on_every_path_as_str_encode_does(text):
     for call in (lambda: key_hash(text), lambda: hash_many([text]), lambda: f.add(text), lambda: text in f,
                  lambda: f.update([text])):
         if refused:
-            with pytest.raises(UnicodeEncodeError):
+            with pytest.raises(ValueError, match="lone surrogate"):
                 call()
         else:
             call()

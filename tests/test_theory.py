@@ -739,8 +739,10 @@ def test_numpy_scalars_are_accepted():
 # ---------------------------------------------------------------------------------------------------------
 def test_docstring_examples():
     import bloomwise.cli._parse
+    import bloomwise.units
 
-    modules = (theory, theory.rates, theory.sizing, theory.counting, theory.fill, _tables, bloomwise.cli._parse)
+    modules = (theory, theory.rates, theory.sizing, theory.counting, theory.fill, _tables, bloomwise.units,
+               bloomwise.cli._parse)
     for module in modules:
         failures, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert failures == 0, module.__name__

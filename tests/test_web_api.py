@@ -44,9 +44,9 @@ def api(base, path, **params):
 def test_calculator_gives_the_reference_calculator_values(base, n, p, m, k):
     """hur.st's values for the classic layout (ecosystem.md): the same k, and m within 1e-5 of hur.st's, which sizes
     by the approximation exp(-kn/m); bloomwise sizes by the exact (1 - 1/m)^(kn) and so may need a few bits more."""
-    status, answer = api(base, "/api/plan", n=n, p=p)
+    status, answer = api(base, "/api/plan", n=n, p=p, layout="classic")
     assert status == 200
-    exact = plan(n=parse_count(n), p=float(p))
+    exact = plan(n=parse_count(n), p=float(p), layout="classic")
     assert (answer["plan"]["m"], answer["plan"]["k"]) == (exact.m, exact.k)
     assert answer["plan"]["k"] == k and m <= answer["plan"]["m"] <= m * (1 + 1e-5)
     assert answer["given"] == ["n", "p"] and answer["plan"]["solved"] == ["m", "k"]
@@ -117,8 +117,9 @@ def test_calculator_sizes_the_same_inputs_for_each_layout_and_builds_the_filter(
     ({"n": "1e6", "p": "0.01", "layout": "round"}, "layout", "not one of"),
     ({"n": "1e6"}, "n", "not enough"),
     ({"p": "0.01", "k": "7"}, "_form", "also give n"),
-    ({"n": "1e6", "m": "1000", "p": "0.01"}, "_form", "inconsistent"),
-    ({"m": "8", "p": "1e-9"}, "m", "cannot hold even one key"),
+    ({"n": "1e6", "m": "1000", "p": "0.01", "layout": "classic"}, "_form", "inconsistent"),
+    ({"m": "8", "p": "1e-9", "layout": "classic"}, "m", "cannot hold even one key"),
+    ({"m": "8", "p": "1e-9"}, "m", "multiple of 512"),  # blocked by default, as bloomwise build
     ({"n": "1e15", "p": "1e-300"}, "_form", "largest"),
     ({"n": "1" * 201, "p": "0.01"}, "n", "too long"),
     ({"n": "1e999999999", "p": "0.01"}, "n", "too large"),
@@ -199,7 +200,11 @@ def test_explorer_decides_with_theorem_1_on_both_sides(base):
     ({"counters": "1, -2"}, "counters", "whole numbers"),
     ({"counters": "\u00b9"}, "counters", "whole numbers"),  # a digit to str.isdigit, not a number to int()
     ({"counters": ",".join(["1"] * 65)}, "counters", "more than 64"),
-    ({"counters": "70000"}, "counters", "16-bit"),
+    ({"counters": "16"}, "counters", "16 is above 15, the largest value of a 4-bit counter"),
+    ({"counters": "99,99,99"}, "counters", "99 is above 15, the largest value of a 4-bit counter"),
+    ({"counters": "1, 256", "cbits": "8"}, "counters", "256 is above 255, the largest value of an 8-bit counter"),
+    ({"counters": "70000", "cbits": "16"}, "counters", "70000 is above 65535, the largest value of a 16-bit counter"),
+    ({"cbits": "5"}, "cbits", "not one of 4, 8, 16"),
     ({"counters": "1,2,3", "cm": "2"}, "counters", "more than the filter's m"),
     ({"cm": "0"}, "cm", "between 1"),
     ({"cn": "lots"}, "cn", "not a number"),
@@ -211,12 +216,14 @@ def test_bad_explorer_input_is_a_400_naming_the_field(base, fields, field, words
 
 
 @settings(deadline=None)
-@given(prior=_FIELD_TEXT, alpha=_FIELD_TEXT, bpk=_FIELD_TEXT, counters=_FIELD_TEXT, cm=_FIELD_TEXT, cn=_FIELD_TEXT)
-def test_the_explorer_answers_any_text_with_200_or_a_400_reason(base, prior, alpha, bpk, counters, cm, cn):
-    status, answer = api(base, "/api/paradox", prior=prior, alpha=alpha, bpk=bpk, counters=counters, cm=cm, cn=cn)
+@given(prior=_FIELD_TEXT, alpha=_FIELD_TEXT, bpk=_FIELD_TEXT, counters=_FIELD_TEXT, cbits=_FIELD_TEXT, cm=_FIELD_TEXT,
+       cn=_FIELD_TEXT)
+def test_the_explorer_answers_any_text_with_200_or_a_400_reason(base, prior, alpha, bpk, counters, cbits, cm, cn):
+    status, answer = api(base, "/api/paradox", prior=prior, alpha=alpha, bpk=bpk, counters=counters, cbits=cbits,
+                         cm=cm, cn=cn)
     assert status in (200, 400), answer
     if status == 400:
-        assert set(answer["fields"]) <= {"prior", "alpha", "bpk", "counters", "cm", "cn", "_form"}
+        assert set(answer["fields"]) <= {"prior", "alpha", "bpk", "counters", "cbits", "cm", "cn", "_form"}
     else:
         assert 0.0 <= answer["posterior"] <= 1.0 and 0.0 <= answer["counting"]["posterior"] <= 1.0
 
@@ -227,6 +234,7 @@ def test_the_explorer_answers_any_text_with_200_or_a_400_reason(base, prior, alp
     ("/api/plan.svg", {"n": "40M", "p": "1e-6"}), ("/api/plan.svg", {"n": "1e4", "p": "1%", "layout": "blocked"}),
     ("/api/paradox/posterior.svg", {}), ("/api/paradox/bits.svg", {"alpha": "5"}),
     ("/api/paradox/counting.svg", {"counters": "15,15,15,15"}),
+    ("/api/paradox/counting.svg", {"counters": "300, 2", "cbits": "16"}),
 ])
 def test_plots_are_svg_drawn_by_the_server(base, path, params):
     status, content_type, body = get(f"{base}{path}?{urllib.parse.urlencode(params)}")
@@ -396,7 +404,8 @@ def test_serve_answers_and_stops_cleanly_on_sigterm():
     with serve_process("--proxy", "127.0.0.1:3128") as (process, url):
         status, config = get_json(url + "/api/config")
         assert status == 200 and config == {"proxies": ["127.0.0.1:3128"], "refresh_seconds": 2.0}
-        assert get_json(url + "/api/plan?n=1e4&p=0.001")[1]["plan"]["m"] == plan(n=10_000, p=0.001).m
+        answer = get_json(url + "/api/plan?n=1e4&p=0.001")[1]["plan"]
+        assert (answer["m"], answer["layout"]) == (plan(n=10_000, p=0.001, layout="blocked").m, "blocked")
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
 

@@ -21,7 +21,7 @@ pytest.importorskip("matplotlib", reason="the web page's plots need matplotlib (
 sync_api = pytest.importorskip("playwright.sync_api",
                                reason="the browser tests need Playwright for Python (pip install playwright)")
 
-from bloomwise import paradox, theory  # noqa: E402
+from bloomwise import BloomFilter, paradox, theory  # noqa: E402
 from bloomwise.theory import plan  # noqa: E402
 from bloomwise.web.explorer import DEFAULTS as PARADOX_DEFAULTS  # noqa: E402
 from web_servers import app_in_thread, serve_process, stats_app  # noqa: E402
@@ -120,8 +120,8 @@ def _plan_shown(page) -> dict:
 def _type_plan(page, **fields):
     for name in ("n", "p", "m", "k"):
         page.fill(f"#{name}", fields.get(name, ""))
-    page.select_option("#layout", fields.get("layout", "classic"))
-    _answered(page, "plan-results", {"layout": "classic", **fields}, ("n", "p", "m", "k", "layout"))
+    page.select_option("#layout", fields.get("layout", "blocked"))
+    _answered(page, "plan-results", {"layout": "blocked", **fields}, ("n", "p", "m", "k", "layout"))
 
 
 @pytest.mark.parametrize("layout", theory.LAYOUTS)
@@ -137,7 +137,7 @@ def test_typed_fields_solve_like_theory_plan_and_reload_from_the_url(server, pag
     assert page.text_content("#tag-m") == "solved" and page.text_content("#tag-n") == "given"
     query = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
     assert query["n"] == ["40M"] and query["p"] == ["1e-6"]
-    assert query.get("layout", ["classic"]) == [layout]
+    assert query.get("layout", ["blocked"]) == [layout]  # the default (blocked, as bloomwise build) is left out
     page.wait_for_selector("#plan-plot[data-loaded=true]")
     page.screenshot(path=str(shots / f"calculator-40M-1e-6-{layout}.png"), full_page=True)
 
@@ -176,12 +176,12 @@ def test_an_answer_aborted_while_its_body_is_read_is_dropped(server, page):
 
 
 def test_the_reference_calculator_values_show_on_the_page(server, page):
-    page.goto(server + "/?n=10000&p=0.001")
+    page.goto(server + "/?n=10000&p=0.001&layout=classic")
     _ready(page)
     exact = plan(n=10_000, p=0.001)  # hur.st: 143,776 (by exp(-kn/m)); bloomwise sizes by the exact rate
     assert _plan_shown(page) == {"n": "10000", "p": "0.001", "m": str(exact.m), "k": "10"}
     assert page.text_content("#out-m") == f"{exact.m:,}"
-    page.goto(server + "/?n=40M&p=1e-6")
+    page.goto(server + "/?n=40M&p=1e-6&layout=classic")
     _ready(page)
     assert (page.text_content("#out-m"), page.text_content("#out-k")) == (f"{plan(n=40_000_000, p=1e-6).m:,}", "20")
     # every layout's real rate at this m and k, next to the chosen one
@@ -193,7 +193,7 @@ def test_the_reference_calculator_values_show_on_the_page(server, page):
 def test_units_and_one_in_n_are_understood(server, page):
     page.goto(server + "/")
     _ready(page)
-    _type_plan(page, m="64KiB", p="1 in 10000", k="7")
+    _type_plan(page, m="64KiB", p="1 in 10000", k="7", layout="classic")
     expected = theory.plan(m=524_288, p=1e-4, k=7)
     assert _plan_shown(page) == {"n": str(expected.n), "p": "0.0001", "m": "524288", "k": "7"}
     assert page.text_content("#out-p-one-in") == "(1 in 10,000)"
@@ -317,3 +317,122 @@ def test_cluster_view_of_real_bloomwise_proxies(server, page, shots):
         page.wait_for_selector(f"article[data-address='{addresses[1]}'].down")
         assert "cannot reach" in page.text_content(f"article[data-address='{addresses[1]}'] .error")
         page.wait_for_selector(f"article[data-address='{addresses[0]}'].up")
+
+
+# --- layout: a desktop and a phone, valid and invalid input ---------------------------------------------------------
+
+LAYOUT_CHECK = """() => {
+    const problems = [];
+    const width = document.documentElement.clientWidth;
+    const describe = (el) => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") +
+        (el.className && typeof el.className === "string" ? "." + el.className.trim().split(/\\s+/).join(".") : "");
+    const visible = (el) => {
+        const box = el.getBoundingClientRect();
+        return box.width > 0 && box.height > 0 && getComputedStyle(el).visibility !== "hidden";
+    };
+    if (document.documentElement.scrollWidth > width) {
+        problems.push(`the page is ${document.documentElement.scrollWidth} px wide in a ${width} px window`);
+    }
+    for (const el of document.querySelectorAll("header *, main *, footer *")) {
+        if (!visible(el) || (el.parentElement && el.parentElement.closest(".table-wrap, pre"))) continue;
+        const box = el.getBoundingClientRect();  // scrollers (.table-wrap, pre) are checked, not their content
+        if (box.left < -1 || box.right > width + 1) {
+            problems.push(`${describe(el)} spans ${Math.round(box.left)}..${Math.round(box.right)} px`);
+        }
+    }
+    for (const tile of document.querySelectorAll("dl.solved dd")) {
+        if (visible(tile) && tile.scrollWidth > tile.clientWidth + 1) problems.push(`${describe(tile)} is cut`);
+    }
+    for (const image of document.images) {
+        if (visible(image) && (!image.complete || image.naturalWidth === 0)) {
+            problems.push(`broken image ${describe(image)}`);
+        }
+    }
+    for (const el of document.querySelectorAll("[id^=out-], .facts, .decision, .results h2, .badge")) {
+        if (visible(el) && !el.textContent.trim()) problems.push(`empty ${describe(el)}`);
+    }
+    const text = document.querySelector("main").innerText;
+    for (const hole of [/undefined/, /NaN/, /\\bnull\\b/, /=\\s+bits per key/, /uses\\s+\\u00d7/, /\\(\\s*\\)/]) {
+        if (hole.test(text)) problems.push(`a sentence with a hole: ${hole}`);
+    }
+    return problems;
+}"""
+
+
+def _layout_problems(page) -> list:
+    """What the layout check finds: sideways overflow, cut tiles, broken images, empty or holed sentences. Plots
+    are brought into view first (they load lazily) and waited for."""
+    for image in page.locator("img:visible").all():
+        image.scroll_into_view_if_needed()
+        page.wait_for_selector(f"#{image.get_attribute('id')}[data-loaded=true]")
+    page.evaluate("window.scrollTo(0, 0)")
+    return page.evaluate(LAYOUT_CHECK)
+
+
+@pytest.fixture(params=[1280, 390], ids=["1280px", "390px"])
+def sized_page(browser, request):
+    context = browser.new_context(viewport={"width": request.param, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.width = request.param
+    yield page
+    context.close()
+    assert errors == [], f"JavaScript errors on the page: {errors}"
+
+
+def test_the_page_fits_and_keeps_the_last_valid_plan_out_of_date(server, sized_page, shots):
+    page, width = sized_page, sized_page.width
+    page.goto(server + "/")
+    _ready(page)
+    default = BloomFilter(10 ** 6, 0.01)  # the page's first plan is the filter bloomwise build makes
+    assert _plan_shown(page) == {"n": "1000000", "p": "0.01", "m": str(default.num_cells), "k": str(default.num_hashes)}
+    assert page.get_attribute("#plan-results", "data-state") == "current"
+    assert _layout_problems(page) == []
+    page.screenshot(path=str(shots / f"layout-{width}-calculator.png"), full_page=True)
+
+    _type_plan(page, n="lots", p="1%")  # invalid: the last valid plan stays, dimmed and marked out of date
+    page.wait_for_selector("#n-error:not(:empty)")
+    assert page.get_attribute("#plan-results", "data-state") == "stale"
+    assert page.is_visible("#plan-stale") and "Out of date" in page.text_content("#plan-stale")
+    assert _plan_shown(page)["m"] == str(default.num_cells)
+    assert _layout_problems(page) == []
+    page.screenshot(path=str(shots / f"layout-{width}-calculator-invalid.png"), full_page=True)
+
+    page.goto(server + "/?prior=1e-5&alpha=1&bpk=10#paradox")
+    _ready(page)
+    assert _layout_problems(page) == []
+    page.screenshot(path=str(shots / f"layout-{width}-paradox.png"), full_page=True)
+
+
+def test_invalid_input_on_arrival_is_a_clear_empty_state(server, sized_page, shots):
+    page, width = sized_page, sized_page.width
+    page.goto(server + "/?n=lots&p=1%")
+    _ready(page)
+    assert page.get_attribute("#plan-results", "data-state") == "empty"
+    assert page.is_visible("#plan-empty") and not page.is_visible("#out-m") and not page.is_visible("#plan-plot")
+    assert "not a number" in page.text_content("#n-error")
+    assert _layout_problems(page) == []
+    page.screenshot(path=str(shots / f"layout-{width}-calculator-empty.png"), full_page=True)
+
+    page.goto(server + "/?counters=99,99,99#paradox")
+    _ready(page)
+    assert page.get_attribute("#paradox-results", "data-state") == "empty"
+    assert page.is_visible("#paradox-empty") and not page.is_visible("#posterior-plot")
+    assert "99 is above 15, the largest value of a 4-bit counter" in page.text_content("#counters-error")
+    assert _layout_problems(page) == []
+    page.screenshot(path=str(shots / f"layout-{width}-paradox-empty.png"), full_page=True)
+
+
+def test_the_explorer_refuses_counters_its_counter_width_cannot_hold(server, page):
+    page.goto(server + "/#paradox")
+    _ready(page)
+    page.fill("#counters", "99, 99, 99")
+    page.wait_for_selector("#counters-error:not(:empty)")
+    assert "99 is above 15, the largest value of a 4-bit counter" in page.text_content("#counters-error")
+    assert page.get_attribute("#paradox-results", "data-state") == "stale"
+    page.select_option("#cbits", "8")  # 8-bit counters hold 99
+    page.wait_for_selector("#counters-error:empty", state="attached")
+    page.wait_for_selector("#paradox-results[data-state=current]")
+    assert "99, 99, 99" in page.text_content("#counting-facts") and "cbits=8" in page.url

@@ -1,7 +1,7 @@
 """Saving and loading, the same for every structure: bytes, files and pickle in bloomwise's format (docs/format.md).
 
 A structure mixes in ``Persistent`` and defines ``_STRUCTURE`` (its id in the format), ``_header()``,
-``_payload()`` and the classmethod ``_from_parts(header, payload, *, key, **options)``, which validates what the
+``payload_view()`` (the payload bytes; ``bloomwise._storage``) and the classmethod ``_from_parts(header, payload, *, key, **options)``, which validates what the
 format layer could not (sizes, layouts, structure-specific meta) and builds the object. A structure whose
 ``_from_parts`` also takes ``copy=False`` (build on the payload's memory in place) sets ``_LOADS_IN_PLACE``:
 ``load()`` then hands it the memory the file was read into, so the payload is read once and never copied.
@@ -29,7 +29,7 @@ class Persistent:
 
     def to_bytes(self) -> bytes:
         """The structure in bloomwise's binary format (docs/format.md)."""
-        return _format.dumps(self._header(), self._payload())
+        return _format.dumps(self._header(), self.payload_view())
 
     @classmethod
     def from_bytes(cls, data, *, key=None, verify=True, **options):
@@ -43,7 +43,7 @@ class Persistent:
 
     def save(self, path) -> None:
         """Write to ``path`` atomically: a temporary file in the same directory, fsync, then rename."""
-        _format.save(path, self._header(), self._payload())
+        _format.save(path, self._header(), self.payload_view())
 
     @classmethod
     def load(cls, path, *, key=None, verify=True, **options):
@@ -99,17 +99,19 @@ def meta_fpr(header: _format.Header) -> Optional[float]:
     return None if fpr is None else float(fpr)
 
 
-def cell_array_header(f, num_positions: int, meta: dict) -> _format.Header:
-    """The header of a counting structure ``f`` (CountingBloomFilter, VI-CBF): ``meta`` plus its capacity and
-    target rate, if any."""
-    if f._capacity is not None:
-        meta["capacity"] = f._capacity
-    if f._fpr is not None:
-        meta["fpr"] = f._fpr
+def cell_array_header(f, meta: dict) -> _format.Header:
+    """The header of a counting structure ``f`` (CountingBloomFilter, VI-CBF), through its storage interface
+    (``bloomwise._storage``): ``meta`` plus its capacity and target rate, if any."""
+    if f.capacity is not None:
+        meta["capacity"] = f.capacity
+    if f.fpr is not None:
+        meta["fpr"] = f.fpr
+    geometry = f.storage_geometry()
     return _format.Header(
-        structure=f._STRUCTURE, layout=_format.Layout(f._layout_id), hash_scheme=_format.HashScheme(f._hash_scheme_id),
-        seed=f.seed, num_bits=num_positions, num_hashes=f.num_hashes, keys_added=f.num_keys,
-        payload_length=f.nbytes, meta=meta, flags=header_flags(f._key_function))
+        structure=_format.Structure[geometry.structure.upper()], layout=_format.Layout[geometry.layout.upper()],
+        hash_scheme=_format.HashScheme(_format.hash_scheme_id(geometry.hash_scheme)), seed=geometry.seed,
+        num_bits=geometry.num_cells, num_hashes=geometry.num_hashes, keys_added=f.num_keys, payload_length=f.nbytes,
+        meta=meta, flags=header_flags(f.key_function))
 
 
 def check_cell_array_header(header: _format.Header, key, what: str) -> int:

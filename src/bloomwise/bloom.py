@@ -14,6 +14,7 @@ from bloomwise._native.bloom import BloomCore
 from bloomwise._compatibility import Compatible
 from bloomwise._persistence import Mapped, Persistent, check_keyed, header_flags, meta_capacity, meta_fpr, open_structure
 from bloomwise._statistics import FillStatistics
+from bloomwise._storage import StorageGeometry, StoredCells
 from bloomwise.errors import CapacityWarning, FormatError
 
 __all__ = ["BloomFilter", "LAYOUTS"]
@@ -23,7 +24,7 @@ LAYOUTS = _base.LAYOUTS
 _layout_id = _base.layout_id
 
 
-class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
+class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore):
     """A set that answers "certainly absent" or "might be present", in ``num_bits`` bits.
 
     Build it by accuracy, ``BloomFilter(capacity, fpr)``, or by size, ``BloomFilter.from_size(num_cells,
@@ -154,6 +155,37 @@ class BloomFilter(Persistent, FillStatistics, Compatible, BloomCore):
         """Insertions that set at least one new bit (``add()`` returned True): the distinct keys added, less those
         that already looked present (false positives at insertion time). The capacity warning counts these. Kept
         in memory only: a loaded or opened filter starts it at ``num_keys``."""
+        return self._keys_added_count
+
+    # -- storage: the internal interface of bloomwise._storage (BitStorage) ----------------------------------------
+    def storage_geometry(self) -> StorageGeometry:
+        """Where keys go: layout, m, k, seed and hash scheme (``bloomwise._storage``)."""
+        return StorageGeometry("bloom", self.layout, self.num_cells, self.num_hashes, self.seed, self.hash_scheme)
+
+    @classmethod
+    def from_payload(cls, geometry: StorageGeometry, payload=None, *, num_keys: int = 0, key=None) -> "BloomFilter":
+        """A filter of ``geometry`` holding a copy of ``payload`` (None: no bits set) and ``num_keys`` keys (both
+        counts: ``num_keys`` and ``keys_counted``), with no target (``bloomwise._storage``)."""
+        geometry.check_structure("bloom")
+        self = cls.__new__(cls)
+        self._init_core(geometry.num_cells, geometry.num_hashes, _layout_id(geometry.layout), geometry.seed,
+                        keys_added=num_keys, key=key, hash_scheme=_format.hash_scheme_id(geometry.hash_scheme))
+        self._capacity = self._fpr = None
+        if payload is not None:
+            self._copy_bits_from(payload)
+        return self
+
+    def replace_payload(self, payload) -> None:
+        """Overwrite every bit from a bytes-like payload of exactly ``nbytes`` bytes."""
+        self._copy_bits_from(payload)
+
+    def assign_bits(self, positions, values) -> None:
+        """Set bit ``positions[i]`` to ``values[i]`` (numpy uint64 and uint8 arrays of one length)."""
+        self._assign_bits(positions, values)
+
+    @property
+    def keys_counted(self) -> int:
+        """The count the capacity warning compares with ``capacity``: ``num_new_keys``."""
         return self._keys_added_count
 
     def __repr__(self) -> str:

@@ -22,6 +22,7 @@ from bloomwise._persistence import (
     open_structure,
 )
 from bloomwise._statistics import FillStatistics
+from bloomwise._storage import StorageGeometry, StoredCells
 from bloomwise.bloom import BloomFilter
 from bloomwise.errors import FormatError
 
@@ -87,11 +88,11 @@ def apply_changes(bloom: BloomFilter, changes: Changes) -> None:
     if int(positions.max()) >= bloom.num_cells:
         raise ValueError(f"a change at position {int(positions.max())} does not fit a filter of {bloom.num_cells} "
                          "bits: the delta comes from a filter of another size")
-    bloom._assign_bits(np.ascontiguousarray(positions), values.view(np.uint8))
+    bloom.assign_bits(np.ascontiguousarray(positions), values.view(np.uint8))
 
 
 # ---- the filter ------------------------------------------------------------------------------------------------------
-class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
+class CountingBloomFilter(Persistent, FillStatistics, Compatible, StoredCells, CountingCore):
     """A multiset of keys in m small counters, with deletions; "certainly absent" or "might be present".
 
     Build it by accuracy, ``CountingBloomFilter(capacity, fpr)`` (m and k as a BloomFilter of the same layout:
@@ -226,13 +227,53 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
     def _over_capacity(self) -> None:
         warn_over_capacity(self, self._capacity, self.num_keys, self.estimated_fpr())
 
+    # -- storage: the internal interface of bloomwise._storage (JournaledStorage) -------------------------------------
+    def storage_geometry(self) -> StorageGeometry:
+        """Where keys go and the counter width: layout, m, k, seed, hash scheme, ``counter_bits``."""
+        return StorageGeometry("counting", self.layout, self.num_cells, self.num_hashes, self.seed, self.hash_scheme,
+                               (("counter_bits", self.counter_bits),))
+
+    @classmethod
+    def from_payload(cls, geometry: StorageGeometry, payload=None, *, num_keys: int = 0,
+                     key=None) -> "CountingBloomFilter":
+        """A filter of ``geometry`` holding a copy of the packed counters ``payload`` (None: all zero) and
+        ``num_keys`` keys, with no target (``bloomwise._storage``)."""
+        geometry.check_structure("counting")
+        options = dict(geometry.cell_options)
+        self = cls.__new__(cls)
+        self._init_counting(geometry.num_cells, geometry.num_hashes, layout_id(geometry.layout, COUNTING_LAYOUTS),
+                            options.get("counter_bits", 4), geometry.seed, num_keys, key,
+                            hash_scheme=_format.hash_scheme_id(geometry.hash_scheme))
+        self._capacity = self._fpr = None
+        if payload is not None:
+            self._copy_cells_from(payload)
+        return self
+
+    def replace_payload(self, payload) -> None:
+        """Overwrite every counter from packed counters of exactly ``nbytes`` bytes (padding bits zero)."""
+        self._copy_cells_from(payload)
+
+    @property
+    def keys_counted(self) -> int:
+        """The count the capacity warning compares with ``capacity``: ``num_keys``."""
+        return self.num_keys
+
+    def bit_view(self):
+        """numpy uint64 words: the payload of the BloomFilter whose bit i is "counter i is nonzero"."""
+        return self._bit_view()
+
+    def journal_entries_since(self, mark: int):
+        """``(entries, end)``: numpy uint64 ``position << 1 | new_bit`` for every transition of the bit view since
+        ``mark``, and the mark of now (``changes_since`` nets them). ValueError for an unknown mark."""
+        return self._journal_since(mark)
+
     # -- the bit view and its journal ----------------------------------------------------------------------------------
     def to_bloom(self) -> BloomFilter:
         """The bit view (bit i = counter i > 0) as a BloomFilter of the same size, layout, k, seed, hash scheme and
         key function: it answers every query exactly as this filter does. O(m)."""
         bloom = BloomFilter.from_size(self.num_cells, self.num_hashes, layout=self.layout, seed=self.seed,
                                       key=self._key_function, hash_scheme=self.hash_scheme)
-        bloom._copy_bits_from(self._bit_view())
+        bloom.replace_payload(self._bit_view())
         return bloom
 
     def changes_since(self, mark: int) -> Changes:
@@ -306,7 +347,7 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, CountingCore):
     _LOADS_IN_PLACE = True
 
     def _header(self) -> _format.Header:
-        return cell_array_header(self, self.num_cells, {"counter_bits": self.counter_bits})
+        return cell_array_header(self, {"counter_bits": self.counter_bits})
 
     @classmethod
     def open(cls, path, mode="r", *, key=None, verify=True) -> "CountingBloomFilter":

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional
 
 from bloomwise import theory
-from bloomwise.bloom import LAYOUTS, BloomFilter
-from bloomwise._base import COUNTING_LAYOUTS, check_capacity
+from bloomwise._base import COUNTING_LAYOUTS, LAYOUTS, check_capacity, layout_id
+from bloomwise._storage import StorageGeometry
+from bloomwise.bloom import BloomFilter
 from bloomwise.counting import CountingBloomFilter
 
 __all__ = ["build", "local_cluster"]
@@ -50,52 +51,29 @@ class _Partial(NamedTuple):
 
 @dataclass(frozen=True)
 class _Recipe:
-    """Everything a worker needs to build a filter with exactly the positions of the final one."""
+    """Everything a worker needs to build a filter with exactly the positions of the final one: the storage
+    geometry (``bloomwise._storage``) and the key function."""
 
-    counting: bool
-    num_positions: int
-    num_hashes: int
-    layout: str
-    seed: int
-    hash_scheme: str
-    counter_bits: int
+    geometry: StorageGeometry
     key: Optional[Callable[[object], bytes]]
+
+    @property
+    def structure(self) -> type:
+        return CountingBloomFilter if self.geometry.structure == "counting" else BloomFilter
 
     def empty(self, num_keys: int = 0):
         """A new, empty filter of this geometry (``num_keys`` as its count of keys)."""
-        if self.counting:
-            f = CountingBloomFilter.__new__(CountingBloomFilter)
-            f._init_counting(self.num_positions, self.num_hashes, COUNTING_LAYOUTS[self.layout], self.counter_bits,
-                             self.seed, num_keys, self.key, hash_scheme=_scheme_id(self.hash_scheme))
-        else:
-            f = BloomFilter.__new__(BloomFilter)
-            f._init_core(self.num_positions, self.num_hashes, LAYOUTS[self.layout], self.seed, keys_added=num_keys,
-                         key=self.key, hash_scheme=_scheme_id(self.hash_scheme))
-        f._capacity = f._fpr = None
-        return f
+        return self.structure.from_payload(self.geometry, num_keys=num_keys, key=self.key)
 
     def load(self, partial: _Partial):
         """The filter a partial describes (its payload copied in)."""
-        f = self.empty(partial.num_keys)
-        if self.counting:
-            f._copy_cells_from(partial.payload)
-        else:
-            f._copy_bits_from(partial.payload)
-        return f
-
-    def count(self, f) -> int:
-        return f.num_keys if self.counting else f._keys_added_count
+        return self.structure.from_payload(self.geometry, partial.payload, num_keys=partial.num_keys, key=self.key)
 
 
-def _scheme_id(name: str) -> int:
-    from bloomwise import _format
-    return _format.hash_scheme_id(name)
-
-
-def _as_partial(recipe: _Recipe, f) -> _Partial:
-    import numpy as np
+def _as_partial(f) -> _Partial:
+    import numpy as np  # numpy comes with Dask: the module itself imports without either
     # frombuffer over the filter's payload view keeps the filter's storage alive: no copy here.
-    return _Partial(np.frombuffer(f._payload(), dtype=np.uint8), recipe.count(f))
+    return _Partial(np.frombuffer(f.payload_view(), dtype=np.uint8), f.keys_counted)
 
 
 def _partition_keys(part, column):
@@ -123,28 +101,25 @@ def _build_partition(recipe: _Recipe, column, part) -> _Partial:
     except TypeError as exc:
         raise TypeError(f"a partition holds keys the filter cannot hash ({exc}); keys are str, bytes or int "
                         "(drop missing values first, e.g. .dropna(), or pass key=)") from exc
-    return _as_partial(recipe, f)
+    return _as_partial(f)
 
 
 def _merge(recipe: _Recipe, *partials: _Partial) -> _Partial:
     """One tree node: the OR (Bloom) or saturating counter sum (counting) of several partials."""
     first = partials[0]
-    if not recipe.counting:  # `|=` leaves a Bloom filter's count alone: the node's count is the partitions' sum
+    if recipe.geometry.structure == "bloom":  # `|=` leaves a Bloom filter's count alone: the node's count is the partitions' sum
         first = _Partial(first.payload, sum(p.num_keys for p in partials))
     merged = recipe.load(first)
     for partial in partials[1:]:
         merged |= recipe.load(partial)  # a counting filter's `|=` adds the counts itself
-    return _as_partial(recipe, merged)
+    return _as_partial(merged)
 
 
 def _finish(recipe: _Recipe, capacity: int, fpr: float, partial: Optional[_Partial]):
     """The final filter, sized for ``capacity`` at ``fpr`` (its CapacityWarning limit), from the root of the merge
     tree."""
     f = recipe.empty() if partial is None else recipe.load(partial)
-    f._capacity, f._fpr = capacity, float(fpr)
-    f._set_capacity_limit(capacity)
-    if recipe.count(f) > capacity:  # the CapacityWarning a local build would have given
-        f._over_capacity()
+    f.set_target(capacity, fpr)  # the CapacityWarning a local build would have given, if over
     return f
 
 
@@ -190,13 +165,12 @@ def build(collection, capacity, fpr=0.01, *, counting=False, layout=None, seed=0
         raise ValueError(f"split_every must be an int >= 2, got {split_every!r}")
     if layout is None:
         layout = "classic" if counting else "blocked"
-    valid = COUNTING_LAYOUTS if counting else LAYOUTS
-    if layout not in valid:
-        raise ValueError(f"layout must be one of {', '.join(map(repr, valid))}, got {layout!r}"
-                         + (" (the blocked layout has no counting variant)" if counting and layout == "blocked" else ""))
+    layout_id(layout, COUNTING_LAYOUTS if counting else LAYOUTS)
     # Sized exactly as the local classes size themselves; checks seed/scheme/counter_bits by building one.
-    num_positions, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
-    recipe = _Recipe(bool(counting), num_positions, num_hashes, layout, seed, hash_scheme, counter_bits, key)
+    num_cells, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
+    cell_options = (("counter_bits", counter_bits),) if counting else ()
+    recipe = _Recipe(StorageGeometry("counting" if counting else "bloom", layout, num_cells, num_hashes, seed,
+                                     hash_scheme, cell_options), key)
     recipe.empty()
     if column is not None and hasattr(collection, "columns"):
         if column not in collection.columns:

@@ -196,7 +196,7 @@ class GeneralizedBloomFilter(HashedBits):
     def _header(self) -> _format.Header:
         return self._base_header(self.num_hashes, self._meta(), self.nbytes)
 
-    def _payload(self):
+    def payload_view(self):
         return memoryview(self._words).cast("B")
 
     @classmethod

@@ -34,6 +34,7 @@ def plot_figure4(path: Union[str, os.PathLike], *, bits_per_item: Iterable[int] 
     :raises ValueError: for another suffix.
     :raises ImportError: if matplotlib is not installed.
     """
+    from bloomwise.reproduce.figures import draw_figure4
     from bloomwise.reproduce.summary_cache import figure4_data
 
     path = os.fspath(path)
@@ -42,18 +43,7 @@ def plot_figure4(path: Union[str, os.PathLike], *, bits_per_item: Iterable[int] 
         raise ValueError(f"the figure's file name must end in .png or .svg, got {path!r}")
     data = figure4_data(bits_per_item)
     Figure = _matplotlib_figure()
-
     figure = Figure(figsize=(6.4, 4.4), layout="constrained")
-    axes = figure.add_subplot()
-    axes.semilogy(data.bits_per_item, data.fpr_four_hashes, marker="o", markersize=3,
-                  label="4 hash functions")
-    axes.semilogy(data.bits_per_item, data.fpr_optimal, marker="s", markersize=3,
-                  label="optimum (integral) number of hash functions")
-    axes.set_xlabel("bits per entry (m/n)")
-    axes.set_ylabel("probability of a false positive")
-    axes.set_title("Summary Cache, Figure 4: $(1 - e^{-k n/m})^k$")
-    axes.grid(True, which="both", linewidth=0.3, alpha=0.6)
-    axes.set_xlim(min(data.bits_per_item), max(data.bits_per_item))
-    axes.legend()
+    draw_figure4(figure.add_subplot(), data)
     figure.savefig(path, format=_FORMATS[suffix], dpi=150)
     return path

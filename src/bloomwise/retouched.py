@@ -249,7 +249,7 @@ class RetouchedBloomFilter(HashedBits):
         meta = self._with_capacity({"members": int(self.member_hashes().size)})
         return self._base_header(self._k, meta, self.nbytes + 8 * int(self.member_hashes().size))
 
-    def _payload(self):
+    def payload_view(self):
         return self._words.tobytes() + self.member_hashes().astype("<u8").tobytes()
 
     @classmethod

@@ -400,10 +400,10 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
             payload_length=sum(_aligned(stage.nbytes) for stage in self._stages), meta=meta,
             flags=header_flags(self._key))
 
-    def _payload(self) -> bytes:
+    def payload_view(self) -> bytes:
         parts = []
         for stage in self._stages:
-            bits = stage._payload()
+            bits = stage.payload_view()
             parts.append(bytes(bits))
             parts.append(bytes(_aligned(stage.nbytes) - stage.nbytes))
         return b"".join(parts)

@@ -25,6 +25,7 @@ from bloomwise._persistence import (
     open_structure,
 )
 from bloomwise._statistics import FillStatistics
+from bloomwise._storage import StorageGeometry, StoredCells
 from bloomwise.errors import FormatError
 from bloomwise.theory._validate import check_probability, check_reachable
 from bloomwise.theory.counting import (
@@ -55,7 +56,7 @@ class Probe(NamedTuple):
     y: Optional[int]
 
 
-class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatible, VariableIncrementCore):
+class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatible, StoredCells, VariableIncrementCore):
     """A counting Bloom filter whose positions hold (c, a) pairs: fewer false positives for the same memory.
 
     **Structure.** m positions, k probes per key (layouts ``"classic"`` and ``"partitioned"``: the same positions
@@ -279,6 +280,41 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
             y[mask] = values
         return y
 
+    # -- storage: the internal interface of bloomwise._storage (CellStorage) ------------------------------------------
+    def storage_geometry(self) -> StorageGeometry:
+        """Where keys go and the cell format: layout, m, k, seed, hash scheme, increments and the two widths."""
+        return StorageGeometry("variable_increment", self.layout, self.num_cells, self.num_hashes, self.seed,
+                               self.hash_scheme, (("increments", self.increments), ("fixed_bits", self.fixed_bits),
+                                                  ("variable_bits", self.variable_bits)))
+
+    @classmethod
+    def from_payload(cls, geometry: StorageGeometry, payload=None, *, num_keys: int = 0,
+                     key=None) -> "VariableIncrementCountingBloomFilter":
+        """A filter of ``geometry`` holding a copy of the packed cells ``payload`` (None: all zero) and ``num_keys``
+        keys, with no target (``bloomwise._storage``); ValueError for cells no sum of increments can reach."""
+        geometry.check_structure("variable_increment")
+        options = dict(geometry.cell_options)
+        increments = check_increments(options.get("increments", DEFAULT_INCREMENTS))
+        fixed_bits, variable_bits = options.get("fixed_bits", 4), options.get("variable_bits", 4)
+        _check_split(fixed_bits, variable_bits, increments)
+        self = cls.__new__(cls)
+        self._setup(geometry.num_cells, geometry.num_hashes, geometry.layout, increments, fixed_bits, variable_bits,
+                    geometry.seed, num_keys, key, _format.hash_scheme_id(geometry.hash_scheme))
+        self._capacity = self._fpr = None
+        if payload is not None:
+            self.replace_payload(payload)
+        return self
+
+    def replace_payload(self, payload) -> None:
+        """Overwrite every cell from packed cells of exactly ``nbytes`` bytes; ValueError for an unreachable cell."""
+        self._copy_cells_from(payload)
+        self._check_cells()
+
+    @property
+    def keys_counted(self) -> int:
+        """The count the capacity warning compares with ``capacity``: ``num_keys``."""
+        return self.num_keys
+
     # -- algebra and copies --------------------------------------------------------------------------------------------
     def _parameters(self) -> dict:
         return {"type": self._FAMILY.__name__, "num_cells": self.num_cells, "num_hashes": self.num_hashes,
@@ -325,7 +361,7 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
     _LOADS_IN_PLACE = True
 
     def _header(self) -> _format.Header:
-        return cell_array_header(self, self.num_cells, {
+        return cell_array_header(self, {
             "fixed_bits": self.fixed_bits, "variable_bits": self.variable_bits, "increments": list(self.increments)})
 
     @classmethod

@@ -8,14 +8,22 @@ one bit for a Bloom filter, k counters for a counting one. Everything else is a 
   ``FPR / (FPR + alpha)``, the costs; with a constant prior, the three possible decisions themselves (not asked,
   asked and "no", asked and "yes") are fixed, and a query returns one of three precomputed tuples.
 * Counting (Theorems 2 and 4): the per-counter-value log likelihood ratio table of ``(n, m, k)``
-  (``bloomwise.paradox.posterior._counter_log_ratios``), the skip threshold and the costs; a key's posterior is then
-  ``1 / (1 + exp(-z))`` with ``z = sum_j table[c_j] + log P - log(1 - P)``.
+  (``SelectiveCountingBloomFilter.counter_log_ratio_table``), the skip threshold and the costs; a key's posterior is
+  then ``1 / (1 + exp(-z))`` with ``z = sum_j table[c_j] + log P - log(1 - P)``.
+
+These kernels sit below the paradox layer and import nothing of it: ``bloomwise.paradox`` hands them, once, what they
+need of it with :func:`bind_paradox` (the Decision types, the prior classes they recognise, its key helpers, and the
+names of the selective filters' attributes a state depends on), and the per-state values come from the selective
+filters' own methods (``estimated_fpr()``, ``threshold``, ``skip_threshold``, ``counter_log_ratio_table()``,
+``compiled_decisions_apply()``) and the priors' ``label_probability()``.
 
 The per-state values live in a cache object in the selective filter's ``__dict__``. Each call first checks that the
 state is still the one they were computed from: the same objects (by identity: the filter, prior, cost, flags, the
 key count and the constant prior's value; the cache holds references to them, so an identity cannot be reused) and,
-for counting filters, the same key count ``n``. Any change recomputes them with the Python functions of
-``bloomwise.paradox``.
+for counting filters, the same key count ``n``. Any change recomputes them. On CPython 3.11 an unchanged dict version
+(PEP 509) of the selective filter and of its prior proves that nothing changed; where there are no dict versions
+(3.12 on) the identities are compared one by one. :func:`use_dict_versions` switches versions off on 3.11 too, so
+the tests run that comparison everywhere.
 
 Exactness: every per-key formula is the one of the Python code, with the same double-precision operations in the
 same order (C compiled with ``-ffp-contract=off``: no fused multiply-adds). The row sum of k table entries follows
@@ -89,19 +97,54 @@ from bloomwise._native.counting import CountingCore
 from bloomwise._native.bloom import BloomCore
 
 
-cdef object _decision_type = None   # bloomwise.paradox.decisions.Decision (a NamedTuple), imported on first use
+# ---- what bloomwise.paradox hands the kernels (bind_paradox) ---------------------------------------------------------
+cdef object _decision_type = None   # Decision (a NamedTuple) and Decisions
 cdef object _decisions_type = None
-cdef object _paradox = None         # the Python modules the per-state values come from
+cdef object _constant_prior_type = None, _class_prior_type = None
+cdef object _take = None, _keys_list = None   # (keys, bool mask) -> the keys where True; keys -> a list or array
+# the selective filters' attributes a state depends on (their __dict__ keys), and the one that holds the state
+cdef str A_FILTER = None, A_PRIOR = None, A_COST = None, A_NUM_INSERTED = None, A_MAX_SKIPPED = None
+cdef str A_SELECTIVE_INSERT = None, A_SELECTIVE_QUERY = None, A_RULE = None, A_EXACT = None, A_STATE = None
+# False: compare identities one by one even where dict versions exist (use_dict_versions)
+cdef bint dict_versions = BW_HAVE_DICT_VERSION
+
+BOUND_ATTRIBUTES = ("filter", "prior", "cost", "num_inserted", "max_skipped_prior", "selective_insert",
+                    "selective_query", "rule", "exact", "state")
 
 
-cdef int _imports() except -1:
-    global _decision_type, _decisions_type, _paradox
+def bind_paradox(*, decision, decisions, constant_prior, class_prior, take, keys_list, attributes):
+    """Hand the kernels what they use of ``bloomwise.paradox`` (called once, by ``bloomwise.paradox.selective``):
+    the ``Decision`` and ``Decisions`` types, the ``ConstantPrior`` and ``ClassPrior`` classes (decided here without
+    calling their methods), ``take(keys, mask)`` and ``keys_list(keys)``, and ``attributes``: for each role of
+    ``BOUND_ATTRIBUTES`` the name of the selective filters' attribute that plays it."""
+    global _decision_type, _decisions_type, _constant_prior_type, _class_prior_type, _take, _keys_list
+    global A_FILTER, A_PRIOR, A_COST, A_NUM_INSERTED, A_MAX_SKIPPED, A_SELECTIVE_INSERT, A_SELECTIVE_QUERY, A_RULE
+    global A_EXACT, A_STATE
+    if set(attributes) != set(BOUND_ATTRIBUTES) or not all(type(name) is str for name in attributes.values()):
+        raise ValueError(f"attributes must name each of {', '.join(BOUND_ATTRIBUTES)} with a str, got {attributes!r}")
+    A_FILTER, A_PRIOR, A_COST = attributes["filter"], attributes["prior"], attributes["cost"]
+    A_NUM_INSERTED, A_MAX_SKIPPED = attributes["num_inserted"], attributes["max_skipped_prior"]
+    A_SELECTIVE_INSERT, A_SELECTIVE_QUERY = attributes["selective_insert"], attributes["selective_query"]
+    A_RULE, A_EXACT, A_STATE = attributes["rule"], attributes["exact"], attributes["state"]
+    _constant_prior_type, _class_prior_type, _take, _keys_list = constant_prior, class_prior, take, keys_list
+    _decisions_type = decisions
+    _decision_type = decision
+
+
+def use_dict_versions(bint enabled):
+    """Whether a state is proven unchanged by dict versions (CPython < 3.12; the default there) or by comparing
+    the identities it depends on one by one (always, from 3.12 on). Returns the previous setting. For tests: so that
+    the comparison 3.12 relies on runs on 3.11 too. States are recomputed after a switch."""
+    global dict_versions
+    previous = dict_versions
+    dict_versions = enabled and BW_HAVE_DICT_VERSION
+    _last_bloom.version = _last_counting.version = 0
+    return previous
+
+
+cdef int _not_bound() except -1:
     if _decision_type is None:
-        from importlib import import_module  # (bloomwise.paradox.posterior is also a function's name)
-        decisions = import_module("bloomwise.paradox.decisions")
-        _paradox = tuple(import_module(f"bloomwise.paradox.{name}") for name in ("posterior", "priors", "_support"))
-        _decisions_type = decisions.Decisions
-        _decision_type = decisions.Decision
+        raise RuntimeError("bloomwise._native.decide is used through bloomwise.paradox, which binds it on import")
     return 0
 
 
@@ -126,7 +169,7 @@ cdef object take(object keys, object mask):
     """_support.take(keys, mask) (the keys where the bool array mask is True, in the container they came in),
     the list built in C."""
     if type(keys) is not list:
-        return _paradox[2].take(keys, mask)
+        return _take(keys, mask)
     cdef const uint8_t[::1] m = mask.view(numpy().uint8)
     cdef Py_ssize_t i
     cdef list items = <list>keys
@@ -152,10 +195,9 @@ cdef enum PriorKind:
 
 
 cdef int prior_kind(object prior):
-    posterior_mod, priors, _ = _paradox
-    if type(prior) is priors.ConstantPrior:
+    if type(prior) is _constant_prior_type:
         return PRIOR_CONSTANT
-    if type(prior) is priors.ClassPrior and not prior.vectorized:
+    if type(prior) is _class_prior_type and not prior.vectorized:
         return PRIOR_CLASS
     return PRIOR_OTHER
 
@@ -180,7 +222,8 @@ cdef inline double class_prior(object prior, dict table, object classify, object
 
 cdef inline double label_prior(object prior, dict table, object default, object label, object key,
                                bint* repeatable) except -1.0:
-    """The prior of a class label: its table value, else the default, else ClassPrior._lookup's answer (KeyError).
+    """The prior of a class label: its table value, else the default, else ClassPrior.label_probability's answer
+    (KeyError).
     ``repeatable`` (if given) is set when the value is the table's own or the default: the same label gets the same
     value again while the table is unchanged."""
     cdef PyObject* value = dict_lookup(table, label)  # no try block on the common path (it costs a state save)
@@ -191,13 +234,13 @@ cdef inline double label_prior(object prior, dict table, object default, object 
     if PyErr_Occurred() != NULL:
         if not PyErr_ExceptionMatches(TypeError):
             raise_current()
-        PyErr_Clear()  # an unhashable label: ClassPrior._lookup says what happens (the default, or KeyError)
-        return PyFloat_AsDouble(prior._lookup(label, key))
-    if default is not None:  # a missing label: the default (without _lookup's KeyError, raised and caught)
+        PyErr_Clear()  # an unhashable label: ClassPrior.label_probability says what happens (default or KeyError)
+        return PyFloat_AsDouble(prior.label_probability(label, key))
+    if default is not None:  # a missing label: the default (without label_probability's KeyError, raised and caught)
         if repeatable != NULL:
             repeatable[0] = True
         return PyFloat_AsDouble(default)
-    return PyFloat_AsDouble(prior._lookup(label, key))
+    return PyFloat_AsDouble(prior.label_probability(label, key))
 
 
 cdef int raise_current() except -1:
@@ -243,7 +286,7 @@ cdef object batch_priors(object prior, int kind, object keys, Py_ssize_t n):
     cdef double seen_value[LABEL_SLOTS]
     cdef list held = [None] * LABEL_SLOTS
     cdef unsigned long long version = BW_DICT_VERSION(<PyObject*>table)
-    cdef bint cache = BW_HAVE_DICT_VERSION, repeatable
+    cdef bint cache = dict_versions, repeatable
     cdef object label
     for slot in range(LABEL_SLOTS):
         seen[slot] = NULL
@@ -354,12 +397,12 @@ cdef class BloomState:
         return (type(None), ())
 
     cdef bint valid(self, dict d):
-        if BW_HAVE_DICT_VERSION and self.version:
+        if dict_versions and self.version:
             return BW_DICT_VERSION(<PyObject*>d) == self.version and dict_version(self.prior) == self.prior_version
-        if not (same(d, "_filter", self.filter) and same(d, "prior", self.prior) and same(d, "cost", self.cost)
-                and same(d, "_num_inserted", self.num_inserted) and same(d, "_max_skipped_prior", self.max_skipped)
-                and same(d, "selective_insert", self.selective_insert)
-                and same(d, "selective_query", self.selective_query) and same(d, "rule", self.rule)):
+        if not (same(d, A_FILTER, self.filter) and same(d, A_PRIOR, self.prior) and same(d, A_COST, self.cost)
+                and same(d, A_NUM_INSERTED, self.num_inserted) and same(d, A_MAX_SKIPPED, self.max_skipped)
+                and same(d, A_SELECTIVE_INSERT, self.selective_insert)
+                and same(d, A_SELECTIVE_QUERY, self.selective_query) and same(d, A_RULE, self.rule)):
             return False
         return prior_unchanged(self.prior_kind, self.prior, self.prior_value, self.class_table, self.class_default)
 
@@ -375,7 +418,7 @@ cdef LastState _last_bloom, _last_counting
 cdef inline PyObject* last_state(const LastState* last, dict d) noexcept:
     """``last``'s state when ``d`` is the very dict it came from, unchanged since (a dict version is unique across
     dicts): no look-up. NULL otherwise."""
-    if BW_HAVE_DICT_VERSION and last.version and BW_DICT_VERSION(<PyObject*>d) == last.version:
+    if dict_versions and last.version and BW_DICT_VERSION(<PyObject*>d) == last.version:
         return last.state
     return NULL
 
@@ -392,20 +435,18 @@ cdef BloomState bloom_state(object sel):
     cdef PyObject* found = last_state(&_last_bloom, d)
     if found != NULL and (<BloomState>found).valid(d):
         return <BloomState>found
-    found = PyDict_GetItemWithError(d, "_decide_state")
+    found = PyDict_GetItemWithError(d, A_STATE)
     if found != NULL and type(<object>found) is BloomState and (<BloomState>found).valid(d):
         remember_state(&_last_bloom, (<BloomState>found).version, <object>found)
         return <BloomState>found
-    _imports()
-    posterior_mod = _paradox[0]
+    _not_bound()
     s = BloomState.__new__(BloomState)
-    s.filter, s.prior, s.cost = d["_filter"], d["prior"], d["cost"]
-    s.num_inserted, s.max_skipped = d["_num_inserted"], d["_max_skipped_prior"]
-    s.selective_insert, s.selective_query, s.rule = d["selective_insert"], d["selective_query"], d["rule"]
+    s.filter, s.prior, s.cost = d[A_FILTER], d[A_PRIOR], d[A_COST]
+    s.num_inserted, s.max_skipped = d[A_NUM_INSERTED], d[A_MAX_SKIPPED]
+    s.selective_insert, s.selective_query, s.rule = d[A_SELECTIVE_INSERT], d[A_SELECTIVE_QUERY], d[A_RULE]
     s.prior_kind = prior_kind(s.prior)
-    fpr = sel.estimated_fpr()
-    s.fpr = fpr
-    s.threshold = posterior_mod.paradox_threshold(fpr, s.cost.alpha)
+    s.fpr = sel.estimated_fpr()
+    s.threshold = sel.threshold  # paradox_threshold(FPR, alpha) of the filter as built
     s.false_positive, s.false_negative = s.cost.false_positive, s.cost.false_negative
     s.max_skipped_prior = s.max_skipped
     s.use_skipped = bool(s.selective_insert) and s.rule == "exact"
@@ -414,32 +455,25 @@ cdef BloomState bloom_state(object sel):
         s.class_table, s.classify, s.class_default = s.prior.table, s.prior.classify, s.prior.default
     if s.prior_kind == PRIOR_CONSTANT:
         s.prior_value = s.prior.__dict__["p"]
-        s.p = s.prior_value
-        # the three possible answers, by the reference formulas
+        s.p = checked_prior(s.prior_value, s.prior)
+        # the three possible answers, by the batch's formulas
         informative = s.p > s.max_skipped_prior if s.use_skipped else True
         consult = informative and s.p >= s.threshold if s.query_selectively else True
-        s.if_skipped = None if consult else _bloom_reference_decision(sel, s, s.p, fpr, informative, None)
-        s.if_absent = _bloom_reference_decision(sel, s, s.p, fpr, informative, False) if consult else None
-        s.if_present = _bloom_reference_decision(sel, s, s.p, fpr, informative, True) if consult else None
-    d["_decide_state"] = s
-    s.version = BW_DICT_VERSION(<PyObject*>d)
+        s.if_skipped = None if consult else constant_decision(s, informative, False, None)
+        s.if_absent = constant_decision(s, informative, True, False) if consult else None
+        s.if_present = constant_decision(s, informative, True, True) if consult else None
+    d[A_STATE] = s
+    s.version = BW_DICT_VERSION(<PyObject*>d) if dict_versions else 0
     s.prior_version = dict_version(s.prior)
     remember_state(&_last_bloom, s.version, s)
     return s
 
 
-def _bloom_reference_decision(sel, BloomState s, p, fpr, informative, answer):
-    """SelectiveBloomFilter.query's formulas in Python, given the filter's answer (None: not consulted)."""
-    posterior_mod = _paradox[0]
-    if answer is None or not informative:
-        post = p
-    else:
-        post = posterior_mod.posterior(p, fpr) if answer else 0.0
-    if s.query_selectively:
-        member = post * sel.cost.false_negative >= (1.0 - post) * sel.cost.false_positive
-    else:
-        member = bool(answer)
-    return _decision_type(bool(member), float(post), answer, sel.cost.expected_cost(post, member))
+cdef object constant_decision(BloomState s, bint informative, bint consulted, object answer):
+    """The Decision of a constant prior given the filter's answer (None: not consulted), by the batch's formulas."""
+    cdef double post = bloom_posterior(s.p, consulted, informative, answer is True, s.fpr)
+    cdef bint member = cost_optimal(post, answer is True, s.query_selectively, s.false_positive, s.false_negative)
+    return make_decision(member, post, answer, expected_cost(post, member, s.false_positive, s.false_negative))
 
 
 def bloom_query(sel, key):
@@ -466,12 +500,7 @@ def bloom_query(sel, key):
     informative = p > s.max_skipped_prior if s.use_skipped else True
     consult = (informative and p >= s.threshold) if s.query_selectively else True
     answer = PySequence_Contains(s.filter, key) if consult else False
-    post = p
-    if consult and informative:
-        if not answer:
-            post = 0.0
-        elif p != 0.0:
-            post = p / (p + (1.0 - p) * s.fpr)
+    post = bloom_posterior(p, consult, informative, answer, s.fpr)
     member = cost_optimal(post, answer, s.query_selectively, s.false_positive, s.false_negative)
     expected = expected_cost(post, member, s.false_positive, s.false_negative)
     return make_decision(member, post, (True if answer else False) if consult else None, expected)
@@ -480,9 +509,8 @@ def bloom_query(sel, key):
 def bloom_query_many(sel, keys):
     """SelectiveBloomFilter.query_many(keys): priors, the filter's batch answer where needed, one C pass."""
     cdef BloomState s = bloom_state(sel)
-    _, _, support = _paradox
     np = numpy()
-    keys = support.keys_list(keys)
+    keys = _keys_list(keys)
     cdef Py_ssize_t i, n = len(keys)
     cdef double pi, post, fpr = s.fpr, thr = s.threshold, fp = s.false_positive, fn = s.false_negative
     cdef double skipped = s.max_skipped_prior
@@ -547,9 +575,10 @@ def bloom_query_many(sel, keys):
 cdef inline double bloom_posterior(double p, bint consulted, bint informative, bint answer, double fpr) noexcept nogil:
     """``Pr(key in S)`` after the filter's answer, where it was asked and says something about the key: Bayes,
     ``P / (P + (1 - P) FPR)`` after "present" and 0 after "absent" (Bloom paradox, section IV.A); the prior ``P``
-    otherwise."""
+    otherwise. A prior of 0 stays 0 after "present" too, also when the FPR is 0 and the formula is 0 / 0: a key the
+    prior rules out is not made possible by a filter that answers "present" for it (``posterior.posterior``'s rule)."""
     if consulted and informative:
-        return p / (p + (1.0 - p) * fpr) if answer else 0.0
+        return p / (p + (1.0 - p) * fpr) if answer and p != 0.0 else 0.0
     return p
 
 
@@ -714,7 +743,7 @@ cdef class CountingState:
     cdef Py_buffer view
     cdef bint has_view
     cdef const uint8_t* cells
-    # log likelihood ratio of a counter value c = 0 .. table_len - 1 (posterior._counter_log_ratios)
+    # log likelihood ratio of a counter value c = 0 .. table_len - 1 (sel.counter_log_ratio_table)
     cdef object table_arr
     cdef const double* table
     cdef Py_ssize_t table_len, table_max   # table_max: the largest length it may need (the counter maximum + 1)
@@ -728,39 +757,23 @@ cdef class CountingState:
 
     cdef bint valid(self, dict d):
         # (an unchanged dict version, or the same _filter entry, means self.filter is the selective filter's filter)
-        if BW_HAVE_DICT_VERSION and self.version:
+        if dict_versions and self.version:
             return (BW_DICT_VERSION(<PyObject*>d) == self.version and dict_version(self.prior) == self.prior_version
                     and counter_array_num_keys(self.filter) == self.num_items)
-        if not (same(d, "_filter", self.filter) and same(d, "prior", self.prior) and same(d, "cost", self.cost)
-                and same(d, "selective_query", self.selective_query) and same(d, "exact", self.exact)):
+        if not (same(d, A_FILTER, self.filter) and same(d, A_PRIOR, self.prior) and same(d, A_COST, self.cost)
+                and same(d, A_SELECTIVE_QUERY, self.selective_query) and same(d, A_EXACT, self.exact)):
             return False
         if counter_array_num_keys(self.filter) != self.num_items:
             return False
         return prior_unchanged(self.prior_kind, self.prior, self.prior_value, self.class_table, self.class_default)
 
     cdef int set_table(self, object sel, Py_ssize_t length) except -1:
-        posterior_mod = _paradox[0]
-        layout = sel._layout if sel._layout in ("partitioned", "classic") else "classic"
-        saturation = (1 << sel._counter_bits) - 1 if sel._counter_bits is not None else None
-        with numpy().errstate(invalid="ignore"):  # values past n k: -inf - -inf, which the function maps to -inf
-            table = posterior_mod._counter_log_ratios(length - 1, sel._num_counters, int(self.num_items),
-                                                      sel._num_hashes, layout, sel.exact,
-                                                      saturation if sel.exact else None)
+        table = sel.counter_log_ratio_table(length, int(self.num_items))
         self.table_arr = numpy().ascontiguousarray(table, dtype=numpy().float64)
         cdef const double[::1] t = self.table_arr
         self.table = &t[0]
         self.table_len = length
         return 0
-
-
-def counting_supported(sel):
-    """Whether the compiled decisions apply: a SelectiveCountingBloomFilter (not a subclass that changes how
-    posteriors are computed) over a bloomwise counting filter."""
-    from bloomwise.paradox.selective_counting import SelectiveCountingBloomFilter
-    cls = type(sel)
-    return (isinstance(sel._filter, CountingCore) and cls._posteriors is SelectiveCountingBloomFilter._posteriors
-            and cls.skip_threshold is SelectiveCountingBloomFilter.skip_threshold
-            and getattr(cls, "num_items") is SelectiveCountingBloomFilter.num_items)
 
 
 @cython.final
@@ -780,26 +793,27 @@ cdef CountingState counting_state(object sel):
     cdef PyObject* found = last_state(&_last_counting, d)
     if found != NULL and (<CountingState>found).valid(d):
         return <CountingState>found
-    found = PyDict_GetItemWithError(d, "_decide_state")
+    found = PyDict_GetItemWithError(d, A_STATE)
     cdef object filter
     cdef Unsupported no
     if found != NULL:
         if type(<object>found) is CountingState and (<CountingState>found).valid(d):
             remember_state(&_last_counting, (<CountingState>found).version, <object>found)
             return <CountingState>found
-        if type(<object>found) is Unsupported and (<Unsupported>found).filter is d["_filter"]:
+        if type(<object>found) is Unsupported and (<Unsupported>found).filter is d[A_FILTER]:
             return None
-    filter = d["_filter"]
-    _imports()
-    if not counting_supported(sel):
+    _not_bound()
+    filter = d[A_FILTER]
+    # (a bloomwise CountingBloomFilter under a class that computes posteriors as SelectiveCountingBloomFilter does)
+    if not (isinstance(filter, CountingCore) and sel.compiled_decisions_apply()):
         no = Unsupported.__new__(Unsupported)
         no.filter = filter
-        d["_decide_state"] = no
+        d[A_STATE] = no
         return None
     np = numpy()
     s = CountingState.__new__(CountingState)
-    s.filter, s.prior, s.cost = filter, d["prior"], d["cost"]
-    s.selective_query, s.exact = d["selective_query"], d["exact"]
+    s.filter, s.prior, s.cost = filter, d[A_PRIOR], d[A_COST]
+    s.selective_query, s.exact = d[A_SELECTIVE_QUERY], d[A_EXACT]
     s.num_items = filter.num_keys
     s.prior_kind = prior_kind(s.prior)
     s.query_selectively = bool(s.selective_query)
@@ -809,7 +823,7 @@ cdef CountingState counting_state(object sel):
         s.class_table, s.classify, s.class_default = s.prior.table, s.prior.classify, s.prior.default
     if s.prior_kind == PRIOR_CONSTANT:
         s.prior_value = s.prior.__dict__["p"]
-        s.p = s.prior_value
+        s.p = checked_prior(s.prior_value, s.prior)
         log_odds_terms(s.p, &s.log_p, &s.log1m_p)
     geometry_init(&s.g, filter._num_cells, filter.num_hashes, filter._layout_id)
     s.hasher.seed = filter.seed
@@ -825,8 +839,8 @@ cdef CountingState counting_state(object sel):
     s.memo = [None] * DECISION_MEMO
     for slot in range(DECISION_MEMO):
         s.memo_kind[slot] = -1
-    d["_decide_state"] = s
-    s.version = BW_DICT_VERSION(<PyObject*>d)
+    d[A_STATE] = s
+    s.version = BW_DICT_VERSION(<PyObject*>d) if dict_versions else 0
     s.prior_version = dict_version(s.prior)
     remember_state(&_last_counting, s.version, s)
     return s
@@ -957,9 +971,8 @@ def counting_query_many(sel, keys):
     cdef CountingState s = counting_state(sel)
     if s is None:
         return None
-    _, _, support = _paradox
     np = numpy()
-    keys = support.keys_list(keys)
+    keys = _keys_list(keys)
     cdef Py_ssize_t i, j = 0, n = len(keys)
     cdef bint constant = s.prior_kind == PRIOR_CONSTANT, selective = s.query_selectively, member, answer
     cdef double p = s.p, log_p = s.log_p, log1m_p = s.log1m_p, post, skip = s.skip

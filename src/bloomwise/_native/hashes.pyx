@@ -282,7 +282,9 @@ cdef int validate_unicode(const FixedKeys* keys) except -1:
                 break
     free(scratch)
     if bad >= 0:
-        raise ValueError(f"key {bad} of the array is not valid Unicode (a lone surrogate?)")
+        raise ValueError(f"key {bad} of the array cannot be hashed: it holds a lone surrogate (U+D800..U+DFFF) or a "
+                         f"code point above U+10FFFF, which UTF-8 cannot encode; pass such keys as bytes instead, "
+                         f"e.g. key.encode('utf-8', 'surrogatepass')")
     return 0
 
 

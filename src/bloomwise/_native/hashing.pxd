@@ -17,7 +17,6 @@ cdef extern from "Python.h":
     void* PyUnicode_DATA(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
     int PyUnicode_KIND(object)
-    bytes PyUnicode_AsUTF8String(object)
     long long PyLong_AsLongLongAndOverflow(object, int*) except? -1
     unsigned long long PyLong_AsUnsignedLongLongMask(object) except? -1
     bint PyIndex_Check(object)
@@ -164,10 +163,23 @@ cdef inline int hash_str(object key, Hasher hasher, uint64_t* out) except -1:
         out[0] = hash_bytes(hasher, buffer, length)
     if buffer != stack:
         free(buffer)
-    if length < 0:  # a lone surrogate: str.encode's error (UnicodeEncodeError)
-        PyUnicode_AsUTF8String(key)
-        raise UnicodeEncodeError("utf-8", key, 0, 1, "surrogates not allowed")
+    if length < 0:
+        raise_unencodable_str(key)
     return 0
+
+
+cdef inline int raise_unencodable_str(object key) except -1:
+    """ValueError for a str key that UTF-8 cannot encode: it holds a lone surrogate (U+D800..U+DFFF, as left by
+    ``bytes.decode(errors="surrogateescape")`` or a broken UTF-16 pair). The message names the key, where the
+    surrogate is, and what to pass instead."""
+    cdef Py_ssize_t position = 0
+    for position in range(len(key)):
+        if 0xD800 <= ord(key[position]) <= 0xDFFF:
+            break
+    shown = repr(str(key)) if len(key) <= 40 else repr(str(key[:40])) + "..."
+    raise ValueError(f"key {shown} cannot be hashed: its character {key[position]!r} at position {position} is a "
+                     f"lone surrogate, which UTF-8 cannot encode; pass the key as bytes instead, e.g. "
+                     f"key.encode('utf-8', 'surrogatepass')")
 
 
 cdef inline bint hash_latin1_str(object key, Hasher hasher, uint64_t* out) noexcept:

@@ -163,3 +163,83 @@ def pack_command(head, offsets, bytes op, bytes tail, Py_ssize_t args_per_op) ->
         return PyBytes_FromStringAndSize(buf, w)
     finally:
         free(buf)
+
+
+# ---- RedisBloom's filters (bloomwise.redis.redisbloom) -------------------------------------------------------------
+# RedisBloom (the BF.* commands) hashes a key's bytes with MurmurHash64A (Austin Appleby's MurmurHash2, 64-bit
+# version, public domain) twice: a = H(key, 0xc6a4a7935bd1e995), b = H(key, a); probe i of a sub-filter of m bits is
+# bit (a + i b) mod 2**64 mod m, bit x being bit x % 8 (LSB first) of byte x // 8 (docs/redis.md, "Taking over
+# RedisBloom's filters").
+DEF MURMUR_M = 0xc6a4a7935bd1e995
+DEF REDISBLOOM_SEED = 0xc6a4a7935bd1e995
+
+
+cdef inline uint64_t murmur64a(const unsigned char* data, Py_ssize_t length, uint64_t seed) noexcept nogil:
+    """MurmurHash64A (little-endian reads, as on the x86-64 servers RedisBloom runs on)."""
+    cdef uint64_t m = MURMUR_M, h = seed ^ (<uint64_t>length * m), k
+    cdef Py_ssize_t blocks = length // 8, i
+    cdef const unsigned char* tail
+    for i in range(blocks):
+        memcpy(&k, data + 8 * i, 8)
+        k *= m
+        k ^= k >> 47
+        k *= m
+        h ^= k
+        h *= m
+    tail = data + 8 * blocks
+    i = length & 7
+    if i:
+        while i > 0:
+            i -= 1
+            h ^= (<uint64_t>tail[i]) << (8 * i)
+        h *= m
+    h ^= h >> 47
+    h *= m
+    h ^= h >> 47
+    return h
+
+
+def redisbloom_hashes(keys):
+    """The two 64-bit hashes (a, b) RedisBloom computes of each key (a list of bytes): an (n, 2) uint64 array."""
+    np = numpy()
+    cdef Py_ssize_t n = len(keys), i
+    result = np.empty((n, 2), dtype=np.uint64)
+    cdef uint64_t[:, ::1] out = result
+    cdef bytes key
+    cdef uint64_t a
+    for i in range(n):
+        key = keys[i]
+        a = murmur64a(<const unsigned char*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), REDISBLOOM_SEED)
+        out[i, 0] = a
+        out[i, 1] = murmur64a(<const unsigned char*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), a)
+    return result
+
+
+def redisbloom_test(hashes, const uint8_t[::1] bits, uint64_t modulus, uint32_t num_hashes):
+    """Whether each key (its (a, b) row of ``hashes``) has all its probes set in one RedisBloom sub-filter: probe i
+    is bit (a + i b) mod 2**64 mod ``modulus`` of ``bits`` (LSB first). A bool array."""
+    np = numpy()
+    cdef const uint64_t[:, ::1] hs = np.ascontiguousarray(hashes, dtype=np.uint64)
+    if hs.shape[1] != 2:
+        raise ValueError(f"hashes must be an (n, 2) array, got shape {tuple(hashes.shape)}")
+    if modulus == 0 or (modulus + 7) // 8 > <uint64_t>bits.shape[0]:
+        raise ValueError(f"modulus {modulus} does not fit {bits.shape[0]} bytes")
+    cdef Py_ssize_t n = hs.shape[0], i
+    result = np.empty(n, dtype=np.bool_)
+    cdef uint8_t[::1] out = result.view(np.uint8)
+    cdef uint64_t a, b, x
+    cdef uint32_t j
+    cdef uint8_t present
+    with nogil:
+        for i in range(n):
+            a = hs[i, 0]
+            b = hs[i, 1]
+            present = 1
+            for j in range(num_hashes):
+                x = (a + <uint64_t>j * b) % modulus
+                if not (bits[x >> 3] >> (x & 7)) & 1:
+                    present = 0
+                    break
+            out[i] = present
+    return result
+

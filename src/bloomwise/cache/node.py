@@ -4,9 +4,10 @@ A client request, step by step (the caller does the I/O between the steps)::
 
     doc = node.lookup(key)                       # counts the request, and a local hit
     if doc is None:
+        request = RequestState()                 # this request's own state (requests may interleave)
         for peer_id in node.route(key):          # whom to ask, in order (empty: the origin)
             hit = <ask peer_id>                  # the peer answers with node.serve_peer_query(key)
-            node.record_peer_answer(peer_id, key, hit)
+            node.record_peer_answer(peer_id, key, hit, request)
             if hit and node.policy.sequential:   # paradox: one at a time, stop at the first hit
                 break                            # icp, summary: every listed peer is asked (in parallel)
         if <no peer had it>:
@@ -33,12 +34,22 @@ from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, Pee
 from bloomwise.cache.store import Document, DocumentCache
 from bloomwise.cache.summary import PeerSummary, SummaryPublisher, SummaryUpdate
 
-__all__ = ["CacheNode", "STATS_KEYS"]
+__all__ = ["CacheNode", "RequestState", "STATS_KEYS"]
 
 #: the counters of ``CacheNode.stats()`` (beside ``peers``)
 STATS_KEYS = ("requests", "local_hits", "remote_hits", "false_hits", "false_misses", "peer_queries",
               "origin_fetches", "summary_bytes_out", "summary_bytes_in", "peer_queries_served", "summaries_out",
               "summaries_in", "query_cost")
+
+
+class RequestState:
+    """What one client request has had so far. A network proxy serves many requests at once, and their steps
+    interleave: whether a request was already served by a peer belongs to the request, not to the node."""
+
+    __slots__ = ("served_remotely",)
+
+    def __init__(self):
+        self.served_remotely = False
 
 
 class CacheNode:
@@ -79,7 +90,7 @@ class CacheNode:
         self.peer_queries = self.origin_fetches = self.peer_queries_served = 0
         self.summary_bytes_out = self.summary_bytes_in = self.summaries_out = self.summaries_in = 0
         self.query_cost = 0.0
-        self._served_remotely = False
+        self._sequential_request = RequestState()  # for callers that run one request at a time (the simulator)
 
     # -- peers -------------------------------------------------------------------------------------------------------
     def add_peer(self, peer_id, *, cost: Optional[float] = None) -> PeerState:
@@ -114,7 +125,7 @@ class CacheNode:
     def lookup(self, key) -> Optional[Document]:
         """Step 1: the local cache (counts the request; a hit counts as a local hit and as a use)."""
         self.requests += 1
-        self._served_remotely = False
+        self._sequential_request.served_remotely = False
         doc = self.cache.get(key)
         if doc is not None:
             self.local_hits += 1
@@ -124,14 +135,20 @@ class CacheNode:
         """Step 2, on a local miss: the peers to ask, in order (empty: go to the origin)."""
         return self.policy.order(key, self._peer_list)
 
-    def record_peer_answer(self, peer_id, key, hit: bool) -> None:
-        """Step 3, per peer asked: its answer."""
+    def record_peer_answer(self, peer_id, key, hit: bool, request: Optional[RequestState] = None) -> None:
+        """Step 3, per peer asked: its answer. The first hit of a request counts as its remote hit.
+
+        :param request: the request's :class:`RequestState`; a caller that runs one request at a time from
+            :meth:`lookup` to its last answer may omit it (the state of the last lookup is used).
+        """
         self.peer_queries += 1
         self.query_cost += self._peers[peer_id].cost
+        if request is None:
+            request = self._sequential_request
         if hit:
-            if not self._served_remotely:
+            if not request.served_remotely:
                 self.remote_hits += 1
-                self._served_remotely = True
+                request.served_remotely = True
         elif self.policy.uses_summaries:
             self.false_hits += 1
         self.policy.observe(peer_id, key, hit)
@@ -148,6 +165,11 @@ class CacheNode:
               stored_at: Optional[float] = None) -> list:
         """Step 5: store the document fetched (from a peer or the origin); returns the keys evicted."""
         return self.cache.put(key, size, body, headers, stored_at=stored_at)
+
+    def purge(self, key) -> bool:
+        """Remove ``key`` on an operator's request (HTTP PURGE); True when it was cached. The next summary
+        published leaves it out."""
+        return self.cache.remove(key)
 
     def serve_peer_query(self, key) -> Optional[Document]:
         """A peer asks for ``key``: the document or None (counted; never forwarded; a hit counts as a use)."""

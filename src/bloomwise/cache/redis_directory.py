@@ -22,14 +22,16 @@ from __future__ import annotations
 from typing import Optional
 
 from bloomwise.cache.summary import DEFAULT_MAX_SUMMARY_BYTES, SummaryGap, SummaryUpdate
+from bloomwise.errors import FormatError
+from bloomwise.redis.errors import call_server, redis_module, server_error
 
-__all__ = ["RedisSummaryDirectory"]
+__all__ = ["RedisSummaryDirectory", "AsyncRedisSummaryDirectory"]
 
 
 class RedisSummaryDirectory:
     """Summaries of a group of CacheNodes kept in Redis under ``prefix``.
 
-    :param client: a ``redis.Redis``.
+    :param client: a ``redis.Redis`` (``AsyncRedisSummaryDirectory``: a ``redis.asyncio.Redis``).
     :param prefix: the directory's key prefix (one per group of cooperating proxies).
     :param history: how many deltas each node keeps (a reader further behind takes the whole summary).
     :param max_size: the largest summary update accepted (bytes), as for a summary received over HTTP.
@@ -49,34 +51,60 @@ class RedisSummaryDirectory:
     def _key(self, name: str, what: str) -> str:
         return f"{self.prefix}:node:{name}:{what}"
 
+    # -- I/O ---------------------------------------------------------------------------------------------------------
+    # Each operation is a generator of steps: it yields (doing, method, args) for one client call, or (doing,
+    # "pipeline", fill) for a MULTI/EXEC pipeline that ``fill(pipe)`` queues, and receives the reply. ``_run`` does
+    # the calls with redis-py; AsyncRedisSummaryDirectory awaits them with redis.asyncio.
+    def _run(self, steps):
+        try:
+            request = next(steps)
+            while True:
+                doing, method, argument = request
+                if method == "pipeline":
+                    pipe = self.client.pipeline(transaction=True)
+                    argument(pipe)
+                    reply = call_server(self.client, doing, pipe.execute)
+                else:
+                    reply = call_server(self.client, doing, getattr(self.client, method), *argument)
+                request = steps.send(reply)
+        except StopIteration as stop:
+            return stop.value
+
     # -- publishing ------------------------------------------------------------------------------------------------
     def publish(self, name: str, update: SummaryUpdate, whole: Optional[SummaryUpdate] = None) -> int:
         """Store node ``name``'s new summary version: ``update`` (a delta or a whole summary) and ``whole``, the
         same version as a whole summary (needed when ``update`` is a delta). Returns the bytes written."""
-        from bloomwise.redis import call_server
+        return self._run(self._publish(name, update, whole))
+
+    def _publish(self, name, update, whole):
         whole = update if not update.is_delta else whole
         if whole is None or whole.is_delta or whole.version != update.version:
             raise ValueError("publish needs the new version as a whole summary too (node.whole_summary())")
-        pipe = self.client.pipeline(transaction=True)
-        pipe.sadd(f"{self.prefix}:nodes", name)
-        pipe.set(self._key(name, "whole"), whole.to_bytes())
-        written = whole.nbytes
+        written = whole.nbytes + (update.nbytes if update.is_delta else 0)
         deltas = self._key(name, "deltas")
-        if update.is_delta:
-            pipe.hset(deltas, str(update.version), update.to_bytes())
-            written += update.nbytes
-            stale = [str(v) for v in range(max(0, update.version - 2 * self.history), update.version - self.history + 1)]
-            if stale:
-                pipe.hdel(deltas, *stale)
-        else:
-            pipe.delete(deltas)  # a whole summary (first, or after a restart) starts a new chain
-        call_server(self.client, f"publishing the summary of {name!r}", pipe.execute)
+
+        def fill(pipe):
+            pipe.sadd(f"{self.prefix}:nodes", name)
+            pipe.set(self._key(name, "whole"), whole.to_bytes())
+            if update.is_delta:
+                pipe.hset(deltas, str(update.version), update.to_bytes())
+                stale = [str(v) for v in range(max(0, update.version - 2 * self.history),
+                                               update.version - self.history + 1)]
+                if stale:
+                    pipe.hdel(deltas, *stale)
+            else:
+                pipe.delete(deltas)  # a whole summary (first, or after a restart) starts a new chain
+
+        yield f"publishing the summary of {name!r}", "pipeline", fill
         return written
 
     def publish_node(self, node, *, whole: bool = False) -> int:
         """Publish a CacheNode's next summary version (``node.publish_summary``); returns the bytes written."""
+        return self._run(self._publish_node(node, whole))
+
+    def _publish_node(self, node, whole):
         update = node.publish_summary(whole=whole)
-        written = self.publish(node.name, update, None if not update.is_delta else node.whole_summary())
+        written = yield from self._publish(node.name, update, None if not update.is_delta else node.whole_summary())
         node.summaries_out += 1
         node.summary_bytes_out += written
         return written
@@ -84,29 +112,33 @@ class RedisSummaryDirectory:
     # -- reading -----------------------------------------------------------------------------------------------------
     def nodes(self) -> set:
         """The names of the nodes that published to this directory."""
-        from bloomwise.redis import call_server
-        return {n.decode() if isinstance(n, bytes) else n
-                for n in call_server(self.client, "listing the summary directory", self.client.smembers,
-                               f"{self.prefix}:nodes")}
+        return self._run(self._nodes())
+
+    def _nodes(self):
+        raw = yield "listing the summary directory", "smembers", (f"{self.prefix}:nodes",)
+        return {n.decode() if isinstance(n, bytes) else n for n in raw}
 
     def whole(self, name: str) -> Optional[SummaryUpdate]:
         """Node ``name``'s latest summary as a whole, or None when it never published."""
-        from bloomwise.redis import call_server
-        data = call_server(self.client, f"reading the summary of {name!r}", self.client.get, self._key(name, "whole"))
+        return self._run(self._whole(name))
+
+    def _whole(self, name):
+        data = yield f"reading the summary of {name!r}", "get", (self._key(name, "whole"),)
         return None if data is None else SummaryUpdate.from_bytes(data, max_size=self.max_size)
 
     def updates_since(self, name: str, version: Optional[int], origin: Optional[int] = None) -> list:
         """What brings a copy of node ``name``'s summary at ``version`` (from ``origin``) up to date: the deltas in
         order, or [the whole summary] when they are not all there; [] when it is current or nothing was published."""
-        latest = self.whole(name)
+        return self._run(self._updates_since(name, version, origin))
+
+    def _updates_since(self, name, version, origin):
+        latest = yield from self._whole(name)
         if latest is None or (version is not None and latest.version == version and latest.origin == origin):
             return []
         if version is None or origin != latest.origin or not version < latest.version:
             return [latest]
-        from bloomwise.redis import call_server
         wanted = [str(v) for v in range(version + 1, latest.version + 1)]
-        raw = call_server(self.client, f"reading the summary deltas of {name!r}", self.client.hmget,
-                    self._key(name, "deltas"), wanted)
+        raw = yield f"reading the summary deltas of {name!r}", "hmget", (self._key(name, "deltas"), wanted)
         if any(data is None for data in raw):
             return [latest]
         deltas = [SummaryUpdate.from_bytes(data, max_size=self.max_size) for data in raw]
@@ -116,28 +148,72 @@ class RedisSummaryDirectory:
 
     def sync(self, node, *, publish_if_due: bool = True) -> dict:
         """Publish ``node``'s summary when due (``node.summary_due()``; the first time always), add every other
-        node of the directory as a peer, and apply their news. Returns {"published": bytes, "received": bytes}."""
+        node of the directory as a peer, and apply their news.
+
+        One bad publisher does not stop the others: a peer whose stored summary is damaged (``FormatError``) or does
+        not fit (``SummaryGap`` even from its whole summary) is skipped, its summary held as it was, and named in
+        ``skipped``. Returns {"published": bytes, "received": bytes, "skipped": {name: reason}}.
+        """
+        return self._run(self._sync(node, publish_if_due))
+
+    def _sync(self, node, publish_if_due):
         published = 0
         if publish_if_due and (node.summary_due() or node.publisher.current_version == 0
-                               or self.whole(node.name) is None):
-            published = self.publish_node(node)
+                               or (yield from self._whole(node.name)) is None):
+            published = yield from self._publish_node(node, False)
         received = 0
+        skipped = {}
         known = {peer.peer_id for peer in node.peers}
-        for name in sorted(self.nodes() - {node.name}):
+        for name in sorted((yield from self._nodes()) - {node.name}):
             if name not in known:
                 node.add_peer(name)
-            held = node.peer(name).summary
-            version = None if held is None else held.version
-            origin = None if held is None else held.origin
-            for update in self.updates_since(name, version, origin):
-                try:
-                    node.receive_summary(name, update)
-                except SummaryGap:  # the chain does not fit what is held: start again from the whole summary
-                    latest = self.whole(name)
-                    if latest is None:
-                        break
-                    node.receive_summary(name, latest)
-                    received += latest.nbytes
+            try:
+                received += yield from self._catch_up(node, name)
+            except (FormatError, SummaryGap) as exc:
+                skipped[name] = f"{type(exc).__name__}: {exc}"
+        return {"published": published, "received": received, "skipped": skipped}
+
+    def _catch_up(self, node, name: str):
+        """Steps: apply publisher ``name``'s news to ``node``; returns the bytes received."""
+        held = node.peer(name).summary
+        version = None if held is None else held.version
+        origin = None if held is None else held.origin
+        received = 0
+        for update in (yield from self._updates_since(name, version, origin)):
+            try:
+                node.receive_summary(name, update)
+            except SummaryGap:  # the chain does not fit what is held: start again from the whole summary
+                latest = yield from self._whole(name)
+                if latest is None:
                     break
-                received += update.nbytes
-        return {"published": published, "received": received}
+                node.receive_summary(name, latest)
+                return received + latest.nbytes
+            received += update.nbytes
+        return received
+
+
+class AsyncRedisSummaryDirectory(RedisSummaryDirectory):
+    """The same directory over a ``redis.asyncio.Redis``: every method returns an awaitable
+    (``await directory.sync(node)``), with the same keys, transactions and checks (the operations are shared)."""
+
+    def _run(self, steps):
+        return self._run_async(steps)
+
+    async def _run_async(self, steps):
+        redis = redis_module()
+        try:
+            request = next(steps)
+            while True:
+                doing, method, argument = request
+                try:
+                    if method == "pipeline":
+                        pipe = self.client.pipeline(transaction=True)
+                        argument(pipe)
+                        reply = await pipe.execute()
+                    else:
+                        reply = await getattr(self.client, method)(*argument)
+                except redis.exceptions.RedisError as exc:
+                    raise server_error(self.client, exc, doing) from exc
+                request = steps.send(reply)
+        except StopIteration as stop:
+            return stop.value

@@ -43,7 +43,7 @@ from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, POL
                                      make_policy)
 from bloomwise.cache.store import AVERAGE_DOCUMENT_SIZE, EVICTION_POLICIES, DocumentCache
 from bloomwise.cache.summary import SUMMARY_KINDS, PeerSummary
-from bloomwise.cache.traces import assign_proxy
+from bloomwise.cache.traces import client_to_proxy
 
 __all__ = ["SimulationConfig", "PolicyResult", "simulate", "replay", "JSON_KEYS", "ICP_QUERY_OVERHEAD",
            "estimate_mean_size"]
@@ -275,7 +275,7 @@ def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: 
     sequential = nodes[0].policy.sequential
     home_fetches = nodes[0].policy.home_fetches
     wire = config.wire
-    proxy_of: dict = {}
+    proxy_of = client_to_proxy(num_proxies)  # one hash a request: no state per distinct client
     caches = [node.cache._docs for node in nodes]  # the oracle's view of every cache (dicts: no method call)
     peer_states = [[(state, caches[state.peer_id]) for state in node.peers] for node in nodes]
     shared_copies = [PeerSummary() for _ in nodes]
@@ -291,10 +291,7 @@ def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: 
         if request.method != "GET":
             skipped += 1
             continue
-        client = request.client
-        p = proxy_of.get(client)
-        if p is None:
-            p = proxy_of[client] = assign_proxy(client, num_proxies)
+        p = proxy_of(request.client)
         node = nodes[p]
         url = request.url
         key = "GET " + url

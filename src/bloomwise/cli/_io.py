@@ -8,6 +8,7 @@ import tempfile
 from contextlib import contextmanager
 from typing import BinaryIO, Iterator, List
 
+from bloomwise._loading import load, structure_of
 from bloomwise.cli import EXIT_FAILURE, CommandError
 from bloomwise.errors import FormatError
 
@@ -69,11 +70,19 @@ def iter_key_chunks(path: str, size: int = 65536) -> Iterator[List[bytes]]:
             yield chunk
 
 
+def is_bloomwise_file(path: str) -> bool:
+    """Whether the file at ``path`` starts like a bloomwise file (its header names a structure); OSError if it
+    cannot be read."""
+    try:
+        structure_of(path)
+    except FormatError:
+        return False
+    return True
+
+
 def load_filter(path: str):
     """A saved filter of any structure (the file says which), memory-mapped read-only where the structure allows it;
     CommandError with the reason when it cannot be read."""
-    from bloomwise._loading import load
-
     try:
         return load(path, mmap=True)
     except FileNotFoundError:

@@ -20,14 +20,15 @@ import math
 import sys
 from typing import Optional, TextIO
 
-from bloomwise.cli._parse import parse_count, parse_positive_int, parse_probability, parse_size_bits
+from bloomwise.units import parse_count, parse_positive_int, parse_probability, parse_size_bits
 
 __all__ = ["register", "run", "format_plan"]
 
 _DESCRIPTION = """\
 Solve for the missing ones of n (keys), p (false-positive rate), m (bits) and k (hashes) with each
-layout's exact false-positive rate: n and p give exactly the filter `bloomwise build` makes for that
-capacity and rate. Give two of n, p, m (k is optional), or n, m and k. The plan prints m, k, bytes, bits per key, the distance to the information-theoretic
+layout's exact false-positive rate: n and p give exactly the filter `bloomwise build` (and BloomFilter(n, p))
+makes for that capacity and rate, in the same layout (blocked unless --layout says otherwise).
+Give two of n, p, m (k is optional), or n, m and k. The plan prints m, k, bytes, bits per key, the distance to the information-theoretic
 limit log2(1/p), and the exact false-positive rate each layout would give.
 
 numbers:       1000000, 1e6, 1_000_000, 40M, 2.5k
@@ -50,8 +51,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--p", "-p", metavar="RATE", help='false-positive rate (e.g. 0.01, 1%%, "1 in 10000")')
     parser.add_argument("--m", "-m", metavar="SIZE", help="filter size: bits, or with a unit (64KiB, 8MB, 1Mib)")
     parser.add_argument("--k", "-k", metavar="HASHES", help="number of hash functions")
-    parser.add_argument("--layout", default="classic", metavar="LAYOUT",
-                        help="classic (default), partitioned or blocked")
+    parser.add_argument("--layout", default="blocked", metavar="LAYOUT",
+                        help="blocked (the default, as for bloomwise build), classic or partitioned")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument("--table", action="store_true",
                         help="print Tables 3-5 of Summary Cache and where the printed ones differ")
@@ -62,7 +63,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def _fail(message: str, stderr: TextIO, code: int = 2) -> int:
-    print(f"bloomwise plan: error: {message}", file=stderr)
+    print(f"bloomwise plan: {message}", file=stderr)
     return code
 
 
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
 
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
-    layout = getattr(args, "layout", "classic")
+    layout = getattr(args, "layout", "blocked")
     if layout not in theory.LAYOUTS:
         return _fail(f"--layout {layout!r} is not one of {', '.join(theory.LAYOUTS)}", stderr)
     try:

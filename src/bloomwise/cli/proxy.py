@@ -1,10 +1,13 @@
 """``bloomwise proxy``: Run one caching proxy that shares summaries with its peers (pip install "bloomwise[proxy]").
 
+Closed by default: it answers loopback clients only (--allow-clients), never fetches from loopback, link-local or
+cloud metadata addresses (--allow-destinations lists where it may fetch instead), and refuses CONNECT.
+
 Examples::
 
     bloomwise proxy --listen 127.0.0.1:3128 --peer http://127.0.0.1:3129 --cache-size 64MiB
-    bloomwise proxy --listen 0.0.0.0:3128 --peer http://cache2:3128 --peer http://cache3:3128 \\
-        --policy paradox --summary-kind counters --update-threshold 1% --parent http://parent:3128
+    bloomwise proxy --listen 10.0.0.1:3128 --allow-clients 10.0.0.0/24 --allow-destinations .example.com:80 \\
+        --peer http://10.0.0.2:3128 --peer http://10.0.0.3:3128 --policy paradox --summary-kind counters
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import sys
 
 from bloomwise.cli._listen import parse_listen
 from bloomwise.cli._parse import parse_fraction, parse_positive_int, parse_size_bytes
+from bloomwise.proxy.access import ClientPolicy, DestinationPolicy
 
 __all__ = ["register", "run", "parse_listen", "parse_peer_url"]
 
@@ -46,6 +50,16 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
                             help="a peer proxy, http://HOST:PORT (repeat for more); a bloomwise proxy or a Squid "
                                  "(its Cache Digest is used)")
         parser.add_argument("--name", help="this proxy's name in stats and logs (default: its URL)")
+        parser.add_argument("--access-log", metavar="FILE",
+                            help="append one line per client request to FILE, in Squid's native access.log format "
+                                 "(bloomwise simulate --trace FILE --format squid replays it)")
+        parser.add_argument("--allow-clients", metavar="CIDR,...",
+                            help="client addresses allowed to use the proxy (default: loopback only, "
+                                 "127.0.0.0/8 and ::1); others get 403")
+    parser.add_argument("--allow-destinations", metavar="HOST|CIDR[:PORTS],...",
+                        help="where the proxy may fetch: host names (.example.com for subdomains too), addresses or "
+                             "networks, each with :PORT or :LOW-HIGH (default: anything but loopback, link-local "
+                             "and cloud metadata addresses)")
     parser.add_argument("--parent", metavar="URL",
                         help="a parent proxy that has every document (misses go there, not to the URL's server)")
     parser.add_argument("--cache-size", default="64MiB", metavar="SIZE", help="cache size (default 64MiB)")
@@ -53,8 +67,8 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
     parser.add_argument("--bits-per-entry", default="8", metavar="B",
                         help="summary bits (counters) per expected document (default 8)")
     parser.add_argument("--update-threshold", default="1%", metavar="T",
-                        help="publish a new summary when this fraction of the cached documents changed "
-                             "(1%% or 0.01; default 1%%)")
+                        help="publish a new summary when the documents new since the last one reach this "
+                             "fraction of the documents cached (1%% or 0.01; default 1%%)")
     parser.add_argument("--mean-document-size", default="8KiB", metavar="SIZE",
                         help="mean document size expected: the summary is sized for cache size / this documents "
                              "(default 8KiB)")
@@ -65,6 +79,9 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
                         help="seconds between periodic summary pulls from each peer (default 5)")
     parser.add_argument("--peer-timeout", default="2", metavar="SECONDS",
                         help="a peer slower than this is skipped and marked unhealthy (default 2)")
+    parser.add_argument("--header-timeout", default="10", metavar="SECONDS",
+                        help="a client whose request headers are not complete this long after their first byte (or "
+                             "after it connected) gets 408 and is disconnected (default 10)")
     parser.add_argument("--origin-cost", default="100", metavar="MS",
                         help="omega, the cost of an origin fetch in milliseconds (peers cost their measured "
                              "round-trip time; default 100)")
@@ -74,21 +91,25 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
 def register(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "proxy", help="run a caching HTTP proxy that shares Bloom-filter summaries with its peers",
-        description=__doc__.split("\n")[0].split(": ", 1)[1], epilog=__doc__.split("Examples::")[1],
+        description=__doc__.split("\n")[0].split(": ", 1)[1], epilog=__doc__.split("\n\n", 1)[1].replace("::", ":"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_proxy_options(parser)
     parser.set_defaults(func=run)
     return parser
 
 
-def _seconds(text: str, what: str) -> float:
+def _positive(text: str, what: str, unit: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
     if not value > 0 or value == float("inf"):
-        raise ValueError(f"{what} {text!r} must be a positive number of seconds")
+        raise ValueError(f"{what} {text!r} must be a positive number of {unit}")
     return value
+
+
+def _seconds(text: str, what: str) -> float:
+    return _positive(text, what, "seconds")
 
 
 def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=None):
@@ -96,28 +117,42 @@ def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=N
     from bloomwise.proxy.server import ProxyConfig
 
     host, port = listen if listen is not None else parse_listen(args.listen)
+    bits_per_entry = parse_positive_int(args.bits_per_entry, "--bits-per-entry")
+    if bits_per_entry > 64:
+        raise ValueError(f"--bits-per-entry {args.bits_per_entry!r} must be at most 64 (8 gives a 2% false-positive "
+                         f"rate, 16 about 0.05%)")
+    cache_size = parse_size_bytes(args.cache_size, "--cache-size")
+    if cache_size < 1:
+        raise ValueError(f"--cache-size {args.cache_size!r} must be at least 1 byte (examples: 64MiB, 1GiB)")
+    mean_document_size = parse_size_bytes(args.mean_document_size, "--mean-document-size")
+    if mean_document_size < 1:
+        raise ValueError(f"--mean-document-size {args.mean_document_size!r} must be at least 1 byte")
+    clients = getattr(args, "allow_clients", None)
     return ProxyConfig(
         host=host, port=port,
         peers=[parse_peer_url(p) for p in (args.peer if peers is None else peers)],
         parent=parse_peer_url(args.parent, "--parent") if args.parent else None,
-        cache_size=parse_size_bytes(args.cache_size, "--cache-size"),
+        cache_size=cache_size,
         policy=args.policy,
-        bits_per_entry=parse_positive_int(args.bits_per_entry, "--bits-per-entry"),
+        bits_per_entry=bits_per_entry,
         update_threshold=parse_fraction(args.update_threshold, "--update-threshold"),
         summary_kind=args.summary_kind,
         name=name if name is not None else getattr(args, "name", None),
         summary_interval=_seconds(args.summary_interval, "--summary-interval"),
         peer_timeout=_seconds(args.peer_timeout, "--peer-timeout"),
-        origin_cost_ms=_seconds(args.origin_cost, "--origin-cost"),
-        mean_document_size=parse_size_bytes(args.mean_document_size, "--mean-document-size"),
+        header_timeout=_seconds(args.header_timeout, "--header-timeout"),
+        access_log=getattr(args, "access_log", None),
+        origin_cost_ms=_positive(args.origin_cost, "--origin-cost", "milliseconds"),
+        mean_document_size=mean_document_size,
+        clients=ClientPolicy.parse(clients) if clients is not None else None,
+        destinations=(DestinationPolicy.parse(args.allow_destinations) if args.allow_destinations is not None
+                      else None),
     )
 
 
-async def _serve_until_signal(config) -> None:
-    from bloomwise.proxy.server import BloomwiseProxy
-
-    proxy = await BloomwiseProxy(config).start()
-    print(json.dumps({"proxy": proxy.url, "name": proxy.name, "peers": config.peers}), flush=True)
+async def _serve_until_signal(proxy) -> None:
+    await proxy.start()
+    print(json.dumps({"proxy": proxy.url, "name": proxy.name, "peers": proxy.config.peers}), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -134,14 +169,24 @@ def run(args) -> int:
     except ImportError:
         print("bloomwise proxy: needs aiohttp: pip install 'bloomwise[proxy]'", file=sys.stderr)
         return 1
+    from bloomwise.proxy.server import BloomwiseProxy
+
     try:
         config = config_from_args(args)
+        proxy = BloomwiseProxy(config)   # sizes the cache and its summary: a setting they refuse is a usage error
     except ValueError as exc:
         print(f"bloomwise proxy: {exc}", file=sys.stderr)
         return 2
+    if config.access_log:
+        try:
+            open(config.access_log, "a").close()
+        except OSError as exc:
+            print(f"bloomwise proxy: --access-log {config.access_log}: cannot write it ({exc.strerror or exc})",
+                  file=sys.stderr)
+            return 1
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        asyncio.run(_serve_until_signal(config))
+        asyncio.run(_serve_until_signal(proxy))
     except OSError as exc:
         print(f"bloomwise proxy: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
         return 1

@@ -55,9 +55,17 @@ def register(subparsers) -> argparse.ArgumentParser:
         "simulate", help="replay a trace over cooperating caches (Summary Cache, ICP, the Bloom paradox)",
         description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--trace", metavar="FILE", help="a trace file (.gz/.bz2/.xz read as such; - for stdin)")
+    source.add_argument("--trace", metavar="FILE", help="a trace file (.gz/.bz2/.xz/.zst read as such; - for stdin) "
+                                                        "or the name of a fetched real trace (bloomwise trace fetch)")
     source.add_argument("--synthetic", metavar="N", help="generate N requests (Zipf-like, seeded)")
-    parser.add_argument("--format", default="auto", choices=("auto", "squid", "plain"), help="trace format")
+    parser.add_argument("--format", default="auto", choices=("auto", "squid", "plain", "csv", "oracle-general"),
+                        help="trace format (auto: libCacheSim's files by name, else Squid or plain by content)")
+    parser.add_argument("--csv-columns", metavar="SPEC", help="csv columns, e.g. time=1,object=2,size=3 (1-based; "
+                                                              "default: the header's names)")
+    parser.add_argument("--limit", metavar="N", help="replay only the first N requests of the trace")
+    parser.add_argument("--assign", choices=("hash-client", "random", "round-robin"), default="hash-client",
+                        help="requests to proxies: by a hash of the client (default), or per request at random "
+                             "(seeded by --seed) or in turn; traces without clients need random or round-robin")
     parser.add_argument("--strict", action="store_true", help="stop at the first malformed trace line")
     parser.add_argument("--proxies", default="4", metavar="P", help="number of proxies (default 4)")
     parser.add_argument("--policy", default=",".join(_POLICIES), metavar="LIST",
@@ -223,7 +231,9 @@ def _fail(message: str, stderr: TextIO, code: int = 2) -> int:
 def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     """Run ``bloomwise simulate`` with parsed arguments; return the exit code."""
     from bloomwise.cache.simulation import SimulationConfig, estimate_mean_size, simulate
-    from bloomwise.cache.traces import SyntheticTrace, TraceError, open_trace
+    from bloomwise.cache.traces import SyntheticTrace, TraceError, assigned_requests, open_trace
+    from bloomwise.cli import CommandError
+    from bloomwise.cli.trace import resolve_trace
 
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
@@ -243,11 +253,20 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         mean_size = None if args.mean_document_size == "auto" else \
             _positive_size(args.mean_document_size, "--mean-document-size")
         SimulationConfig(**fields)  # the remaining checks, named
+        limit = None if args.limit is None else parse_positive_int(args.limit, "--limit")
+        columns = None if args.csv_columns is None else _csv_columns(args.csv_columns, args.format)
     except ValueError as error:
         return _fail(str(error), stderr)
     if args.trace is not None and args.trace != "-" and not os.path.isfile(args.trace):
-        what = "is a directory, not a trace file" if os.path.isdir(args.trace) else "does not exist"
-        return _fail(f"--trace {args.trace!r} {what}", stderr, code=1)
+        try:
+            trace_path = resolve_trace(args.trace)  # the name of a fetched real trace
+        except CommandError as error:
+            return _fail(str(error), stderr, code=1)
+        if trace_path == args.trace:
+            what = "is a directory, not a trace file" if os.path.isdir(args.trace) else "does not exist"
+            return _fail(f"--trace {args.trace!r} {what}", stderr, code=1)
+    else:
+        trace_path = args.trace
     if args.json not in (None, "-"):  # checked before a long replay, not after it
         folder = os.path.dirname(os.path.abspath(args.json))
         problem = "it is a directory" if os.path.isdir(args.json) else \
@@ -268,26 +287,26 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
             return trace, trace.expected_size
 
         def opener():
-            reader = open_trace(args.trace, format=args.format, strict=args.strict)
+            reader = open_trace(trace_path, format=args.format, strict=args.strict, csv_columns=columns)
             readers.append(reader)
-            return reader
+            return assigned_requests(reader, args.assign, num_proxies, seed=fields["seed"], limit=limit)
         if mean_size is None and args.trace == "-":
             # standard input is read once: the requests the estimate reads (at most 10,000) are kept and replayed
             # first, then the rest of the stream
-            reader = opener()
-            head = list(itertools.islice(reader, 10_000))
+            requests = opener()
+            head = list(itertools.islice(requests, 10_000))
 
             def replay_stdin():
                 try:
                     yield from head
-                    yield from reader
+                    yield from requests
                 finally:
-                    reader.close()
+                    requests.close()
             return replay_stdin, estimate_mean_size(head)
         if mean_size is None:
-            first = open_trace(args.trace, format=args.format)
+            first = open_trace(trace_path, format=args.format, csv_columns=columns)
             try:
-                estimate = estimate_mean_size(first)
+                estimate = estimate_mean_size(itertools.islice(first, limit))
             finally:
                 first.close()
         else:
@@ -308,9 +327,14 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         return _fail(str(error), stderr, code=1)
     except OSError as error:
         return _fail(f"--trace {args.trace!r}: cannot read it ({error.strerror or error})", stderr, code=1)
+    except ImportError as error:  # a .zst trace without the zstandard package
+        return _fail(str(error), stderr, code=1)
     except ValueError as error:
         return _fail(str(error), stderr)
 
+    if all(result.requests == 0 for result in all_results):  # an empty log: no table of zeros
+        skipped = f" ({readers[0].malformed:,} malformed line(s) skipped)" if readers and readers[0].malformed else ""
+        return _fail(f"--trace {args.trace!r}: no request was read{skipped}; nothing to replay", stderr, code=1)
     if readers:
         reader = readers[0]
         if reader.malformed:
@@ -353,6 +377,17 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
             return _fail(f"--plot {args.plot!r}: cannot write there ({error.strerror or error})", stderr, code=1)
         print(f"figure written to {path}", file=stdout)
     return 0
+
+
+def _csv_columns(text: str, format: str) -> dict:
+    from bloomwise.cache.traces import parse_csv_columns
+
+    if format not in ("auto", "csv"):
+        raise ValueError(f"--csv-columns goes with --format csv, not {format}")
+    try:
+        return parse_csv_columns(text)
+    except ValueError as error:
+        raise ValueError(str(error).replace("csv columns", "--csv-columns", 1)) from None
 
 
 def _one_timers(text: str, what: str = "--one-timers") -> float:

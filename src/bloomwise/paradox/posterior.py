@@ -207,7 +207,7 @@ def log_binom_tail(s: int, trials: int, p: float) -> float:
     return math.log1p(-min(below, 1.0)) if below < 1.0 else -math.inf
 
 
-def _counter_log_ratios(cmax: int, num_counters: int, num_items: int, num_hashes: int, layout: str,
+def counter_log_ratios(cmax: int, num_counters: int, num_items: int, num_hashes: int, layout: str,
                         exact: bool, saturation) -> np.ndarray:
     """``log(Pr(C = c | x in S) / Pr(C = c | x not in S))`` for c = 0..cmax (c = 0 gives -inf).
 
@@ -298,7 +298,7 @@ def cbf_posterior(counters, num_counters: int, num_items: int, prior, *, exact: 
         return 0.0 if c.ndim == 1 else np.zeros(c.shape[0])
     cmax = int(c.max()) if c.size else 0
     saturation = (1 << counter_bits) - 1 if counter_bits is not None else None
-    table = _counter_log_ratios(cmax, m, n, k, layout, exact, saturation if exact else None)
+    table = counter_log_ratios(cmax, m, n, k, layout, exact, saturation if exact else None)
     log_ratio = table[c].sum(axis=-1)
     out = _posterior_from_log_ratio(log_ratio, p)
     return float(out) if c.ndim == 1 else out

@@ -101,7 +101,9 @@ class ClassPrior(Prior):
         self.default = None if default is None else _validate.probability("default", default)
         self.vectorized = bool(vectorized)
 
-    def _lookup(self, label, key):
+    def label_probability(self, label, key) -> float:
+        """The prior of a class ``label`` (of ``key``, named in the error): its table value, else the default, else
+        KeyError."""
         try:
             return self.table[label]
         except (KeyError, TypeError):
@@ -113,20 +115,20 @@ class ClassPrior(Prior):
         label = self.classify(np.asarray([key]))[0] if self.vectorized else self.classify(key)
         if isinstance(label, np.generic):
             label = label.item()
-        return self._lookup(label, key)
+        return self.label_probability(label, key)
 
     def probabilities(self, keys) -> np.ndarray:
         keys = _keys_list(keys)
         if not self.vectorized:
-            return np.fromiter((self._lookup(self.classify(k), k) for k in keys), dtype=np.float64, count=len(keys))
+            return np.fromiter((self.label_probability(self.classify(k), k) for k in keys), dtype=np.float64, count=len(keys))
         labels = np.asarray(self.classify(keys if isinstance(keys, np.ndarray) else np.asarray(keys)))
         if labels.shape != (len(keys),):
             raise ValueError(f"classify returned shape {labels.shape} for {len(keys)} keys")
         if labels.dtype == object:
-            return np.fromiter((self._lookup(l, k) for l, k in zip(labels, keys)), dtype=np.float64,
+            return np.fromiter((self.label_probability(l, k) for l, k in zip(labels, keys)), dtype=np.float64,
                                count=len(keys))
         uniq, inverse = np.unique(labels, return_inverse=True)
-        values = np.array([self._lookup(u.item(), "<one of the keys>") for u in uniq], dtype=np.float64)
+        values = np.array([self.label_probability(u.item(), "<one of the keys>") for u in uniq], dtype=np.float64)
         return values[inverse.reshape(-1)] if len(keys) else np.zeros(0)
 
     def __repr__(self) -> str:

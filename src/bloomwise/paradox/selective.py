@@ -24,8 +24,8 @@ import warnings
 import numpy as np
 
 from bloomwise._base import DeprecatedAlias, check_threads
-from bloomwise._native import decide as _decide
 from bloomwise.paradox import _support, _validate
+from bloomwise.paradox._kernels import decide
 from bloomwise.paradox.decisions import Decision, Decisions
 from bloomwise.paradox.posterior import paradox_threshold, theorem1_fpr
 
@@ -249,11 +249,11 @@ class SelectiveBloomFilter:
 
     # query(key) -> Decision: the cost-optimal answer for ``key`` (Theorems 1 and 4), with its posterior and
     # expected cost. A compiled function used as the method (see its docstring), so that a call costs one C call.
-    query = _decide.bloom_query
+    query = decide.bloom_query
 
     def query_many(self, keys) -> Decisions:
         """:meth:`query` for a batch of keys (a list, or a numpy array); the filter is asked only where needed."""
-        return _decide.bloom_query_many(self, keys)
+        return decide.bloom_query_many(self, keys)
 
     def __repr__(self) -> str:
         mode = {(True, True): "insert+query", (True, False): "insert", (False, True): "query",

@@ -16,10 +16,12 @@ import math
 import numpy as np
 
 from bloomwise._base import DeprecatedAlias, check_threads
-from bloomwise._native import decide as _decide
 from bloomwise.paradox import _support
+from bloomwise.paradox._kernels import decide
 from bloomwise.paradox.decisions import Decision, Decisions
-from bloomwise.paradox.posterior import log_binom_pmf, log_binom_tail, cbf_posterior, vicbf_posterior
+from bloomwise.paradox.posterior import (
+    cbf_posterior, counter_log_ratios, log_binom_pmf, log_binom_tail, vicbf_posterior,
+)
 
 __all__ = ["SelectiveCountingBloomFilter", "SelectiveVariableIncrementCountingBloomFilter"]
 
@@ -135,13 +137,18 @@ class _SelectiveCounting:
         """(posterior, plain answer) for a batch of keys (subclasses)."""
         raise NotImplementedError
 
+    def compiled_decisions_apply(self) -> bool:
+        """Whether ``bloomwise._native.decide`` decides for this object (given a bloomwise CountingBloomFilter): only
+        for SelectiveCountingBloomFilter and subclasses that compute posteriors, the skip bound and n as it does."""
+        return False
+
     # query(key) -> Decision: the cost-optimal answer for ``key`` from its counters (Theorems 2/5 and 4). A compiled
     # function used as the method (see its docstring), so that a call costs one C call.
-    query = _decide.counting_query
+    query = decide.counting_query
 
     def query_many(self, keys) -> Decisions:
         """:meth:`query` for a batch of keys (a list, or a numpy array)."""
-        decisions = _decide.counting_query_many(self, keys)
+        decisions = decide.counting_query_many(self, keys)
         if decisions is not None:
             return decisions
         keys = _support.keys_list(keys)
@@ -216,6 +223,23 @@ class SelectiveCountingBloomFilter(_SelectiveCounting):
         if saturation is not None and top == saturation:
             return log_binom_tail(top - 1, t1, p) - log_binom_tail(top, t0, p)
         return float(log_binom_pmf(top - 1, t1, p) - log_binom_pmf(top, t0, p))
+
+    def compiled_decisions_apply(self) -> bool:
+        """True unless a subclass changes how posteriors, the skip bound or n are computed (the compiled decisions,
+        ``bloomwise._native.decide``, then leave the decisions to :meth:`query_many`'s Python path)."""
+        cls, base = type(self), SelectiveCountingBloomFilter
+        return (cls._posteriors is base._posteriors and cls.skip_threshold is base.skip_threshold
+                and cls.num_keys is base.num_keys and cls.counter_log_ratio_table is base.counter_log_ratio_table)
+
+    def counter_log_ratio_table(self, length: int, num_keys: int) -> np.ndarray:
+        """float64 ``log(Pr(C = c | x in S) / Pr(C = c | x not in S))`` for counter values c = 0 .. length - 1 with
+        ``num_keys`` keys in (:func:`~bloomwise.paradox.posterior.counter_log_ratios`, this filter's m, k, layout,
+        ``exact`` and saturation): the table the compiled decisions sum a key's counters' entries of."""
+        layout = self._layout if self._layout in ("partitioned", "classic") else "classic"
+        with np.errstate(invalid="ignore"):  # values past n k: -inf - -inf, which the function maps to -inf
+            table = counter_log_ratios(length - 1, self._num_counters, num_keys, self._num_hashes, layout, self.exact,
+                                       self._saturation() if self.exact else None)
+        return np.ascontiguousarray(table, dtype=np.float64)
 
     def _posteriors(self, keys, priors):
         counters = np.asarray(self._filter.counters_many(keys), dtype=np.int64)

@@ -1,6 +1,7 @@
 """Start a test origin and N bloomwise proxies (each peered with all the others) on loopback, one process each.
 
-One process per proxy, as on separate hosts: each has its own event loop and cache, they talk only over HTTP, the
+The proxies fetch from the test origin only (``--allow-destinations HOST:PORT`` of the origin) unless the proxy
+options say otherwise. One process per proxy, as on separate hosts: each has its own event loop and cache, they talk only over HTTP, the
 two cores are both used, and one proxy can be killed and restarted without touching the others (the fault tests
 do exactly that). Ports are chosen free before the proxies start, because every proxy must know its peers'
 addresses at start.
@@ -22,14 +23,16 @@ from typing import Optional, Sequence
 
 from bloomwise.proxy.squid import free_port
 
-__all__ = ["Cluster", "ClusterError"]
+__all__ = ["Cluster", "ClusterError", "read_ready_line"]
 
 
 class ClusterError(RuntimeError):
     """A process of the cluster did not start (the message quotes its output)."""
 
 
-def _read_ready_line(process: subprocess.Popen, timeout: float, what: str) -> dict:
+def read_ready_line(process: subprocess.Popen, timeout: float, what: str) -> dict:
+    """The JSON line a server process (origin, proxy) prints on standard output once it listens; raises
+    ClusterError if it exits, prints something else, or says nothing within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     buffer = b""
     while time.monotonic() < deadline:
@@ -90,13 +93,13 @@ class Cluster:
                 self._python() + ["bloomwise.proxy.origin", "--listen", f"{self.host}:0",
                                   "--documents", str(self.origin_documents), "--mean-size", str(self.mean_size)],
                 stdout=subprocess.PIPE, stderr=self.stderr, stdin=subprocess.DEVNULL)
-            self.origin_url = _read_ready_line(self.origin, self.startup_timeout, "the origin")["origin"]
+            self.origin_url = read_ready_line(self.origin, self.startup_timeout, "the origin")["origin"]
             self.ports = [free_port(self.host) for _ in range(self.num_proxies)]
             while len(set(self.ports)) < len(self.ports):
                 self.ports = [free_port(self.host) for _ in range(self.num_proxies)]
             self.proxies = [self._spawn(i) for i in range(self.num_proxies)]
             for i, process in enumerate(self.proxies):
-                _read_ready_line(process, self.startup_timeout, f"proxy {i}")
+                read_ready_line(process, self.startup_timeout, f"proxy {i}")
         except BaseException:
             self.stop()
             raise
@@ -108,6 +111,8 @@ class Cluster:
         for j, url in enumerate(self.proxy_urls):
             if j != i:
                 args += ["--peer", url]
+        if "--allow-destinations" not in self.proxy_options:  # the test origin, and nothing else
+            args += ["--allow-destinations", self.origin_url.removeprefix("http://")]
         return subprocess.Popen(args + self.proxy_options, stdout=subprocess.PIPE, stderr=self.stderr,
                                 stdin=subprocess.DEVNULL)
 
@@ -122,7 +127,7 @@ class Cluster:
         """Start proxy ``i`` again on the same port (after :meth:`kill`), with an empty cache."""
         self.kill(i)
         self.proxies[i] = self._spawn(i)
-        _read_ready_line(self.proxies[i], self.startup_timeout, f"proxy {i}")
+        read_ready_line(self.proxies[i], self.startup_timeout, f"proxy {i}")
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM every process, then SIGKILL what is still running after ``timeout`` seconds."""

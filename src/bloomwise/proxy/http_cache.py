@@ -34,7 +34,8 @@ import time
 from typing import Mapping, Optional
 
 __all__ = ["cache_control", "request_may_use_cache", "request_allows_storing", "response_is_storable",
-           "freshness_lifetime", "is_fresh", "end_to_end_headers", "HOP_BY_HOP", "only_if_cached"]
+           "freshness_lifetime", "is_fresh", "current_age", "lifetime_and_age", "remaining_freshness", "expires_at", "end_to_end_headers",
+           "HOP_BY_HOP", "only_if_cached"]
 
 HOP_BY_HOP = frozenset(h.lower() for h in (
     "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "TE", "Trailer",
@@ -74,11 +75,12 @@ def only_if_cached(headers: Mapping[str, str]) -> bool:
     return "only-if-cached" in cache_control(headers)
 
 
-def request_may_use_cache(method: str, headers: Mapping[str, str]) -> bool:
-    """May this request be answered from the cache (GET, no no-cache / max-age=0 / Pragma: no-cache)?"""
+def request_may_use_cache(method: str, headers: Mapping[str, str], directives: Optional[dict] = None) -> bool:
+    """May this request be answered from the cache (GET, no no-cache / max-age=0 / Pragma: no-cache)?
+    ``directives``: ``cache_control(headers)`` when the caller has it already."""
     if method != "GET":
         return False
-    cc = cache_control(headers)
+    cc = cache_control(headers) if directives is None else directives
     if "no-cache" in cc or cc.get("max-age") == "0":
         return False
     if "no-cache" in (_get(headers, "Pragma") or "").lower() and "Cache-Control" not in headers:
@@ -143,14 +145,48 @@ def response_is_storable(method: str, request_headers: Mapping[str, str], status
     return lifetime is not None and lifetime > 0
 
 
-def is_fresh(stored_headers: Mapping[str, str], stored_at: float, *, now: Optional[float] = None) -> bool:
-    """Is a response stored at ``stored_at`` (with these headers) still fresh now?"""
+def current_age(stored_headers: Mapping[str, str], stored_at: float, *, now: Optional[float] = None) -> float:
+    """Seconds since a stored response was generated: the time since it was stored plus the ``Age`` it arrived
+    with (RFC 9111 section 4.2.3, simplified)."""
     now = time.time() if now is None else now
+    return max(0.0, now - stored_at) + (_seconds(_get(stored_headers, "Age")) or 0.0)
+
+
+def lifetime_and_age(stored_headers: Mapping[str, str], stored_at: float, *,
+                     now: Optional[float] = None) -> tuple[Optional[float], float]:
+    """(:func:`freshness_lifetime`, :func:`current_age`) of a stored response: it is fresh while age < lifetime."""
+    return freshness_lifetime(200, stored_headers, now=stored_at), current_age(stored_headers, stored_at, now=now)
+
+
+def remaining_freshness(stored_headers: Mapping[str, str], stored_at: float, *,
+                        now: Optional[float] = None) -> Optional[float]:
+    """Seconds a stored response stays fresh from ``now`` (lifetime - current age; <= 0 when stale), or None
+    when nothing gives it a lifetime.
+
+    >>> remaining_freshness({"Cache-Control": "max-age=60", "Age": "10"}, stored_at=100.0, now=105.0)
+    45.0
+    """
     lifetime = freshness_lifetime(200, stored_headers, now=stored_at)
     if lifetime is None:
-        return False
-    age = max(0.0, now - stored_at) + (_seconds(_get(stored_headers, "Age")) or 0.0)
-    return age < lifetime
+        return None
+    return lifetime - current_age(stored_headers, stored_at, now=now)
+
+
+def expires_at(stored_headers: Mapping[str, str], stored_at: float) -> float:
+    """The time (``time.time()`` scale) at which a stored response becomes stale (``stored_at`` if it has no
+    lifetime).
+
+    >>> expires_at({"Cache-Control": "max-age=60", "Age": "10"}, stored_at=100.0)
+    150.0
+    """
+    remaining = remaining_freshness(stored_headers, stored_at, now=stored_at)
+    return stored_at + (remaining if remaining is not None else 0.0)
+
+
+def is_fresh(stored_headers: Mapping[str, str], stored_at: float, *, now: Optional[float] = None) -> bool:
+    """Is a response stored at ``stored_at`` (with these headers) still fresh now?"""
+    remaining = remaining_freshness(stored_headers, stored_at, now=now)
+    return remaining is not None and remaining > 0
 
 
 def end_to_end_headers(headers: Mapping[str, str]) -> dict:

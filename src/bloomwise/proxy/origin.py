@@ -8,6 +8,7 @@ cache chain against :func:`document_body` without asking the origin again. Paths
     /nostore/I      Cache-Control: no-store
     /cookie/I       sets a cookie (Set-Cookie)        (bloomwise proxies do not store it)
     /slow/I?ms=N    cacheable, answered after N milliseconds (at most 10 s)
+    /short/I?ttl=S  cacheable for S seconds only (Cache-Control: public, max-age=S; default 2, at most 3600)
     /origin/stats   JSON: requests served per kind
 
 Document ``I`` (0 <= I < num_documents) has ``document_size(I, mean_size)`` bytes: sizes are spread
@@ -33,7 +34,9 @@ KINDS = {
     "private": "private, max-age=86400",
     "nostore": "no-store",
     "cookie": "max-age=86400",
+    "short": "public, max-age={ttl}",
 }
+MAX_SHORT_TTL = 3600
 LAST_MODIFIED = "Mon, 02 Nov 2026 00:00:00 GMT"
 MAX_SLOW_MS = 10_000
 
@@ -94,9 +97,18 @@ class OriginServer:
             except ValueError:
                 return web.Response(status=400, text="ms must be an integer number of milliseconds\n")
             await asyncio.sleep(ms / 1000)
+        cache_control = KINDS[kind]
+        if kind == "short":
+            try:
+                ttl = int(request.query.get("ttl", "2"))
+            except ValueError:
+                ttl = -1
+            if not 0 <= ttl <= MAX_SHORT_TTL:
+                return web.Response(status=400, text=f"ttl must be whole seconds in 0..{MAX_SHORT_TTL}\n")
+            cache_control = cache_control.format(ttl=ttl)
         self.served[kind] += 1
         body = document_body(request.path, self.mean_size)
-        headers = {"Cache-Control": KINDS[kind], "Last-Modified": LAST_MODIFIED,
+        headers = {"Cache-Control": cache_control, "Last-Modified": LAST_MODIFIED,
                    "ETag": '"' + hashlib.sha256(body).hexdigest()[:16] + '"',
                    "Content-Type": "application/octet-stream"}
         if kind == "cookie":
@@ -114,7 +126,7 @@ class OriginServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.port = self._runner.addresses[0][1]
         return self
 
     async def stop(self) -> None:

@@ -9,9 +9,13 @@ A :class:`PeerLink` keeps one peer's summary current in the :class:`~bloomwise.c
 - a peer that does not serve ``/bloomwise/summary`` but serves ``/squid-internal-periodic/store_digest`` is a Squid:
   its Cache Digest is fetched instead and used for routing (:class:`~bloomwise.cache.squid_digest.SquidDigestSummary`);
 - a summary or digest that fails its checks (``FormatError``) is rejected and logged; the one held stays in use;
+  after ``INVALID_SUMMARIES_BEFORE_UNHEALTHY`` in a row the peer is marked unhealthy (a valid one ends the run);
 - a failure (refused, timed out, an answer that is not HTTP) marks the peer unhealthy: routing skips it; it is
   tried again after ``retry_after`` seconds, doubling up to ``max_retry_after``; a successful pull makes it
   healthy again.
+
+The peer's host name is resolved when the link starts and again every ``ADDRESS_REFRESH_SECONDS``: requests
+from those addresses may use the peer endpoints and ask peer queries (:mod:`bloomwise.proxy.access`).
 
 The round-trip time is the time to the answer's status line, smoothed (EWMA, weight 1/4, as TCP's SRTT uses
 1/8); it is the peer's cost tau in the ``paradox`` policy (in milliseconds, like the origin's cost omega).
@@ -22,8 +26,12 @@ import asyncio
 import logging
 import time
 from typing import Optional
+from urllib.parse import urlsplit
 
+from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, SquidDigestSummary
+from bloomwise.cache.summary import SummaryGap
 from bloomwise.errors import FormatError
+from bloomwise.proxy.access import normalize_address, resolve
 
 __all__ = ["PeerLink", "PeerFailure", "SUMMARY_CONTENT_TYPE"]
 
@@ -31,6 +39,10 @@ log = logging.getLogger("bloomwise.proxy")
 
 SUMMARY_CONTENT_TYPE = "application/x-bloomwise-summary"
 RTT_WEIGHT = 0.25
+#: seconds between two resolutions of a peer's host name (its addresses may use the peer endpoints)
+ADDRESS_REFRESH_SECONDS = 60.0
+#: consecutive summaries (or digests) failing their checks after which a peer is marked unhealthy
+INVALID_SUMMARIES_BEFORE_UNHEALTHY = 3
 
 
 class PeerFailure(Exception):
@@ -51,8 +63,11 @@ class PeerLink:
         self.retry_at = 0.0
         self.last_error: Optional[str] = None
         self.summaries_rejected = 0
+        self.consecutive_rejections = 0
         self.summary_pulls = 0
         self.digest_version = 0
+        self.addresses: frozenset = frozenset()
+        self._addresses_at = float("-inf")
         self._wake = asyncio.Event()
         self._stopping = False
         self._task: Optional[asyncio.Task] = None
@@ -83,6 +98,28 @@ class PeerLink:
         self.healthy = False
         self.proxy.node.set_peer_health(self.url, False)
         self._wake.set()  # let the pull loop schedule the retry
+
+    def has_address(self, address: Optional[str]) -> bool:
+        """Whether a request from ``address`` comes from this peer (its host name as last resolved)."""
+        if not address or not self.addresses:
+            return False
+        try:
+            return normalize_address(address) in self.addresses
+        except ValueError:
+            return False
+
+    async def refresh_addresses(self) -> None:
+        parts = urlsplit(self.url)
+        found = await resolve(parts.hostname or "", parts.port or 80)
+        addresses = set()
+        for text in found:
+            try:
+                addresses.add(normalize_address(text))
+            except ValueError:
+                continue
+        if addresses:  # a failed resolution keeps the addresses known
+            self.addresses = frozenset(addresses)
+        self._addresses_at = time.monotonic()
 
     def notify(self) -> None:
         """The peer said it has a new summary version (or that it started): pull now, even if it was unhealthy."""
@@ -115,6 +152,8 @@ class PeerLink:
         # cancellation that coincides with its time-out into a TimeoutError, and the loop would go on.
         interval = self.proxy.config.summary_interval
         while not self._stopping:
+            if time.monotonic() - self._addresses_at >= ADDRESS_REFRESH_SECONDS:
+                await self.refresh_addresses()
             if self.healthy or time.monotonic() >= self.retry_at:
                 try:
                     await self.pull()
@@ -169,8 +208,8 @@ class PeerLink:
             if status == 200 and ctype == SUMMARY_CONTENT_TYPE:
                 self.kind = "bloomwise"
                 self.note_rtt(elapsed)
-                self.note_success()
-                self._apply(body)
+                if self._apply(body):
+                    self.note_success()
                 return
             if status == 304:
                 self.kind = "bloomwise"
@@ -181,9 +220,8 @@ class PeerLink:
                 raise PeerFailure(f"GET /bloomwise/summary answered {status} {ctype}")
         await self._pull_digest()
 
-    def _apply(self, body: bytes) -> None:
-        from bloomwise.cache.summary import SummaryGap
-
+    def _apply(self, body: bytes) -> bool:
+        """Apply a pulled summary; False when it was rejected."""
         self.summary_pulls += 1
         try:
             self.proxy.node.receive_summary(self.url, body)
@@ -194,16 +232,22 @@ class PeerLink:
             self._wake.set()
         except FormatError as exc:
             self._reject(exc)
+            return False
+        self.consecutive_rejections = 0
+        return True
 
     def _reject(self, exc: Exception) -> None:
+        """A summary or digest failed its checks: keep the one held; after several in a row, the peer is
+        unhealthy (routing skips it; it is retried with the usual back-off)."""
         self.summaries_rejected += 1
+        self.consecutive_rejections += 1
         self.proxy.counters["summaries_rejected"] += 1
         log.warning("%s: rejected the summary of %s: %s (the previous one stays in use)",
                     self.proxy.name, self.url, exc)
+        if self.consecutive_rejections >= INVALID_SUMMARIES_BEFORE_UNHEALTHY:
+            self.note_failure(f"{self.consecutive_rejections} invalid summaries in a row: {exc}")
 
     async def _pull_digest(self) -> None:
-        from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, SquidDigestSummary
-
         try:
             status, ctype, body, elapsed = await self._get(DIGEST_PATH, DIGEST_CONTENT_TYPE)
         except FormatError as exc:
@@ -215,7 +259,6 @@ class PeerLink:
             raise PeerFailure(f"GET {DIGEST_PATH} answered {status}")
         self.kind = "squid"
         self.note_rtt(elapsed)
-        self.note_success()
         self.summary_pulls += 1
         try:
             summary = SquidDigestSummary.from_bytes(body, version=self.digest_version + 1,
@@ -223,6 +266,8 @@ class PeerLink:
         except FormatError as exc:
             self._reject(exc)
             return
+        self.consecutive_rejections = 0
+        self.note_success()
         self.digest_version += 1
         self.proxy.node.peer(self.url).summary = summary
         node = self.proxy.node

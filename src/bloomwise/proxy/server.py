@@ -15,7 +15,15 @@ decision is the engine's (:class:`bloomwise.cache.CacheNode`); this module only 
 
 Requests with ``Cache-Control: only-if-cached`` are peer queries: answered from the cache or with 504, never
 forwarded (no loops; a ``Via`` header naming this proxy is refused with 508 as a second guard). Other methods than
-GET pass through to the origin uncached.
+GET pass through to the origin uncached; ``PURGE`` removes a document; ``CONNECT`` is refused (405).
+
+Closed by default (:mod:`bloomwise.proxy.access`): loopback clients only, no fetch from loopback, link-local or
+metadata addresses, the peers limited to peer queries and the endpoints. Each miss carries its own
+:class:`~bloomwise.cache.node.RequestState` (requests interleave on the event loop), and concurrent misses for one
+URL wait for the first one's fetch (collapsed forwarding). The summary advertises only the documents that stay fresh
+while a peer may act on it (:mod:`bloomwise.proxy.advertised`). Every response carries ``Cache-Status`` (RFC 9211)
+beside ``X-Cache``; client requests go to ``--access-log`` in Squid's format; a connection's request headers have a
+deadline (:class:`HeaderDeadline`).
 
 Endpoints of the proxy itself (origin-form targets, or absolute ones naming the proxy's own address)::
 
@@ -23,6 +31,7 @@ Endpoints of the proxy itself (origin-form targets, or absolute ones naming the 
                                                  when O is this proxy's instance id and V still kept; 304 if current
     POST /bloomwise/notify                       {"url": PEER_URL, "version": V}: a peer has a new version
     GET  /bloomwise/stats                        JSON counters (CacheNode.stats() and the network's)
+    GET  /metrics                                the counters and latency histograms, Prometheus text
     GET  /squid-internal-periodic/store_digest   the cache's keys as a Squid Cache Digest (for Squid siblings)
 
 Why aiohttp: one well-kept library gives both an asyncio HTTP/1.1 server that accepts absolute-form targets (the
@@ -35,14 +44,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Optional
 from urllib.parse import parse_qs, urlsplit
 
+from bloomwise.cache.node import CacheNode, RequestState
+from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, CacheDigest
+from bloomwise.cache.store import DocumentCache
 from bloomwise.cache.traces import request_key
 from bloomwise.proxy import http_cache
+from bloomwise.cache.summary import SummaryPublisher
+from bloomwise.proxy.access import ClientPolicy, DestinationPolicy, GuardedResolver
+from bloomwise.proxy.advertised import AdvertisedSet
+from bloomwise.proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE, ProxyMetrics, exposition
 from bloomwise.proxy.peers import SUMMARY_CONTENT_TYPE, PeerFailure, PeerLink
 
 __all__ = ["ProxyConfig", "BloomwiseProxy", "request_key"]
@@ -74,40 +91,79 @@ class ProxyConfig:
     max_summary_bytes: int = 64 * 2**20
     max_object_size: Optional[int] = None  # largest body stored (default: cache_size / 8, at most 64 MiB)
     digest_period: float = 2.0           # seconds a served Squid digest is reused before it is rebuilt
+    #: a Squid digest lists only documents fresh this much longer (Squid refetches a peer's digest every 5 minutes)
+    digest_horizon: float = 300.0
     min_publish_interval: float = 0.1    # seconds between two summary publications, at least
     expected_entries: Optional[int] = None
     mean_document_size: int = 8192       # sizes the summary: expected documents = cache_size / this
+    header_timeout: float = 10.0         # seconds for a request's headers, from its first byte (or the connection)
+    access_log: Optional[str] = None     # a file: one line per client request, in Squid's native format
+    #: who may use the proxy (None: loopback only) and where it may fetch (None: anything but loopback,
+    #: link-local and metadata addresses): bloomwise.proxy.access
+    clients: Optional[ClientPolicy] = None
+    destinations: Optional[DestinationPolicy] = None
+
+    @property
+    def expiry_sweep(self) -> float:
+        """Seconds between two withdrawals of the documents about to expire from the summary."""
+        return max(0.05, self.summary_interval / 2)
+
+    @property
+    def advertise_horizon(self) -> float:
+        """A document is in the summary only while it stays fresh this much longer: the sweep period, the delay
+        of a publication and a peer's pull interval (bloomwise.proxy.advertised)."""
+        return self.expiry_sweep + self.min_publish_interval + self.summary_interval
 
     def __post_init__(self):
         if self.max_object_size is None:
             self.max_object_size = max(1, min(self.cache_size // 8, 64 * 2**20))
+        if self.clients is None:
+            self.clients = ClientPolicy()
+        if self.destinations is None:
+            self.destinations = DestinationPolicy()
+        if self.mean_document_size < 1:
+            raise ValueError(f"mean_document_size must be at least 1 byte, got {self.mean_document_size}")
 
 
 class BloomwiseProxy:
     """One running proxy: ``await proxy.start()``, ``proxy.url``, ``await proxy.stop()``."""
 
     def __init__(self, config: ProxyConfig):
-        from bloomwise.cache import CacheNode, DocumentCache
-
         self.config = config
         expected = config.expected_entries or max(1, config.cache_size // config.mean_document_size)
         cache = DocumentCache(config.cache_size, bits_per_entry=config.bits_per_entry, expected_entries=expected)
         self.node = CacheNode(config.name or "bloomwise", cache, policy=config.policy,
                               summary_kind=config.summary_kind, update_threshold=config.update_threshold,
                               origin_cost=config.origin_cost_ms, peer_cost=1.0)
+        # The summary advertises the documents that stay fresh while a peer may act on it, not the whole cache
+        # (bloomwise.proxy.advertised): the node's publisher summarises that set instead of the cache.
+        self.advertised = AdvertisedSet(cache)
+        self.node.publisher = SummaryPublisher(self.advertised, kind=config.summary_kind,
+                                               update_threshold=config.update_threshold)
         self.links: dict[str, PeerLink] = {}
         self.counters = {key: 0 for key in (
             "requests_total", "pass_through", "cache_bypassed", "peer_failures", "summaries_rejected",
-            "notifies_sent", "notifies_received", "digests_served", "loops_refused", "summaries_served")}
+            "notifies_sent", "notifies_received", "digests_served", "loops_refused", "summaries_served",
+            "clients_refused", "destinations_refused", "connect_refused", "collapsed_requests", "purges",
+            "peer_queries_sent", "header_timeouts", "bad_requests", "withdrawn_expiring",
+            "access_log_errors")}
         #: where a miss's time goes: the summary decision (node.route) against the whole miss (peers + origin)
         self.timing = {"misses": 0, "miss_seconds": 0.0, "route_seconds": 0.0}
-        self.session = None
+        self.session = None          # to peers and the parent (configured by the operator)
+        self.origin_session = None   # to origins: connects only where the destination policy allows
         self.started_monotonic = time.monotonic()
-        self._runner = None
+        self._web_server = None
+        self._listener = None
+        self._access_log = None      # the --access-log file, in Squid's native format
+        self._flush_task = None
+        self.metrics = ProxyMetrics()
+        self._status_name_of = self._status_name_text = None
         self._digest_cache: Optional[tuple] = None
         self._publish_timer = None
         self._last_publish = 0.0
         self._tasks: set = set()
+        #: the URLs being fetched now (collapsed forwarding): key -> an Event set when the fetch ended
+        self._in_flight: dict = {}
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     @property
@@ -119,22 +175,42 @@ class BloomwiseProxy:
     def name(self) -> str:
         return self.node.name
 
+    @property
+    def _status_name(self) -> str:
+        """This proxy in Cache-Status entries (RFC 9211: a token or a string naming the cache)."""
+        name = str(self.node.name)
+        if self._status_name_of != name:
+            self._status_name_of, self._status_name_text = name, _sf_token_or_string(name)
+        return self._status_name_text
+
     async def start(self) -> "BloomwiseProxy":
         import aiohttp
         from aiohttp import web
 
-        server = web.Server(self._handle, access_log=None)
-        self._runner = web.ServerRunner(server, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.host, self.config.port, reuse_address=True)
-        await site.start()
-        self.config.port = site._server.sockets[0].getsockname()[1]
+        self._web_server = web.Server(self._handle, access_log=None, logger=_OneLineServerLog(log, self.counters),
+                                      keepalive_timeout=IDLE_CONNECTION_TIMEOUT)
+
+        def connection():
+            return HeaderDeadline(self._web_server(), self.config.header_timeout, self._header_timed_out)
+
+        self._listener = await asyncio.get_running_loop().create_server(
+            connection, self.config.host, self.config.port, reuse_address=True, backlog=1024)
+        sockets = self._listener.sockets
+        self.config.port = sockets[0].getsockname()[1]
+        self.config.destinations.add_own_endpoints(s.getsockname()[:2] for s in sockets)
         if not self.config.name:
             self.node.name = self.url
+        timeout = aiohttp.ClientTimeout(total=self.config.origin_timeout)
         connector = aiohttp.TCPConnector(limit=256, limit_per_host=64, ttl_dns_cache=300)
-        self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
-                                             timeout=aiohttp.ClientTimeout(total=self.config.origin_timeout))
+        self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False, timeout=timeout)
+        guarded = aiohttp.TCPConnector(limit=256, limit_per_host=64, use_dns_cache=False,
+                                       resolver=GuardedResolver(self.config.destinations))
+        self.origin_session = aiohttp.ClientSession(connector=guarded, auto_decompress=False, timeout=timeout)
         self.started_monotonic = time.monotonic()
+        if self.config.access_log:
+            self._access_log = open(self.config.access_log, "a", encoding="utf-8", buffering=65536)
+            self._flush_task = asyncio.create_task(self._flush_access_log_every_second())
+        self._spawn(self._withdraw_expiring_documents())
         for peer in self.config.peers:
             self.add_peer(peer)
         log.info("%s listening on %s (policy %s, %d peers)", self.name, self.url, self.config.policy,
@@ -161,38 +237,162 @@ class BloomwiseProxy:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if self.session is not None:
-            await self.session.close()
-            self.session = None
+        if self._listener is not None:
+            self._listener.close()
+            await self._web_server.shutdown(1.0)
+            await self._listener.wait_closed()
+            self._listener = None
+        flushing = self._flush_task
+        self._close_access_log()
+        if flushing is not None:
+            await asyncio.gather(flushing, return_exceptions=True)
+        for session in (self.session, self.origin_session):
+            if session is not None:
+                await session.close()
+        self.session = self.origin_session = None
 
     def _spawn(self, coro) -> None:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def _withdraw_expiring_documents(self) -> None:
+        """Every ``expiry_sweep`` seconds: documents about to expire leave the summary, published at once."""
+        while True:
+            await asyncio.sleep(self.config.expiry_sweep)
+            withdrawn = self.advertised.withdraw_expiring(time.time())
+            if withdrawn:
+                self.counters["withdrawn_expiring"] += len(withdrawn)
+                self._after_change(now=True)
+
+    def _drop(self, key: str) -> None:
+        """Remove a document found stale: from the cache and from the summary."""
+        self.node.cache.remove(key)
+        self.advertised.withdraw(key)
+        self._after_change()
+
+    # -- connections and the access log ------------------------------------------------------------------------
+    def _header_timed_out(self, transport) -> None:
+        self.counters["header_timeouts"] += 1
+        peer = transport.get_extra_info("peername")
+        log.info("%s: dropped %s: no complete request headers within %.1f s", self.name,
+                 peer[0] if peer else "a client", self.config.header_timeout)
+
+    async def _flush_access_log_every_second(self) -> None:
+        while self._access_log is not None:
+            await asyncio.sleep(1.0)
+            try:
+                self._access_log.flush()
+            except OSError as exc:
+                log.error("%s: cannot write the access log %s (%s); it is closed", self.name,
+                          self.config.access_log, exc.strerror or exc)
+                self.counters["access_log_errors"] += 1
+                self._close_access_log()
+
+    def _close_access_log(self) -> None:
+        if self._flush_task is not None and self._flush_task is not asyncio.current_task():
+            self._flush_task.cancel()
+        self._flush_task = None
+        if self._access_log is not None:
+            try:
+                self._access_log.close()
+            except OSError:
+                pass  # its last lines are lost: said when the write failed
+            self._access_log = None
+
+    def _write_access_log(self, request, response, started_wall: float, elapsed: float) -> None:
+        """One line in Squid's native format: time elapsed client code/status bytes method URL user hierarchy
+        type (what ``bloomwise simulate --format squid`` and Squid's tools read)."""
+        code, hierarchy = request.get(_LOG_KEY) or ("TCP_MISS", "HIER_NONE/-")
+        size = response.content_length if response.content_length is not None else response.body_length
+        content_type = response.headers.get("Content-Type", "-").split(";", 1)[0].strip() or "-"
+        self._access_log.write(f"{started_wall:.3f} {int(elapsed * 1000):6d} {request.remote or '-'} "
+                               f"{code}/{response.status:03d} {size or 0} {request.method} {request.raw_path} - "
+                               f"{hierarchy} {content_type}\n")
+
     # -- dispatch ---------------------------------------------------------------------------------------------
     async def _handle(self, request):
+        """Every request: the deadline guard is told the headers arrived, then _dispatch answers; the answer is
+        timed, logged (client requests only) and given a Cache-Status when it has none."""
+        guard = request.transport.get_protocol() if request.transport is not None else None
+        if isinstance(guard, HeaderDeadline):
+            guard.request_started()
+        started = time.perf_counter()
+        try:
+            response = await self._dispatch(request)
+        finally:
+            if isinstance(guard, HeaderDeadline):
+                guard.request_finished()
+        elapsed = time.perf_counter() - started
+        if "Cache-Status" not in response.headers and not response.prepared:
+            response.headers["Cache-Status"] = f"{self._status_name}; fwd=bypass"
+        fields = request.get(_LOG_KEY)
+        if fields is not None:  # a client's request for a document (not an endpoint, not a peer query)
+            self.metrics.observe_request(_OUTCOMES.get(fields[0], "other") if not fields[1].startswith("SIBLING")
+                                         else "remote_hit", elapsed)
+            if self._access_log is not None:
+                try:
+                    self._write_access_log(request, response, time.time() - elapsed, elapsed)
+                except OSError as exc:  # a full disk must not fail the request: logged, counted, and off
+                    log.error("%s: cannot write the access log %s (%s); it is closed", self.name,
+                              self.config.access_log, exc.strerror or exc)
+                    self.counters["access_log_errors"] += 1
+                    self._close_access_log()
+        return response
+
+    async def _dispatch(self, request):
         from aiohttp import web
 
         self.counters["requests_total"] += 1
         target = request.raw_path
         try:
+            client = request.remote
+            is_client = self.config.clients.allows(client)
+            if not is_client and not self.is_peer_address(client):
+                self.counters["clients_refused"] += 1
+                return _error(403, f"client {client} is not allowed to use this proxy (--allow-clients "
+                                   f"{self.config.clients.describe()})")
+            if request.method == "CONNECT":
+                self.counters["connect_refused"] += 1
+                return _error(405, "CONNECT is not supported: this proxy forwards http:// requests only",
+                              Allow="GET, HEAD, POST, PUT, DELETE, OPTIONS, PURGE")
             if target.startswith("/"):
                 return await self._internal(request, target)
-            parts = urlsplit(target)
+            try:
+                parts = urlsplit(target)
+            except ValueError as exc:  # e.g. an unclosed [IPv6 address
+                return _error(400, f"the request target {target[:200]!r} is not a URL: {exc}")
             if parts.scheme != "http" or not parts.hostname:
                 return _error(400, f"this proxy forwards http:// absolute-form targets only, got {target[:200]!r}")
             if self._is_self(parts):
                 return await self._internal(request, parts.path + (f"?{parts.query}" if parts.query else ""))
+            if not is_client and not (request.method == "GET" and http_cache.only_if_cached(request.headers)):
+                self.counters["clients_refused"] += 1
+                return _error(403, f"{client} is a peer: it may ask peer queries (GET with Cache-Control: "
+                                   f"only-if-cached), not fetch through this proxy")
             return await self._proxy(request, target)
         except web.HTTPException:
             raise
         except Exception:
             log.exception("%s: error handling %s %s", self.name, request.method, target[:200])
             return _error(500, "internal error in the bloomwise proxy (logged)")
+
+    def is_peer_address(self, address: Optional[str]) -> bool:
+        """Whether ``address`` is one of the configured peers' addresses (as last resolved)."""
+        return any(link.has_address(address) for link in self.links.values())
+
+    async def _refused_destination(self, url: str):
+        """A 403 response if the destination policy refuses ``url``'s host and port, else None."""
+        parts = urlsplit(url)
+        try:
+            port = parts.port or 80
+        except ValueError:
+            return _error(400, f"the port of {url[:200]!r} is not a number in 0..65535")
+        refusal, _ = await self.config.destinations.check(parts.hostname, port)
+        if refusal is None:
+            return None
+        self.counters["destinations_refused"] += 1
+        return _error(403, f"destination refused: {refusal}")
 
     def _is_self(self, parts) -> bool:
         try:
@@ -201,19 +401,21 @@ class BloomwiseProxy:
             return False
         # Any host name on this port: a Squid sibling names this proxy as its cache_peer line does (a host name,
         # not necessarily the address listened on), and no origin is expected to serve these paths.
-        return port == self.config.port and (parts.path.startswith("/bloomwise/")
+        return port == self.config.port and (parts.path.startswith("/bloomwise/") or parts.path == "/metrics"
                                              or parts.path.startswith("/squid-internal-periodic/"))
 
     async def _internal(self, request, target: str):
+        """The proxy's own endpoints: open to allowed clients and to the configured peers."""
         from aiohttp import web
-
-        from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH
 
         path, _, query = target.partition("?")
         if path == "/bloomwise/summary" and request.method in ("GET", "HEAD"):
             return self._serve_summary(parse_qs(query))
         if path == "/bloomwise/stats" and request.method in ("GET", "HEAD"):
             return web.json_response(self.stats())
+        if path == "/metrics" and request.method in ("GET", "HEAD"):
+            return web.Response(body=exposition(self.stats(), self.metrics).encode(),
+                                headers={"Content-Type": METRICS_CONTENT_TYPE})
         if path == "/bloomwise/notify" and request.method == "POST":
             return await self._receive_notify(request)
         if path == DIGEST_PATH and request.method in ("GET", "HEAD"):
@@ -222,7 +424,7 @@ class BloomwiseProxy:
             return web.Response(body=body, headers={"Content-Type": DIGEST_CONTENT_TYPE,
                                                     "Cache-Control": "max-age=0"})
         return _error(404, f"no such endpoint {path!r}; this is a proxy (send absolute-form requests), with "
-                           f"/bloomwise/summary, /bloomwise/stats, /bloomwise/notify and {DIGEST_PATH}")
+                           f"/bloomwise/summary, /bloomwise/stats, /bloomwise/notify, /metrics and {DIGEST_PATH}")
 
     # -- summaries --------------------------------------------------------------------------------------------
     def _serve_summary(self, query: dict):
@@ -258,6 +460,9 @@ class BloomwiseProxy:
                 raise ValueError("more than 4096 bytes")
             message = json.loads(raw)
             url = str(message["url"]).rstrip("/")
+            version = message["version"]
+            if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+                raise ValueError(f"version must be an integer >= 0, got {version!r}")
         except (ValueError, KeyError, TypeError) as exc:
             return _error(400, f'a notify body is JSON {{"url": "http://host:port", "version": N}}: {exc}')
         self.counters["notifies_received"] += 1
@@ -267,14 +472,14 @@ class BloomwiseProxy:
         link.notify()
         return web.Response(status=204)
 
-    def _after_change(self) -> None:
+    def _after_change(self, *, now: bool = False) -> None:
         """The cache changed: publish a summary version when the update threshold says so, and notify the peers.
 
         Publications are at least ``min_publish_interval`` apart: while a cache is nearly empty, the threshold
         (a fraction of the documents cached) is reached by almost every new document, and one version per
         request would cost more than the requests. A publication due sooner waits (and covers every change until
         then)."""
-        if self._publish_timer is not None or not self.node.summary_due():
+        if self._publish_timer is not None or not (now or self.node.summary_due()):
             return
         wait = self._last_publish + self.config.min_publish_interval - time.monotonic()
         if wait <= 0:
@@ -284,7 +489,7 @@ class BloomwiseProxy:
 
     def _deferred_publish(self) -> None:
         self._publish_timer = None
-        if self.node.summary_due():
+        if self.node.publisher.pending_changes:
             self._publish()
 
     def _publish(self) -> None:
@@ -306,17 +511,15 @@ class BloomwiseProxy:
             pass  # the peer pulls periodically anyway; its health is judged by pulls and queries
 
     def squid_digest_bytes(self) -> bytes:
-        """The cache's keys as a Squid Cache Digest (rebuilt at most every ``digest_period`` seconds)."""
-        from bloomwise.cache.squid_digest import CacheDigest
-
+        """The advertised documents that stay fresh ``digest_horizon`` seconds longer, as a Squid Cache Digest
+        (rebuilt at most every ``digest_period`` seconds)."""
         now = time.monotonic()
-        changes = self.node.cache.changes
-        if self._digest_cache is None or (self._digest_cache[1] != changes
-                                          and now - self._digest_cache[0] >= self.config.digest_period):
-            keys = [k for k in self.node.cache.keys() if k.startswith("GET ")]
+        if self._digest_cache is None or now - self._digest_cache[0] >= self.config.digest_period:
+            until = time.time() + self.config.digest_horizon
+            keys = [k for k, expires in self.advertised.expires_at.items() if k.startswith("GET ") and expires > until]
             digest = CacheDigest.from_keys(keys, capacity=max(1, len(keys)))
-            self._digest_cache = (now, changes, digest.to_bytes())
-        return self._digest_cache[2]
+            self._digest_cache = (now, digest.to_bytes())
+        return self._digest_cache[1]
 
     # -- proxying ---------------------------------------------------------------------------------------------
     async def _proxy(self, request, url: str):
@@ -326,60 +529,109 @@ class BloomwiseProxy:
         if self.url in via or f"bloomwise-{self.config.port}" in via:
             self.counters["loops_refused"] += 1
             return _error(508, f"loop: this request already went through {self.url} (Via: {via[:200]})")
-        if http_cache.only_if_cached(headers):
-            return self._serve_peer_query(method, url)
+        directives = http_cache.cache_control(headers)
+        if "only-if-cached" in directives:
+            return self._serve_peer_query(request, method, url)
+        if method == "PURGE":
+            return self._purge(url)
         if method != "GET":
+            refused = await self._refused_destination(url)
+            if refused is not None:
+                return refused
             self.counters["pass_through"] += 1
             return await self._pass_through(request, url)
         key = request_key(method, url)
         node = self.node
+        forwarded_because = "uri-miss"
         stored = node.cache.peek(key)
-        if stored is not None and not http_cache.is_fresh(stored.headers or {}, stored.stored_at):
-            node.cache.remove(key)  # stale: fetched again below
-            self._after_change()
-        if not http_cache.request_may_use_cache(method, headers):  # no-cache: fetch, and store the new copy
+        if stored is not None:
+            lifetime, age = http_cache.lifetime_and_age(stored.headers or {}, stored.stored_at)
+            if lifetime is None or age >= lifetime:
+                self._drop(key)  # stale: fetched again below
+                forwarded_because = "stale"
+        if not http_cache.request_may_use_cache(method, headers, directives):  # no-cache: fetch, store the new copy
+            refused = await self._refused_destination(url)
+            if refused is not None:
+                return refused
             self.counters["cache_bypassed"] += 1
-            return await self._fetch_and_respond(request, url, key, store=True)
+            _log_as(request, "TCP_CLIENT_REFRESH_MISS")
+            return await self._fetch_and_respond(request, url, key, store=True, forwarded_because="request")
         doc = node.lookup(key)
-        if doc is not None:
-            return self._respond_document(doc, "HIT")
+        if doc is not None:  # the document peeked at above, fresh
+            _log_as(request, "TCP_HIT")
+            return self._respond_document(doc, "HIT", f"hit; ttl={int(lifetime - age)}", age=age)
+        refused = await self._refused_destination(url)  # a miss: the peers and then the origin fetch it
+        if refused is not None:
+            return refused
+        _log_as(request, "TCP_REFRESH_MISS" if forwarded_because == "stale" else "TCP_MISS")
+        leader = self._in_flight.get(key)
+        if leader is not None:  # collapsed forwarding: wait for the request already fetching this URL
+            response = await self._follow(request, key, leader)
+            if response is not None:
+                return response
+            leader = None      # its answer could not be shared: this request fetches its own
+        else:
+            leader = self._in_flight[key] = asyncio.Event()
         miss_started = time.perf_counter()
         try:
-            return await self._miss(request, url, key, miss_started)
+            return await self._miss(request, url, key, miss_started, forwarded_because)
         finally:
             timing = self.timing
             timing["misses"] += 1
             timing["miss_seconds"] += time.perf_counter() - miss_started
+            if leader is not None:
+                if self._in_flight.get(key) is leader:
+                    del self._in_flight[key]
+                leader.set()
 
-    async def _miss(self, request, url: str, key: str, started: float):
+    async def _follow(self, request, key: str, leader: asyncio.Event):
+        """A miss for a URL another request is fetching: its stored answer when it comes (counted as collapsed),
+        or None when it was not stored (uncacheable, too large, failed): then this request fetches on its own."""
+        try:
+            await asyncio.wait_for(leader.wait(), self.config.origin_timeout + self.config.peer_timeout)
+        except asyncio.TimeoutError:
+            return None
+        doc = self.node.cache.get(key)
+        if doc is None or not http_cache.is_fresh(doc.headers or {}, doc.stored_at):
+            return None
+        self.counters["collapsed_requests"] += 1
+        _log_as(request, "TCP_CF_MISS")
+        return self._respond_document(doc, "MISS", "fwd=uri-miss; fwd-status=200; collapsed")
+
+    async def _miss(self, request, url: str, key: str, started: float, forwarded_because: str):
         """A local miss: the peers the policy names (the summary decision, timed), then the origin."""
         node, method, headers = self.node, request.method, request.headers
         order = node.route(key)
         self.timing["route_seconds"] += time.perf_counter() - started
         links = [self.links[p] for p in order if p in self.links]
+        state = RequestState()
         if node.policy.sequential:  # paradox: one at a time in the optimal order, stop at the first hit
             answers = []
             for link in links:
-                answers.append(await self._ask_peer(link, url, key))
+                answers.append(await self._ask_peer(link, url, key, state))
                 if answers[-1] is not None:
                     break
         else:  # icp, summary: every listed peer at once
-            answers = await asyncio.gather(*(self._ask_peer(link, url, key) for link in links))
+            answers = await asyncio.gather(*(self._ask_peer(link, url, key, state) for link in links))
         for link, answer in zip(links, answers):
             if answer is not None:
                 status, reply_headers, body = answer
-                self._store(key, method, headers, status, reply_headers, body)
-                response = self._respond(status, reply_headers, body, "REMOTE_HIT")
+                stored = self._store(key, method, headers, status, reply_headers, body)
+                _log_as(request, "TCP_MISS", f"SIBLING_HIT/{urlsplit(link.url).hostname}")
+                cache_status = (f"fwd={forwarded_because}; fwd-status={status}{'; stored' if stored else ''}; "
+                                f"detail={_sf_string('peer ' + link.url)}")
+                response = self._respond(status, reply_headers, body, "REMOTE_HIT", cache_status)
                 response.headers["X-Bloomwise-Peer"] = link.url
                 return response
         node.record_origin_fetch(key)
-        return await self._fetch_and_respond(request, url, key, store=True)
+        return await self._fetch_and_respond(request, url, key, store=True, forwarded_because=forwarded_because)
 
-    async def _ask_peer(self, link: PeerLink, url: str, key: str):
+    async def _ask_peer(self, link: PeerLink, url: str, key: str, state: RequestState):
         """Ask one peer for ``url`` with only-if-cached: (status, headers, body) on a hit, None otherwise."""
         import aiohttp
 
         started = time.perf_counter()
+        self.counters["peer_queries_sent"] += 1
         try:
             async with self.session.get(
                     url, proxy=link.url, headers={"Cache-Control": "only-if-cached", "Via": self._via()},
@@ -392,61 +644,88 @@ class BloomwiseProxy:
             link.note_failure(f"query: {type(exc).__name__}: {exc}".rstrip(": "))
             return None
         link.note_rtt(elapsed)
+        self.metrics.observe("peer_query", elapsed)
         if status == 200:
             link.note_success()
-            self.node.record_peer_answer(link.url, key, True)
+            self.node.record_peer_answer(link.url, key, True, state)
             return status, reply_headers, body
         if status == 504:
             link.note_success()
-            self.node.record_peer_answer(link.url, key, False)
+            self.node.record_peer_answer(link.url, key, False, state)
             return None
         self.counters["peer_failures"] += 1
         link.note_failure(f"query answered {status}")
         return None
 
-    def _serve_peer_query(self, method: str, url: str):
+    def _serve_peer_query(self, request, method: str, url: str):
         from aiohttp import web
 
         key = request_key(method, url)
         doc = self.node.serve_peer_query(key) if method == "GET" else None
         if doc is not None and not http_cache.is_fresh(doc.headers or {}, doc.stored_at):
-            self.node.cache.remove(key)
-            self._after_change()
+            self._drop(key)
             doc = None
         if doc is None:
+            _log_as(request, "TCP_MISS")
             return web.Response(status=504, text="not cached here (only-if-cached)\n",
-                                headers={"X-Cache": f"MISS from {self.url}"})
+                                headers={"X-Cache": f"MISS from {self.url}",
+                                         "Cache-Status": f"{self._status_name}; detail=only-if-cached"})
+        _log_as(request, "TCP_HIT")
         return self._respond_document(doc, "HIT")
+
+    def _purge(self, url: str):
+        """PURGE url (allowed clients only): remove it; the next summary, published now, leaves it out."""
+        from aiohttp import web
+
+        key = request_key("GET", url)
+        if not self.node.purge(key):
+            return web.Response(status=404, text=f"not cached: {url[:200]}\n")
+        self.advertised.withdraw(key)
+        self.counters["purges"] += 1
+        self._after_change(now=True)
+        return web.Response(status=200, text=f"purged: {url[:200]}\n")
+
+    @property
+    def _fetch_session(self):
+        """The session origin fetches use: through the parent (an operator's choice) or guarded to the origin."""
+        return self.session if self.config.parent else self.origin_session
 
     def _via(self) -> str:
         return f"1.1 {self.url}"
 
-    async def _fetch_and_respond(self, request, url: str, key: str, *, store: bool):
+    async def _fetch_and_respond(self, request, url: str, key: str, *, store: bool, forwarded_because: str):
         """Fetch ``url`` from the origin (or the parent), answer the client, and store the reply if allowed."""
         import aiohttp
-        from aiohttp import web
 
         headers = http_cache.end_to_end_headers(request.headers)
         headers.pop("Host", None)
         headers["Via"] = (request.headers.get("Via", "") + ", " if "Via" in request.headers else "") + self._via()
+        parent = self.config.parent
+        started = time.perf_counter()
         try:
-            async with self.session.request(request.method, url, headers=headers, proxy=self.config.parent,
-                                            allow_redirects=False) as reply:
+            async with self._fetch_session.request(request.method, url, headers=headers, proxy=parent,
+                                                   allow_redirects=False) as reply:
                 reply_headers = dict(reply.headers)
+                self.metrics.observe("origin_fetch", time.perf_counter() - started)
+                _log_as(request, None, f"PARENT_HIT/{urlsplit(parent).hostname}" if parent
+                        else f"HIER_DIRECT/{urlsplit(url).hostname}")
+                cache_status = f"fwd={forwarded_because}; fwd-status={reply.status}"
                 body, complete = await _read_body(reply, self.config.max_object_size, strict=False)
                 if not complete:  # larger than the largest object stored: streamed on, uncached
-                    return await self._stream(request, reply, body)
-                if store:
-                    self._store(key, request.method, request.headers, reply.status, reply_headers, body)
-                return self._respond(reply.status, reply_headers, body, "MISS")
+                    return await self._stream(request, reply, body, cache_status)
+                if store and self._store(key, request.method, request.headers, reply.status, reply_headers, body):
+                    cache_status += "; stored"
+                return self._respond(reply.status, reply_headers, body, "MISS", cache_status)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
-            what = "parent" if self.config.parent else "origin"
-            return _error(502, f"the {what} could not be reached for {url[:200]}: {type(exc).__name__}: {exc}")
+            what = "parent" if parent else "origin"
+            return _error(502, f"the {what} could not be reached for {url[:200]}: {type(exc).__name__}: {exc}",
+                          **{"Cache-Status": f"{self._status_name}; fwd={forwarded_because}; detail={what}-error"})
 
-    async def _stream(self, request, reply, head: bytes):
+    async def _stream(self, request, reply, head: bytes, cache_status: str):
         from aiohttp import web
 
-        response = web.StreamResponse(status=reply.status, headers=self._client_headers(dict(reply.headers), "MISS"))
+        response = web.StreamResponse(status=reply.status,
+                                       headers=self._client_headers(dict(reply.headers), "MISS", cache_status))
         if reply.content_length is not None:
             response.content_length = reply.content_length
         await response.prepare(request)
@@ -467,43 +746,68 @@ class BloomwiseProxy:
         data = await request.read() if request.can_read_body else None
         if data is not None and len(data) > self.config.max_object_size:
             return _error(413, f"request body over {self.config.max_object_size} bytes")
+        parent = self.config.parent
         try:
-            async with self.session.request(request.method, url, headers=headers, data=data,
-                                            proxy=self.config.parent, allow_redirects=False) as reply:
+            async with self._fetch_session.request(request.method, url, headers=headers, data=data,
+                                                   proxy=parent, allow_redirects=False) as reply:
                 body = await reply.read()
-                return self._respond(reply.status, dict(reply.headers), body, "MISS")
+                _log_as(request, "TCP_MISS", f"PARENT_HIT/{urlsplit(parent).hostname}" if parent
+                        else f"HIER_DIRECT/{urlsplit(url).hostname}")
+                return self._respond(reply.status, dict(reply.headers), body, "MISS",
+                                     f"fwd=method; fwd-status={reply.status}")
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            return _error(502, f"could not forward {request.method} {url[:200]}: {type(exc).__name__}: {exc}")
+            return _error(502, f"could not forward {request.method} {url[:200]}: {type(exc).__name__}: {exc}",
+                          **{"Cache-Status": f"{self._status_name}; fwd=method; detail=origin-error"})
 
-    def _store(self, key, method, request_headers, status, reply_headers, body) -> None:
+    def _store(self, key, method, request_headers, status, reply_headers, body) -> bool:
+        """Store a reply if RFC 9111 (as http_cache implements it) and the size limit allow; True if stored."""
         if not http_cache.response_is_storable(method, request_headers, status, reply_headers):
-            return
+            return False
         if len(body) > self.config.max_object_size:
-            return
+            return False
         stored_headers = http_cache.end_to_end_headers(reply_headers)
-        for name in ("X-Cache", "Via", "Date"):
+        for name in ("X-Cache", "Via", "Date", "Cache-Status", "X-Bloomwise-Peer"):
             stored_headers.pop(name, None)
-        self.node.admit(key, len(body), body, stored_headers)
+        now = time.time()
+        for evicted in self.node.admit(key, len(body), body, stored_headers, stored_at=now):
+            self.advertised.withdraw(evicted)
+        if key in self.node.cache:
+            self.advertised.advertise(key, expires_at=http_cache.expires_at(stored_headers, now), now=now,
+                                      horizon=self.config.advertise_horizon)
         self._after_change()
+        return key in self.node.cache
 
-    def _client_headers(self, headers: dict, cache_state: str) -> dict:
+    def _client_headers(self, headers: dict, cache_state: str, cache_status: str) -> dict:
+        """The reply's end-to-end headers with this proxy's X-Cache, its Cache-Status entry (RFC 9211: appended
+        after those of the caches nearer the origin) and Via."""
         out = http_cache.end_to_end_headers(headers)
         out.pop("X-Cache", None)
         out["X-Cache"] = f"{cache_state} from {self.url}"
+        upstream = out.pop("Cache-Status", None)
+        out["Cache-Status"] = (upstream + ", " if upstream else "") + f"{self._status_name}; {cache_status}"
         out["Via"] = (out["Via"] + ", " if "Via" in out else "") + self._via()
         return out
 
-    def _respond(self, status: int, headers: dict, body: bytes, cache_state: str):
+    def _respond(self, status: int, headers: dict, body: bytes, cache_state: str, cache_status: str):
         from aiohttp import web
 
-        return web.Response(status=status, body=body, headers=self._client_headers(headers, cache_state))
+        return web.Response(status=status, body=body, headers=self._client_headers(headers, cache_state,
+                                                                                   cache_status))
 
-    def _respond_document(self, doc, cache_state: str):
+    def _respond_document(self, doc, cache_state: str, cache_status: Optional[str] = None, *,
+                          age: Optional[float] = None):
+        """A stored document, with its Age (``age``: known already); ``cache_status`` None: a hit (``hit; ttl=S``,
+        S the seconds it stays fresh)."""
         from aiohttp import web
 
-        headers = self._client_headers(dict(doc.headers or {}), cache_state)
-        age_at_arrival = http_cache._seconds(headers.get("Age")) or 0.0
-        headers["Age"] = str(int(max(0.0, time.time() - doc.stored_at) + age_at_arrival))
+        stored = doc.headers or {}
+        if age is None:
+            age = http_cache.current_age(stored, doc.stored_at)
+        if cache_status is None:
+            lifetime = http_cache.freshness_lifetime(200, stored, now=doc.stored_at)
+            cache_status = f"hit; ttl={int(lifetime - age) if lifetime is not None else 0}"
+        headers = self._client_headers(dict(stored), cache_state, cache_status)
+        headers["Age"] = str(int(age))
         return web.Response(status=200, body=doc.body or b"", headers=headers)
 
     # -- stats ------------------------------------------------------------------------------------------------
@@ -521,6 +825,7 @@ class BloomwiseProxy:
             "hit_ratio": served / out["requests"] if out["requests"] else 0.0,
             "cache": {"documents": self.node.cache.num_documents, "used_bytes": self.node.cache.used_bytes,
                       "capacity_bytes": self.node.cache.capacity_bytes},
+            "advertised_documents": len(self.advertised),
             "summary": {"version": self.node.publisher.current_version,
                         "num_keys": self.node.publisher.current_num_keys,
                         "origin": f"{self.node.publisher.origin:016x}", "kind": self.config.summary_kind},
@@ -558,10 +863,148 @@ async def _read_body(reply, limit: int, *, strict: bool = True):
     return body if strict else (body, True)
 
 
-def _error(status: int, message: str):
+try:  # a request's access-log fields: [Squid result code, hierarchy/peer]
+    from aiohttp.web import RequestKey
+    _LOG_KEY = RequestKey("bloomwise_log", list)
+except ImportError:  # aiohttp before 3.12 (or none: this module is imported only with it)
+    _LOG_KEY = "bloomwise_log"
+#: Squid result code -> the outcome label of the request-duration histogram (a SIBLING_HIT is a remote hit)
+_OUTCOMES = {"TCP_HIT": "hit", "TCP_CF_MISS": "collapsed", "TCP_MISS": "miss", "TCP_REFRESH_MISS": "miss",
+             "TCP_CLIENT_REFRESH_MISS": "miss"}
+#: seconds an idle kept-alive client connection stays open (Squid's client_idle_pconn_timeout is 2 minutes)
+IDLE_CONNECTION_TIMEOUT = 120.0
+
+
+class HeaderDeadline(asyncio.Protocol):
+    """One client connection: aiohttp's protocol inside, and a deadline for each request's headers.
+
+    The deadline starts when the connection opens, and again at the first byte of each later request; it ends
+    when the request's headers are complete (aiohttp calls the handler: :meth:`request_started`). A client that
+    has not sent complete headers by then (one that trickles a byte at a time, or sends nothing) gets 408 and the
+    connection is closed, as nginx's ``client_header_timeout`` and Squid's ``request_start_timeout`` do.
+
+    One timer per connection, not per request: a request's start only records its deadline, and the timer, when it
+    fires, either finds no request waiting for its headers (and stops), a later deadline (and waits for it), or a
+    deadline passed (408). A kept-alive connection serving fast requests re-arms it once per ``timeout``.
+    """
+
+    def __init__(self, inner: asyncio.Protocol, timeout: float, on_timeout):
+        self._inner = inner
+        self._timeout = timeout
+        self._on_timeout = on_timeout
+        self._loop = asyncio.get_running_loop()
+        self._timer = None
+        self._deadline = None      # loop time by which the pending request's headers must be complete
+        self._active = 0
+        self._data_while_active = False
+        self._transport = None
+
+    def _start_deadline(self) -> None:
+        if self._deadline is None:
+            self._deadline = self._loop.time() + self._timeout
+            if self._timer is None:
+                self._timer = self._loop.call_at(self._deadline, self._expired)
+
+    def _expired(self) -> None:
+        self._timer = None
+        transport = self._transport
+        if self._deadline is None or transport is None or transport.is_closing():
+            return
+        if self._loop.time() < self._deadline:   # a later request's deadline: wait for it
+            self._timer = self._loop.call_at(self._deadline, self._expired)
+            return
+        self._on_timeout(transport)
+        transport.write(b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+        transport.close()
+
+    def request_started(self) -> None:
+        self._deadline = None
+        self._active += 1
+        self._data_while_active = False
+
+    def request_finished(self) -> None:
+        self._active -= 1
+        if not self._active and self._data_while_active:  # part of the next request came meanwhile
+            self._start_deadline()
+
+    # asyncio.Protocol, passed on
+    def connection_made(self, transport) -> None:
+        self._transport = transport
+        self._inner.connection_made(transport)
+        self._start_deadline()
+
+    def data_received(self, data: bytes) -> None:
+        if self._active:
+            self._data_while_active = True
+        elif self._deadline is None:
+            self._start_deadline()
+        self._inner.data_received(data)
+
+    def eof_received(self):
+        return self._inner.eof_received()
+
+    def connection_lost(self, exc) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._transport = None
+        self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+
+class _OneLineServerLog(logging.LoggerAdapter):
+    """aiohttp's server logger for a proxy: a request that does not parse is one warning line, not a traceback
+    (at every level: an exception given to any call becomes its type and message on the same line)."""
+
+    def __init__(self, logger: logging.Logger, counters: dict):
+        super().__init__(logger, {})
+        self.counters = counters
+
+    def process(self, msg, kwargs):
+        error = kwargs.pop("exc_info", None)
+        if isinstance(error, BaseException):
+            detail = f"{type(error).__name__}: {error}".replace("\n", " ").replace("%", "%%")[:300]
+            msg = f"{msg}: {detail}"
+        return msg, kwargs
+
+    def exception(self, msg, *args, exc_info=True, **kwargs) -> None:
+        self.counters["bad_requests"] += 1
+        self.warning(msg, *args, exc_info=exc_info, **kwargs)
+
+
+def _log_as(request, code: Optional[str], hierarchy: Optional[str] = None) -> None:
+    """Set what the access log says of ``request`` (None leaves a field as it was)."""
+    fields = request.get(_LOG_KEY)
+    if fields is None:
+        fields = request[_LOG_KEY] = ["TCP_MISS", "HIER_NONE/-"]
+    if code is not None:
+        fields[0] = code
+    if hierarchy is not None:
+        fields[1] = hierarchy
+
+
+def _sf_string(text: str) -> str:
+    """``text`` as a structured-field string (RFC 8941 section 3.3.3): quoted, printable ASCII only."""
+    printable = "".join(c if " " <= c <= "~" else "?" for c in text)
+    return '"' + printable.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _sf_token_or_string(text: str) -> str:
+    """``text`` as a structured-field token when it is one (RFC 8941 section 3.3.4), else as a string."""
+    if re.fullmatch(r"[A-Za-z*][A-Za-z0-9!#$%&'*+\-.^_`|~:/]*", text):
+        return text
+    return _sf_string(text)
+
+
+def _error(status: int, message: str, **headers):
     from aiohttp import web
 
-    return web.Response(status=status, text=message + "\n", headers={"X-Bloomwise-Error": "1"})
+    return web.Response(status=status, text=message + "\n", headers={"X-Bloomwise-Error": "1", **headers})
 
 
 async def serve(config: ProxyConfig, *, ready=None) -> None:

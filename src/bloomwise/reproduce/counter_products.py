@@ -14,7 +14,8 @@ import numpy as np
 
 from bloomwise.paradox.simulation import Population, bloom_num_hashes
 
-__all__ = ["ProductCounts", "product_counts", "theorem2_posterior", "FIG8_EXPONENTS", "FIG8_MAX_PRODUCT"]
+__all__ = ["ProductCounts", "product_counts", "theorem2_posterior", "FIG8_EXPONENTS", "FIG8_MAX_PRODUCT",
+           "attainable_products", "isotonic_fractions"]
 
 FIG8_EXPONENTS = (3, 5, 7)
 FIG8_MAX_PRODUCT = 100
@@ -70,3 +71,30 @@ def theorem2_posterior(product, prior: float, num_counters: int, num_items: int,
     x = (num_items * num_hashes / num_counters) ** num_hashes
     product = np.asarray(product, dtype=np.float64)
     return product * prior / (product * prior + x * (1.0 - prior))
+
+
+def attainable_products(num_hashes: int, max_counter: int, limit: int) -> list[int]:
+    """The products ``c_1 ... c_k <= limit`` of k counters in 1..max_counter (a product like 23 > 15, prime, never
+    occurs)."""
+    products = {1}
+    for _ in range(num_hashes):
+        products = {p * c for p in products for c in range(1, max_counter + 1) if p * c <= limit}
+    return sorted(products)
+
+
+def isotonic_fractions(counts: ProductCounts, exponent: int) -> list[tuple[int, float]]:
+    """The observed member fractions per product, made non-decreasing in the product (Corollary 3: the posterior
+    increases with the product) by pool-adjacent-violators weighted by the keys seen: ``[(product, fitted), ...]``
+    over the products seen at least once."""
+    blocks = []  # [members, keys, first product, last product]
+    for p in range(1, len(counts.keys[exponent])):
+        total = int(counts.keys[exponent][p])
+        if total == 0:
+            continue
+        blocks.append([float(counts.members[exponent][p]), float(total), [p]])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            last = blocks.pop()
+            blocks[-1][0] += last[0]
+            blocks[-1][1] += last[1]
+            blocks[-1][2] += last[2]
+    return [(p, members / keys) for members, keys, products in blocks for p in products]

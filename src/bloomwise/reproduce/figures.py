@@ -9,7 +9,12 @@ import os
 
 import numpy as np
 
-__all__ = ["draw_all"]
+from bloomwise.paradox import min_bits_per_item, posterior
+from bloomwise.reproduce.counter_products import FIG8_EXPONENTS, theorem2_posterior
+from bloomwise.reproduce.summary_cache import figure4_data
+from bloomwise.reproduce.trace import theorem4_cost
+
+__all__ = ["draw_all", "draw_figure4"]
 
 
 def _figure():
@@ -19,6 +24,30 @@ def _figure():
         raise ImportError("drawing the figures needs matplotlib: pip install 'bloomwise[plot]'") from None
     fig = Figure(figsize=(6.4, 4.4), layout="constrained")
     return fig, fig.add_subplot()
+
+
+def draw_figure4(axes, data) -> None:
+    """Summary Cache's Figure 4 on ``axes``: the false-positive rate ``(1 - e^(-k/b))^k`` against bits per entry b
+    on a log scale, for k = 4 and for the best integer k (``data``: :func:`~bloomwise.reproduce.summary_cache.
+    figure4_data`)."""
+    axes.semilogy(data.bits_per_item, data.fpr_four_hashes, marker="o", markersize=3, label="4 hash functions")
+    axes.semilogy(data.bits_per_item, data.fpr_optimal, marker="s", markersize=3,
+                  label="optimum (integral) number of hash functions")
+    axes.set_xlabel("bits per entry (m/n)")
+    axes.set_ylabel("probability of a false positive")
+    axes.set_title("Summary Cache, Figure 4: $(1 - e^{-k n/m})^k$")
+    axes.grid(True, which="both", linewidth=0.3, alpha=0.6)
+    axes.set_xlim(min(data.bits_per_item), max(data.bits_per_item))
+    axes.legend()
+
+
+def fig4(directory):
+    fig, ax = _figure()
+    draw_figure4(ax, figure4_data(range(1, 33)))
+    fig.savefig(os.path.join(directory, "summary_cache_fig4.png"), format="png", dpi=150)
+    return "summary_cache_fig4.png", (
+        "Summary Cache Fig. 4: false-positive probability (1 - e^(-kn/m))^k against bits per entry m/n, log scale, "
+        "for k = 4 (top) and for the best integral k (bottom); computed (bloomwise.plot.plot_figure4 draws the same).")
 
 
 def _label(ax, xlabel: str, ylabel: str, title: str, *, log_grid: bool = False, legend_fontsize=None) -> None:
@@ -37,8 +66,6 @@ def _save(fig, directory, name) -> str:
 
 
 def fig2a(directory):
-    from bloomwise.paradox import posterior
-
     fig, ax = _figure()
     priors = np.logspace(-8, 0, 400)
     for fpr in (1e-1, 1e-2, 1e-3, 1e-4, 1e-5):
@@ -51,8 +78,6 @@ def fig2a(directory):
 
 
 def fig2b(directory):
-    from bloomwise.paradox import min_bits_per_item
-
     fig, ax = _figure()
     priors = np.logspace(-10, -0.05, 400)
     for alpha in (0.1, 1, 10, 100):
@@ -66,8 +91,6 @@ def fig2b(directory):
 
 
 def fig8(directory, counts):
-    from bloomwise.reproduce.counter_products import FIG8_EXPONENTS, theorem2_posterior
-
     fig, ax = _figure()
     products = np.arange(1, 101)
     for e in FIG8_EXPONENTS:
@@ -112,7 +135,7 @@ def fig9a(directory, runs):
         f"traces), not on the paper's backbone trace.")
 
 
-def fig9b(directory, runs, theorem4_cost):
+def fig9b(directory, runs):
     fig, ax = _figure()
     alphas = np.array([0.5, 1, 1.5, 2, 2.4, 3, 4, 5, 7.5, 10, 11.5, 15, 20, 30, 40, 50, 75, 100])
     scale = ((1 << 20) - (1 << 10)) / (runs[0].setup.queried - runs[0].setup.stored)
@@ -142,23 +165,15 @@ def fig9c(directory, points):
 
 
 def draw_all(directory, rep) -> list:
-    from bloomwise.plot import plot_figure4
-
+    """Every figure of the run ``rep`` (a :class:`~bloomwise.reproduce.engine.Reproduction`) into ``directory``."""
     os.makedirs(directory, exist_ok=True)
-    out = []
-    plot_figure4(os.path.join(directory, "summary_cache_fig4.png"))
-    out.append(("summary_cache_fig4.png",
-                "Summary Cache Fig. 4: false-positive probability (1 - e^(-kn/m))^k against bits per entry m/n, log "
-                "scale, for k = 4 (top) and for the best integral k (bottom); computed (bloomwise.plot.plot_figure4)."))
-    out.append(fig2a(directory))
-    out.append(fig2b(directory))
+    out = [fig4(directory), fig2a(directory), fig2b(directory)]
     if "fig8" in rep.data:
         out.append(fig8(directory, rep.data["fig8"]))
     if "trace" in rep.data:
-        from bloomwise.reproduce.engine import _theorem4_cost_full, fig9c_points
-
         runs = rep.data["trace"]
         out.append(fig9a(directory, runs))
-        out.append(fig9b(directory, runs, _theorem4_cost_full))
-        out.append(fig9c(directory, fig9c_points(rep)))
+        out.append(fig9b(directory, runs))
+    if "fig9c" in rep.data:
+        out.append(fig9c(directory, rep.data["fig9c"]))
     return out

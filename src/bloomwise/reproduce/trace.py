@@ -20,14 +20,20 @@ expectation and its noise, not reproduced digit for digit.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from bloomwise.paradox.optimal_k import counter_pmf, product_tails
+from bloomwise.reproduce.noise import ReplicateErrors, type_estimate
 
-__all__ = ["TraceSetup", "synthetic_tuples", "wang64", "TraceRun", "run_trace", "theorem4_product_threshold",
-           "expected_rates"]
+__all__ = ["TraceSetup", "synthetic_tuples", "tuple_keys", "wang64", "TraceRun", "run_trace",
+           "theorem4_product_threshold", "theorem4_threshold", "theorem4_cost", "expected_rates", "trace_replicates",
+           "TraceReplicates", "N_QUERIES_PAPER"]
+
+#: the paper's N: costs of Figures 9(b) and 9(c) count N - n = 2^20 - 2^10 non-member queries
+N_QUERIES_PAPER = 1 << 20
 
 _M64 = (1 << 64) - 1
 
@@ -86,7 +92,7 @@ def synthetic_tuples(count: int, seed: int) -> np.ndarray:
     return out
 
 
-def _tuple_bytes(tuples: np.ndarray) -> np.ndarray:
+def tuple_keys(tuples: np.ndarray) -> np.ndarray:
     """Each tuple as 13 bytes plus a 0x01 end marker (numpy 'S' arrays strip trailing NULs)."""
     raw = np.zeros((len(tuples), 14), dtype=np.uint8)
     raw[:, :13] = np.frombuffer(tuples.tobytes(), dtype=np.uint8).reshape(len(tuples), 13)
@@ -136,17 +142,19 @@ class TraceRun:
         return (s.queried - s.stored) * fpr + alpha * s.stored * fnr
 
 
-def run_trace(setup: TraceSetup, ks=(4, 5, 6), *, seed: int = 0, hash: str = "xxh3") -> TraceRun:
-    """Build the stand-in and record the counter products of all N queries for each k."""
+def run_trace(setup: TraceSetup, ks=(4, 5, 6), *, seed: int = 0, hash: str = "xxh3",
+              tuples: np.ndarray | None = None) -> TraceRun:
+    """Build the stand-in and record the counter products of all N queries for each k (``tuples``: reuse a trace
+    already drawn, at least N long; by default ``synthetic_tuples(N, seed)``)."""
     from bloomwise import CountingBloomFilter
 
     if hash not in ("xxh3", "wang64"):
         raise ValueError(f"hash must be 'xxh3' or 'wang64', got {hash!r}")
-    tuples = synthetic_tuples(setup.queried, seed)
+    tuples = synthetic_tuples(setup.queried, seed) if tuples is None else tuples[: setup.queried]
     member = np.zeros(setup.queried, dtype=bool)
     member[: setup.stored] = True
     run = TraceRun(setup, hash, member=member)
-    keys = _tuple_bytes(tuples)
+    keys = tuple_keys(tuples)
     saturation = (1 << setup.counter_bits) - 1
     for k in ks:
         m = setup.num_counters
@@ -175,3 +183,70 @@ def expected_rates(setup: TraceSetup, k: int, thresholds) -> tuple[np.ndarray, n
     pmf1 = counter_pmf(n - 1, k / m, 1, saturation)
     t = np.asarray(thresholds, dtype=np.float64)
     return product_tails(pmf0, k, t), 1.0 - product_tails(pmf1, k, t)
+
+
+def theorem4_threshold(setup: TraceSetup, k: int, alpha: float) -> float:
+    """The integer product threshold the Selective CBF uses: the smallest integer >= Theorem 4's, at least 1."""
+    t = theorem4_product_threshold(setup, k, alpha)
+    return max(1.0, math.ceil(t - 1e-9))
+
+
+def theorem4_cost(run: TraceRun, k: int, alpha: float) -> float:
+    """The Selective CBF's total cost at Theorem 4's threshold, FP counts scaled to the paper's N = 2^20 queries."""
+    fpr, fnr = run.rates(k, theorem4_threshold(run.setup, k, alpha))
+    return fpr * (N_QUERIES_PAPER - run.setup.stored) + alpha * run.setup.stored * fnr
+
+
+@dataclass
+class TraceReplicates:
+    """Counter products of replicate filters (fresh random keys): ``members[k]`` (R, n), ``sampled[k]`` (R, s), and
+    each filter's fill ``fills[k]`` (R,)."""
+
+    setup: TraceSetup
+    members: dict
+    sampled: dict
+    fills: dict  # k -> (R,) fraction of non-zero counters of each replicate filter
+
+    @property
+    def samples(self) -> int:
+        return next(iter(self.members.values())).shape[0]
+
+    def errors(self, k: int, threshold: float) -> ReplicateErrors:
+        """FP (of the N - n non-member queries) and FN counts per replicate when "present" means product >=
+        threshold."""
+        nonmembers = self.setup.queried - self.setup.stored
+        out = ReplicateErrors.empty()
+        for mem, smp, fill in zip(self.members[k], self.sampled[k], self.fills[k]):
+            fn = int(np.count_nonzero(mem < threshold))
+            if threshold <= 1:  # the plain CBF: every non-member is positive with probability fill^k
+                rho = float(fill) ** k
+                out.add(nonmembers * rho, 0.0, nonmembers * rho * (1 - rho), fn)
+                continue
+            positives = int(np.count_nonzero(smp >= threshold))
+            fp, sampling, binomial = type_estimate(positives, len(smp), nonmembers, False)
+            out.add(fp, sampling, binomial, fn)
+        return out
+
+
+def trace_replicates(setup: TraceSetup, ks, replicates: int, seed: int, sample: int = 1 << 17) -> TraceReplicates:
+    """Replicates of the stand-in's filter: n fresh random keys stored in a partitioned 4-bit CBF per k, the products
+    of their counters and of ``sample`` random non-member keys (for the noise of one trace:
+    :mod:`bloomwise.reproduce.noise`)."""
+    from bloomwise import CountingBloomFilter
+
+    members = {k: np.zeros((replicates, setup.stored), dtype=np.int64) for k in ks}
+    sampled = {k: np.zeros((replicates, sample), dtype=np.int64) for k in ks}
+    fills = {k: np.zeros(replicates) for k in ks}
+    for r in range(replicates):
+        rng = np.random.default_rng([seed, r])
+        keys = rng.choice(np.iinfo(np.int64).max, size=setup.stored + sample, replace=False).astype(np.uint64)
+        for k in ks:
+            cbf = CountingBloomFilter.from_size(setup.num_counters, k, counter_bits=setup.counter_bits,
+                                                layout="partitioned", seed=int(rng.integers(0, 2**63)))
+            cbf.update(keys[: setup.stored])
+            counters = np.asarray(cbf.counters_many(keys), dtype=np.int64).reshape(len(keys), k)
+            products = np.prod(counters, axis=1)
+            members[k][r] = products[: setup.stored]
+            sampled[k][r] = products[setup.stored:]
+            fills[k][r] = cbf.fill_ratio
+    return TraceReplicates(setup, members, sampled, fills)

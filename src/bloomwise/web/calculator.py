@@ -20,6 +20,7 @@ from bloomwise.web.inputs import MAX_BITS, Fields, InputError
 __all__ = ["calculate", "read_plan_inputs", "solve", "one_in", "human_bits"]
 
 COUNTER_BITS = 4
+DEFAULT_LAYOUT = "blocked"  # as bloomwise build, BloomFilter() and bloomwise plan
 _COUNTING_LAYOUTS = ("classic", "partitioned")
 
 
@@ -58,7 +59,7 @@ def read_plan_inputs(query: Mapping[str, str]) -> dict:
         "p": fields.probability("p"),
         "m": fields.size_bits("m"),
         "k": fields.hashes("k"),
-        "layout": fields.choice("layout", theory.LAYOUTS, "classic"),
+        "layout": fields.choice("layout", theory.LAYOUTS, DEFAULT_LAYOUT),
     }
     fields.check()
     return values
@@ -137,9 +138,9 @@ def calculate(query: Mapping[str, str]) -> dict:
 
     :raises InputError: for bad or insufficient fields (mapped to the field concerned, or "_form").
 
-    >>> answer = calculate({"n": "10000", "p": "0.001"})
-    >>> answer["plan"]["m"], answer["plan"]["k"], answer["display"]["m"]
-    (143777, 10, '143,777')
+    >>> answer = calculate({"n": "10000", "p": "0.001"})  # the blocked layout, as bloomwise build
+    >>> answer["plan"]["m"], answer["plan"]["k"], answer["display"]["m"], answer["plan"]["layout"]
+    (157696, 8, '157,696', 'blocked')
     """
     values = read_plan_inputs(query)
     result = solve(values, values["layout"])

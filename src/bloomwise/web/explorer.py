@@ -21,20 +21,28 @@ from bloomwise.web.inputs import MAX_ALPHA, MAX_BITS_PER_KEY, MAX_KEYS, Fields, 
 
 __all__ = ["explore", "read_paradox_inputs", "DEFAULTS"]
 
-DEFAULTS = {"prior": "1e-5", "alpha": "1", "bpk": "10", "counters": "1, 10", "cm": "1000", "cn": "100"}
-_LABELS = {"alpha": "alpha", "bpk": "bits per key", "cm": "m (counters)", "cn": "n (keys)"}
+DEFAULTS = {"prior": "1e-5", "alpha": "1", "bpk": "10", "counters": "1, 10", "cbits": "4", "cm": "1000",
+            "cn": "100"}
+COUNTER_WIDTHS = ("4", "8", "16")  # the counter widths of CountingBloomFilter (counter_bits)
+_LABELS = {"alpha": "alpha", "bpk": "bits per key", "cbits": "counter bits", "cm": "m (counters)", "cn": "n (keys)"}
 _REFERENCE_KEYS = 1_000_000  # n for the integer-k comparison: m = round(b n)
 
 
 def read_paradox_inputs(query: Mapping[str, str]) -> dict:
-    """The explorer's fields (blank ones take :data:`DEFAULTS`); :class:`InputError` for bad fields."""
+    """The explorer's fields (blank ones take :data:`DEFAULTS`); :class:`InputError` for bad fields.
+
+    A key's counters are refused above the largest value of the chosen counter width (15 for 4-bit counters, the
+    default): such a key cannot exist in that filter, and Theorem 2 would place it off the curve.
+    """
     merged = {**DEFAULTS, **{name: value for name, value in query.items() if str(value).strip()}}
     fields = Fields(merged, labels=_LABELS)
+    counter_bits = int(fields.choice("cbits", COUNTER_WIDTHS, DEFAULTS["cbits"]))
     values = {
         "prior": fields.probability("prior"),
         "alpha": fields.real("alpha", 0.0, MAX_ALPHA),
         "bpk": fields.real("bpk", 0.0, MAX_BITS_PER_KEY, open_below=False),
-        "counters": fields.counters("counters"),
+        "cbits": counter_bits,
+        "counters": fields.counters("counters", counter_bits),
         "cm": fields.count("cm", 1, 10 ** 12),
         "cn": fields.count("cn", 1, MAX_KEYS),
     }
@@ -60,7 +68,7 @@ def _counting(values: dict, alpha: float) -> dict:
     product = math.prod(counters)
     threshold = paradox.decision_threshold(alpha)
     return {
-        "counters": counters, "k": k, "m": m, "n": n, "product": product,
+        "counters": counters, "counter_bits": values["cbits"], "k": k, "m": m, "n": n, "product": product,
         "posterior": chance, "decision_threshold": threshold, "present": chance >= threshold,
         "decision": ("answer \"present\": these counters make membership likely enough" if chance >= threshold
                      else "answer \"absent\"" + (": a counter is 0" if product == 0 else
@@ -69,7 +77,7 @@ def _counting(values: dict, alpha: float) -> dict:
 
 
 def explore(query: Mapping[str, str]) -> dict:
-    """The explorer's whole answer for a query of text fields prior, alpha, bpk, counters, cm, cn.
+    """The explorer's whole answer for a query of text fields prior, alpha, bpk, counters, cbits, cm, cn.
 
     >>> answer = explore({"prior": "1e-6", "alpha": "1", "bpk": "10"})
     >>> answer["paradox"], round(answer["posterior"], 6)

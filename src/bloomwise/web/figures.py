@@ -151,18 +151,21 @@ def bits_figure(prior: float, alpha: float, bits_per_key: float) -> str:
 
 
 def _counter_rows(k: int, saturated: int) -> np.ndarray:
-    """Counter vectors whose products 1 .. saturated^k are spread over a log scale: ``[s]*a + [c] + [1]*rest``."""
+    """Counter vectors whose products 1 .. saturated^k are spread over a log scale: ``[s]*a + [c] + [1]*rest``
+    (c takes every value up to 64, else 64 values spaced evenly on a log scale)."""
+    levels = range(1, saturated + 1) if saturated <= 64 else np.unique(np.round(np.geomspace(1, saturated, 64)))
     rows = []
     for a in range(k):
-        for c in range(1, saturated + 1):
+        for c in levels:
             rows.append([saturated] * a + [c] + [1] * (k - a - 1))
     return np.array(rows, dtype=np.int64)
 
 
 def counting_figure(counting: dict, prior: float, alpha: float) -> str:
-    """Theorem 2: the posterior against the product of the key's k counters (values 1..15), and Theorem 4's line."""
+    """Theorem 2: the posterior against the product of the key's k counters (values 1 .. 2^counter_bits - 1), and
+    Theorem 4's line."""
     k, m, n = counting["k"], counting["m"], counting["n"]
-    rows = _counter_rows(k, 15)
+    rows = _counter_rows(k, 2 ** counting["counter_bits"] - 1)
     products = np.prod(rows.astype(np.float64), axis=1)
     order = np.argsort(products, kind="stable")
     chances = paradox.cbf_posterior(rows, m, n, prior)

@@ -1,6 +1,6 @@
 """Readers for the page's form fields, with the page's bounds, and :class:`InputError`.
 
-A field arrives as text (a query parameter). The readers reuse the command line's (:mod:`bloomwise.cli._parse`:
+A field arrives as text (a query parameter). The readers are those of :mod:`bloomwise.units` (shared with the command line:
 ``40M``, ``1 in 10000``, ``64KiB``; they refuse numbers above 1e40 before any arithmetic) and add the page's upper
 bounds, so that no request can ask the server for an absurd amount of work. Each error names the field, quotes what
 was typed and says what is accepted; the server answers them with ``400`` and ``{"error": ..., "fields": {field:
@@ -12,7 +12,7 @@ import math
 import re
 from typing import Mapping, Optional
 
-from bloomwise.cli._parse import parse_count, parse_positive_int, parse_probability, parse_size_bits
+from bloomwise.units import parse_count, parse_positive_int, parse_probability, parse_size_bits
 
 __all__ = ["InputError", "Fields", "MAX_KEYS", "MAX_BITS", "MAX_HASHES", "MAX_TEXT"]
 
@@ -142,8 +142,9 @@ class Fields:
             return default
         return text
 
-    def counters(self, name: str) -> Optional[list[int]]:
-        """A key's counter values: whole numbers separated by commas or spaces (``1, 10``)."""
+    def counters(self, name: str, counter_bits: int = 16) -> Optional[list[int]]:
+        """A key's counter values: whole numbers separated by commas or spaces (``1, 10``), each at most
+        ``2^counter_bits - 1``, the largest value a counter of that width holds."""
         text = self.text(name)
         if text is None:
             return None
@@ -155,8 +156,11 @@ class Fields:
             self.fail(name, f"{self.label(name)}: {len(parts)} counters is more than {MAX_COUNTERS}")
             return None
         values = [int(part) for part in parts]
-        if max(values) > MAX_COUNTER_VALUE:
-            self.fail(name, f"{self.label(name)}: a counter above {MAX_COUNTER_VALUE} (16-bit counters at most)")
+        largest = min(2 ** counter_bits - 1, MAX_COUNTER_VALUE)
+        if max(values) > largest:
+            article = "an" if counter_bits in (8, 11, 18) else "a"
+            self.fail(name, f"{self.label(name)}: {max(values)} is above {largest}, the largest value of {article} "
+                            f"{counter_bits}-bit counter (lower the counters, or choose wider counters)")
             return None
         return values
 

@@ -126,7 +126,7 @@ def _fields(request: web.Request, names: Sequence[str]) -> tuple:
 
 
 _PLAN_FIELDS = ("n", "p", "m", "k", "layout")
-_PARADOX_FIELDS = ("prior", "alpha", "bpk", "counters", "cm", "cn")
+_PARADOX_FIELDS = ("prior", "alpha", "bpk", "counters", "cbits", "cm", "cn")
 
 
 async def _plan_svg(request: web.Request) -> web.Response:

@@ -4,9 +4,10 @@
 "use strict";
 
 const PLAN_FIELDS = ["n", "p", "m", "k", "layout"];
-const PARADOX_FIELDS = ["prior", "alpha", "bpk", "counters", "cm", "cn"];
-const PARADOX_DEFAULTS = {prior: "1e-5", alpha: "1", bpk: "10", counters: "1, 10", cm: "1000", cn: "100"};
+const PARADOX_FIELDS = ["prior", "alpha", "bpk", "counters", "cbits", "cm", "cn"];
+const PARADOX_DEFAULTS = {prior: "1e-5", alpha: "1", bpk: "10", counters: "1, 10", cbits: "4", cm: "1000", cn: "100"};
 const PLAN_DEFAULTS = {n: "1e6", p: "1%"};
+const DEFAULT_LAYOUT = "blocked";  // as bloomwise build, BloomFilter() and bloomwise plan
 const VIEWS = ["calculator", "paradox", "cluster"];
 
 const $ = (id) => document.getElementById(id);
@@ -44,7 +45,9 @@ function writeUrl() {
   for (const name of [...PLAN_FIELDS, ...PARADOX_FIELDS, "proxies"]) {
     const element = $(name);
     const value = element ? element.value.trim() : "";
-    if (value && !(name === "layout" && value === "classic")) params.set(name, value);
+    if (value && !(name === "layout" && value === DEFAULT_LAYOUT) && !(name === "cbits" && value === "4")) {
+      params.set(name, value);
+    }
   }
   const query = params.toString();
   const url = window.location.pathname + (query ? "?" + query : "") + window.location.hash;
@@ -111,16 +114,29 @@ async function updatePlan() {
   const results = $("plan-results");
   if (!answer.ok) {
     showErrors(PLAN_FIELDS, answer.body.fields || {_form: answer.body.error}, "plan-form-error");
-    results.classList.add("stale");
-    $("plan-plot").classList.add("stale");
+    markOutOfDate(results, ["plan-plot"]);
     for (const name of ["n", "p", "m", "k"]) $(name).placeholder = "";
   } else {
     showErrors(PLAN_FIELDS, {}, "plan-form-error");
-    results.classList.remove("stale");
-    $("plan-plot").classList.remove("stale");
+    markCurrent(results, ["plan-plot"]);
     renderPlan(answer.body, query);
   }
   results.dataset.answered = query;  // which fields the page now shows the answer for
+}
+
+// A results panel is "empty" until its first valid answer (only a message shows, never a sentence with holes), then
+// "current", or "stale" while the fields are invalid: the last valid answer stays, dimmed and marked out of date.
+function markOutOfDate(results, plots) {
+  if (results.dataset.state === "empty") return;
+  results.dataset.state = "stale";
+  results.classList.add("stale");
+  for (const id of plots) $(id).classList.add("stale");
+}
+
+function markCurrent(results, plots) {
+  results.dataset.state = "current";
+  results.classList.remove("stale");
+  for (const id of plots) $(id).classList.remove("stale");
 }
 
 function renderPlan(answer, query) {
@@ -165,14 +181,17 @@ function renderPlan(answer, query) {
   setPlot("plan-plot", "/api/plan.svg?" + query);
 }
 
-// A plot's <img> says when its SVG has arrived: data-loaded="true" (or "error"), "false" while it loads.
+// A plot's <img> says when its SVG has arrived: data-loaded="true" (or "error"), "false" while it loads. Its
+// figure shows once the plot has a URL, and hides again if the SVG cannot be drawn (never a broken image).
 function setPlot(id, url) {
   const image = $(id);
+  const figure = image.closest("figure");
   if (image.getAttribute("src") === url) return;
   image.dataset.loaded = "false";
-  image.onload = () => { image.dataset.loaded = "true"; };
-  image.onerror = () => { image.dataset.loaded = "error"; };
+  image.onload = () => { image.dataset.loaded = "true"; figure.hidden = false; };
+  image.onerror = () => { image.dataset.loaded = "error"; figure.hidden = true; };
   image.src = url;
+  figure.hidden = false;
 }
 
 function tableRow(cells, className, testId, lastSpan) {
@@ -204,14 +223,15 @@ async function updateParadox() {
     return;
   }
   const results = $("paradox-results");
+  const plots = ["posterior-plot", "bits-plot", "counting-plot"];
   results.dataset.answered = query;
   if (!answer.ok) {
     showErrors(PARADOX_FIELDS, answer.body.fields || {_form: answer.body.error}, "paradox-form-error");
-    results.classList.add("stale");
+    markOutOfDate(results, plots);
     return;
   }
   showErrors(PARADOX_FIELDS, {}, "paradox-form-error");
-  results.classList.remove("stale");
+  markCurrent(results, plots);
   const a = answer.body;
   const decision = $("paradox-decision");
   decision.textContent = (a.paradox ? "Bloom paradox: " : "No paradox: ") + a.decision;
@@ -384,9 +404,10 @@ async function main() {
   const planGiven = PLAN_FIELDS.some((name) => params.has(name));
   for (const name of PLAN_FIELDS) {
     const value = params.get(name) ?? (planGiven ? "" : (PLAN_DEFAULTS[name] ?? ""));
-    if (name === "layout") $(name).value = value || "classic"; else $(name).value = value;
+    if (name === "layout") $(name).value = value || DEFAULT_LAYOUT; else $(name).value = value;
   }
   for (const name of PARADOX_FIELDS) $(name).value = params.get(name) ?? PARADOX_DEFAULTS[name];
+  if (!$("cbits").value) $("cbits").value = PARADOX_DEFAULTS.cbits;  // a width the list does not offer
   try {
     const config = await getJson("/api/config");
     if (config.ok) {
@@ -405,6 +426,7 @@ async function main() {
   });
   const paradoxChanged = debounce(updateParadox, 250);
   for (const name of PARADOX_FIELDS) $(name).addEventListener("input", paradoxChanged);
+  $("cbits").addEventListener("change", updateParadox);
   $("proxies").addEventListener("input", debounce(updateCluster, 400));
   for (const form of ["plan-form", "paradox-form", "cluster-form"]) {
     $(form).addEventListener("submit", (event) => event.preventDefault());

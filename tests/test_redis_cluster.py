@@ -1,0 +1,162 @@
+"""Served filters on a real three-master Redis Cluster started on loopback ports: every key of a filter in one
+hash slot ({name}), the same bits and counters as the local filters, exactly-once counting batches, and what the
+caller sees when the node serving a filter is killed."""
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from bloomwise import BloomFilter, CountingBloomFilter
+from bloomwise._redis_server import MISSING_SERVER_MESSAGE, LocalRedisServer, find_redis_server
+
+redis = pytest.importorskip("redis", reason="the redis extra (redis-py) is not installed")
+from redis.cluster import ClusterNode, RedisCluster  # noqa: E402
+
+from bloomwise.redis import (  # noqa: E402
+    RedisBloomFilter, RedisCountingBloomFilter, ServedFilterError, ServerUnavailableError, from_redis,
+    open as open_filter, to_redis,
+)
+from bloomwise.redis.cluster import has_hash_tag, key_prefix  # noqa: E402
+
+
+def free_ports(count):
+    """Ports p free on 127.0.0.1 with p + 10000 free too (a cluster node's bus port), p <= 55535."""
+    import random
+    rng = random.Random(os.getpid())
+    ports = []
+    while len(ports) < count:
+        port = rng.randrange(20000, 45000)
+        try:
+            for candidate in (port, port + 10000):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Three masters on 127.0.0.1, joined by redis-cli --cluster create; yields (nodes by port, ports)."""
+    if find_redis_server() is None:
+        pytest.skip(MISSING_SERVER_MESSAGE)
+    cli = shutil.which("redis-cli") or ("/usr/bin/redis-cli" if os.access("/usr/bin/redis-cli", os.X_OK) else None)
+    if cli is None:
+        pytest.skip("redis-cli not found: install the Debian package redis-tools (with redis-server)")
+    ports = free_ports(3)
+    nodes = {}
+    try:
+        for port in ports:
+            nodes[port] = LocalRedisServer(port=port, cluster=True,
+                                           directory=str(tmp_path_factory.mktemp(f"node{port}"))).start()
+        created = subprocess.run([cli, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports],
+                                  "--cluster-replicas", "0", "--cluster-yes"], capture_output=True, text=True,
+                                 timeout=60)
+        assert created.returncode == 0, created.stdout[-2000:] + created.stderr[-2000:]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            states = [redis.Redis(port=p).cluster("info")["cluster_state"] for p in ports]
+            if all(state == "ok" for state in states):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"the cluster did not become ok: {states}")
+        yield nodes, ports
+    finally:
+        for node in nodes.values():
+            node.close()
+
+
+@pytest.fixture
+def client(cluster):
+    nodes, ports = cluster
+    c = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in ports])
+    yield c
+    c.close()
+
+
+def names_on_distinct_nodes(client, count, prefix):
+    """Filter names whose slots are served by ``count`` different nodes."""
+    found = {}
+    for i in range(1000):
+        name = f"{prefix}-{i}"
+        node = client.get_node_from_key(f"{{{name}}}:meta")
+        found.setdefault(node.port, name)
+        if len(found) == count:
+            return list(found.values())
+    raise AssertionError("no names for distinct nodes")
+
+
+def test_hash_tags():
+    assert has_hash_tag("a{b}c") and not has_hash_tag("a{}b") and not has_hash_tag("ab}") and not has_hash_tag("x{")
+    assert key_prefix(object(), "urls") == "urls"
+
+
+def test_filters_on_a_cluster_are_the_local_filters(client, cluster):
+    nodes, ports = cluster
+    bits_name, counting_name, copy_name = names_on_distinct_nodes(client, 3, "same")
+    local = BloomFilter(20_000, 0.01, seed=4)
+    remote = RedisBloomFilter(client, bits_name, 20_000, 0.01, seed=4)
+    assert remote.key_prefix == f"{{{bits_name}}}"
+    keys = [f"k{i}" for i in range(5000)]
+    remote.update(keys[:100])  # per-key BITFIELD commands (a small batch)
+    remote.update(keys)        # merged (a large one)
+    local.update(keys)
+    probe = keys + [f"absent{i}" for i in range(20_000)]
+    assert np.array_equal(remote.contains_many(probe), local.contains_many(probe))
+    assert np.array_equal(remote.contains_many(probe[:30], method="per_key"), local.contains_many(probe[:30]))
+    # every key of the filter is in one slot, on the node that owns it
+    owner = client.get_node_from_key(f"{{{bits_name}}}:meta")
+    slot = client.keyslot(f"{{{bits_name}}}:meta")
+    assert all(client.keyslot(k) == slot for k in remote.part_keys)
+    assert redis.Redis(port=owner.port).exists(f"{{{bits_name}}}:meta", *remote.part_keys) == 2
+    assert from_redis(client, bits_name) == local
+    assert isinstance(open_filter(client, bits_name), RedisBloomFilter)
+
+    counting_local = CountingBloomFilter(10_000, 0.01, seed=2)
+    counting = RedisCountingBloomFilter(client, counting_name, 10_000, 0.01, seed=2)
+    counting.update(keys[:3000], batch_id="b1")
+    counting.update(keys[:3000], batch_id="b1")  # the same batch again: applied once
+    counting.remove_many(keys[:1000], missing="ignore")
+    counting_local.update(keys[:3000])
+    counting_local.remove_many(keys[:1000])
+    assert from_redis(client, counting_name) == counting_local and counting.num_keys == 2000
+
+    copied = to_redis(local, client, copy_name)
+    assert copied.contains_many(keys).all() and from_redis(client, copy_name) == local
+
+
+def test_a_node_that_no_longer_serves_the_slot_says_to_open_the_filter_again(client, cluster, monkeypatch):
+    nodes, ports = cluster
+    name = names_on_distinct_nodes(client, 1, "moved")[0]
+    RedisBloomFilter(client, name, 1000, 0.01)
+    owner = client.get_node_from_key(f"{{{name}}}:meta").port
+    other = next(p for p in ports if p != owner)
+    # as after a resharding: the client's map still names a node that does not serve the slot (MOVED)
+    monkeypatch.setattr("bloomwise.redis.filters.route", lambda c, n: (redis.Redis(port=other), f"{{{n}}}"))
+    with pytest.raises(ServedFilterError, match=rf"no longer serves.*moved to 127.0.0.1:{owner}.*open the filter"):
+        open_filter(client, name)
+
+
+def test_a_killed_node_is_a_server_unavailable_error_naming_it(client, cluster):
+    nodes, ports = cluster
+    doomed_name, surviving_name = names_on_distinct_nodes(client, 2, "kill")
+    doomed = RedisBloomFilter(client, doomed_name, 1000, 0.01)
+    surviving = RedisCountingBloomFilter(client, surviving_name, 1000, 0.01)
+    doomed.update(["a", "b"])
+    surviving.update(["a", "b"])
+    port = client.get_node_from_key(f"{{{doomed_name}}}:meta").port
+    nodes[port].kill()  # the last test of this module: the cluster stays without this node
+    for operation in (lambda: doomed.update(["c"]), lambda: "a" in doomed, lambda: doomed.contains_many(["a"]),
+                      lambda: open_filter(client, doomed_name)):
+        with pytest.raises(ServerUnavailableError, match=f"127.0.0.1:{port}"):
+            operation()
+    # the other nodes keep serving their filters
+    surviving.update(["c"])
+    assert surviving.contains_many(["a", "b", "c"]).all() and surviving.num_keys == 3
