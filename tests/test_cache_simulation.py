@@ -3,6 +3,7 @@ import dataclasses
 
 import pytest
 
+from bloomwise import theory
 from bloomwise.cache import (DocumentCache, PeerState, Request, SummaryPublisher, SyntheticTrace, assign_proxy,
                              make_policy)
 from bloomwise.cache.simulation import JSON_KEYS, PolicyResult, SimulationConfig, _make_nodes, replay, simulate
@@ -240,3 +241,26 @@ def test_carp_stores_each_url_at_its_home_only():
             assert node.policy.home(key, node.peers) == node.name
     assert sum(len(node.cache) for node in nodes) == distinct
     assert result.local_hits + result.remote_hits == result.requests - distinct
+
+
+def test_peer_check_fpr_matches_the_theory_of_the_summary_sent():
+    """Proxy a stores 2,000 documents (publishing after each: no staleness); then b asks for 20,000 others, each a
+    check of a's summary, which lacks them all. The "maybe" answers are false positives of a's summary (m positions,
+    k hashes, n = 2,000 keys, re-sized to within 10% of 8 bits per document). Exact for the fixed seed, and near the
+    partitioned filter's FPR ``(1 - (1 - k/m)^n)^k``: one filter's own rate varies around it with an estimated standard
+    deviation of about 8% (its fill is random: k slices of m/k positions), the binomial count of 20,000 checks adds
+    4%, so 20% is more than two standard deviations of both (six seeds measured 517 to 619 against 552)."""
+    config = SimulationConfig(num_proxies=2, cache_size=1 << 30, bits_per_entry=8, expected_entries=100,
+                              update_threshold=1e-6, seed=3)
+    trace = [req(i, TWO[0], f"http://a.example/{i}") for i in range(2000)]
+    trace += [req(2000 + i, TWO[1], f"http://b.example/{i}") for i in range(20_000)]
+    nodes = _make_nodes("summary", config)
+    result = replay(trace, "summary", config, nodes=nodes)
+    summary = nodes[1].peer(0).summary.filter
+    m, k = summary.num_cells, summary.num_hashes
+    assert (m, k) == (15040, 6) and 8 / 1.1 <= m / 2000 <= 8 / 0.9
+    assert result.peer_checks_lacking == 20_000  # b's misses (a missed before b published anything)
+    assert result.peer_check_false_positives == 619 and result.peer_check_fpr == 619 / 20_000
+    assert result.false_hits == 619  # summary asks every "maybe"
+    expected = theory.false_positive_rate(m, 2000, k, layout="partitioned")
+    assert abs(result.peer_check_fpr / expected - 1) < 0.2
