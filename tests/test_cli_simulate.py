@@ -26,7 +26,8 @@ def test_table_and_json(tmp_path, capsys):
     lines = out.splitlines()
     assert lines[0].split()[:4] == ["policy", "requests", "local", "hit"]
     assert [line.split()[0] for line in lines[1:]] == ["none", "icp", "summary", "paradox", "carp"]
-    assert "byte hit" in lines[0] and "latency/req" in lines[0] and "memory/proxy" in lines[0]
+    assert "local byte  remote byte  byte hit" in lines[0]
+    assert "latency/req" in lines[0] and "memory/proxy" in lines[0]
     data = json.loads(out_path.read_text())
     assert [obj["policy"] for obj in data] == ["none", "icp", "summary", "paradox", "carp"]
     assert all(tuple(obj) == JSON_KEYS for obj in data)

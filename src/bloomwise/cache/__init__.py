@@ -26,7 +26,8 @@ __all__ = [
     # summary
     "DEFAULT_MAX_SUMMARY_BYTES", "SUMMARY_KINDS", "PeerSummary", "SummaryGap", "SummaryPublisher", "SummaryUpdate",
     # routing
-    "DEFAULT_ORIGIN_COST", "DEFAULT_PEER_COST", "POLICY_NAMES", "CarpPolicy", "IcpPolicy", "NoCooperation", "OnlinePrior",
+    "DEFAULT_ORIGIN_COST", "DEFAULT_PEER_COST", "POLICY_NAMES", "CarpPolicy", "IcpPolicy", "NoCooperation",
+    "OnlinePrior",
     "ParadoxPolicy", "PeerState", "RoutingPolicy", "SummaryPolicy", "make_policy",
     # node
     "STATS_KEYS", "CacheNode",

@@ -1,7 +1,8 @@
 """Figures of simulation results (the ``plot`` extra: matplotlib), drawn with matplotlib's object API.
 
 ``plot_sweep``: one panel per measure (hit ratio, byte hit ratio, inter-proxy queries per request, wire bytes,
-total cost, mean latency) against the swept parameter, one line per policy. ``plot_policies``: the same measures as bars, one per policy.
+total cost, mean latency) against the swept parameter, one line per policy. ``plot_policies``: the same measures
+as bars, one per policy.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ __all__ = ["plot_sweep", "plot_policies"]
 
 _MEASURES = (("hit_ratio", "hit ratio"), ("byte_hit_ratio", "byte hit ratio"),
              ("queries_per_request", "inter-proxy queries per request"),
-             ("wire_bytes", "wire bytes (queries + summaries)"), ("cost", "total cost (queries x tau + origin x omega)"),
+             ("wire_bytes", "wire bytes (queries + summaries)"),
+             ("cost", "total cost (queries x tau + origin x omega)"),
              ("mean_latency", "mean latency per request (tau, omega as latencies)"))
 
 

@@ -16,9 +16,10 @@ Five policies, all driven by the same :class:`~bloomwise.cache.node.CacheNode` c
 - ``carp``: what Squid (CARP), Apache Traffic Server, Varnish's shard director and nginx do today: every URL has one
   home proxy, the highest random weight over the healthy proxies (the requesting one included) with the hash of the
   Cache Array Routing Protocol (Valloppillil and Ross, draft-vinod-carp-v1-03, section 3: the URL hash, the member
-  hash and their combination, all load factors equal; the member names are the proxies' ids). A local miss goes to the home proxy, which serves it from its cache or fetches it from
-  the origin and keeps it; the requesting proxy does not keep a copy (CARP's aim: no duplication across the
-  array), so every document is cached at its home only. ``RoutingPolicy.home_fetches`` tells the caller.
+  hash and their combination, all load factors equal; the member names are the proxies' ids). A local miss goes to
+  the home proxy, which serves it from its cache or fetches it from the origin and keeps it; the requesting proxy
+  does not keep a copy (CARP's aim: no duplication across the array), so every document is cached at its home only.
+  ``RoutingPolicy.home_fetches`` tells the caller.
 
 ``RoutingPolicy.sequential`` tells the caller how to use the order: False (icp, summary): every peer listed is asked
 (in parallel); True (paradox): one at a time, stopping at the first hit.

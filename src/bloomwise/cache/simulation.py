@@ -16,8 +16,9 @@ the "maybe" answers of summaries of peers that did not hold the key divided by t
 Summary sizing. ``bits_per_entry`` positions per document: the caches start sized from ``entries`` (the cache size
 over the mean document size) and, with ``resize_tolerance`` (default 10%, Squid's rule), every publication first
 re-sizes a summary whose cached count drifted past the tolerance to ``bits_per_entry`` positions per document cached
-(``SummaryPublisher``). ``bits_per_cached_document`` reports the mean, over every publication, of positions per
-cached document.
+(``SummaryPublisher``). ``bits_per_cached_document`` reports positions per cached document over every publication
+of every proxy: the positions summed over publications divided by the documents cached summed over them (the mean
+of m / n weighted by n, so that the first publications of nearly empty caches do not dominate it).
 
 Costs, latency and bandwidth. ``cost = sum over queries of tau_j + origin fetches x omega`` (the work: every query
 costs its tau even when sent in parallel). ``latency`` is the sum over requests of the time a client waits, with tau
@@ -68,7 +69,7 @@ class SimulationConfig:
 
     :param num_proxies: P >= 1.
     :param cache_size: bytes of documents per proxy (>= 1).
-    :param bits_per_entry: counters (summary bits) per expected document (>= 1).
+    :param bits_per_entry: counters (summary bits) per document cached, within ``resize_tolerance`` (>= 1).
     :param update_threshold: new documents, as a fraction of the documents cached, before a summary is published,
         in (0, 1] (Summary Cache's threshold).
     :param expected_entries: documents each summary is sized for at the start; None: ``cache_size //
@@ -368,7 +369,7 @@ def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: 
                         other.share_summary(node.name, shared, nbytes)
                         node.note_summary_sent(other.name, nbytes)
     result.seconds = time.perf_counter() - started
-    positions = publications = 0.0
+    positions = documents = 0
     for node in nodes:
         result.requests += node.requests
         result.local_hits += node.local_hits
@@ -381,13 +382,12 @@ def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: 
         result.summary_messages += node.summaries_out
         result.cost += node.query_cost + node.origin_fetches * node.origin_cost
         publisher = node.publisher
-        if publisher.measured_publications:
-            positions += publisher.mean_positions_per_document * publisher.measured_publications
-            publications += publisher.measured_publications
+        positions += publisher.published_positions
+        documents += publisher.published_documents
         result.summary_resizes += publisher.resizes
         result.receiver_memory_bytes += sum(state.summary.nbytes for state in node.peers
                                             if state.summary is not None) / num_proxies
-    result.bits_per_cached_document = positions / publications if cooperative and publications else None
+    result.bits_per_cached_document = positions / documents if cooperative and documents else None
     result.query_bytes = query_bytes
     result.skipped = skipped
     result.requested_bytes = requested_bytes

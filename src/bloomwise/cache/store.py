@@ -126,7 +126,8 @@ class DocumentCache:
 
     :param capacity_bytes: the most bytes of documents held at once (>= 1).
     :param eviction: ``"lru"`` (default), ``"fifo"``, or an :class:`EvictionPolicy` instance.
-    :param bits_per_entry: counters per expected document (the summary's bits per entry when sent as bits), >= 1.
+    :param bits_per_entry: counters per expected document (the summary's bits per entry when sent as bits), >= 1;
+        :meth:`resize_filter` changes the expected number.
     :param expected_entries: documents the filter is sized for; default ``max(1, capacity_bytes // 8192)``.
     :param seed: the filter's hash seed (peers must agree on nothing: each summary carries its own parameters).
     :param layout: the filter's layout, ``"partitioned"`` (default: the model of the Bloom-paradox paper's

@@ -359,8 +359,9 @@ class SummaryPublisher:
 
     Each published version's state (the bit view's words, or the packed counters) is kept for ``history``
     versions: a delta is the difference between two kept states, found in O(m / 64) word comparisons.
-    ``mean_positions_per_document`` is the mean, over publications with documents, of the summary's positions per
-    cached document (m / n): the bits per entry the peers actually received.
+    ``mean_positions_per_document`` is the mean, over publications, of the summary's positions per cached document,
+    weighted by the documents (``sum m / sum n``, so that the first publications of a nearly empty cache do not
+    dominate): the bits per entry the peers actually received.
     """
 
     def __init__(self, cache, *, kind: str = "bits", update_threshold: float = 0.01, history: int = 4,
@@ -388,8 +389,9 @@ class SummaryPublisher:
         self._version = 0
         self._changes_at_publication = cache.changes
         self._new_at_publication = cache.new_documents
-        self._positions_per_document = 0.0  # sum over publications with documents of m / n
-        self._measured_publications = 0
+        #: sums over publications of the summary's positions m and of the documents cached n
+        self.published_positions = 0
+        self.published_documents = 0
         #: publications that re-sized the cache's filter first
         self.resizes = 0
 
@@ -398,17 +400,12 @@ class SummaryPublisher:
                     seed=filt.seed, hash_scheme=filt.hash_scheme)
 
     @property
-    def measured_publications(self) -> int:
-        """Publications made with at least one document cached (those ``mean_positions_per_document`` averages)."""
-        return self._measured_publications
-
-    @property
     def mean_positions_per_document(self) -> Optional[float]:
-        """The mean over publications (with at least one document cached) of summary positions per cached
-        document; None before such a publication."""
-        if not self._measured_publications:
+        """``published_positions / published_documents``: summary positions per cached document over the
+        publications; None before a publication with documents."""
+        if not self.published_documents:
             return None
-        return self._positions_per_document / self._measured_publications
+        return self.published_positions / self.published_documents
 
     @property
     def current_version(self) -> int:
@@ -516,9 +513,8 @@ class SummaryPublisher:
         self._version = version
         self._changes_at_publication = cache.changes
         self._new_at_publication = cache.new_documents
-        if len(cache):
-            self._positions_per_document += self._geometry["num_bits"] / len(cache)
-            self._measured_publications += 1
+        self.published_positions += self._geometry["num_bits"]
+        self.published_documents += len(cache)
         if whole or resized or version - 1 not in self._states:
             return self._whole(version)
         return self._smaller(version - 1, version)

@@ -13,7 +13,6 @@ error naming the option, 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import itertools
 import json
 import os
@@ -28,7 +27,7 @@ _DESCRIPTION = """\
 Replay a trace (Squid access.log, plain "timestamp client url size" lines, libCacheSim csv or oracleGeneral, or a
 real trace fetched by `bloomwise trace fetch NAME`, given by its name) or a synthetic one over
 P cooperating proxy caches, once per routing policy over identical empty caches, and print per policy: requests,
-local / remote / total hit ratio, byte hit ratio, false hits, false misses, inter-proxy queries per request, the
+local / remote / total hit ratio and byte hit ratio, false hits, false misses, inter-proxy queries per request, the
 false-positive rate of summary checks of peers that lacked the key, summary positions per cached document,
 inter-proxy messages (a query and its reply per peer asked, one per summary update sent), wire bytes (queries and
 summaries), the bytes of peer summaries a proxy holds, total cost (queries x tau + origin fetches x omega), mean
@@ -192,12 +191,13 @@ def _sweep(text: Optional[str]):
 def format_table(results, column: Optional[str] = None, values=None) -> str:
     """The results as an aligned text table (one row per policy; with ``column``, one per value and policy).
 
-    Columns: hit ratios (local, remote, total), byte hit ratio, false hits and misses, queries per request, the
-    false-positive rate of summary checks of peers that lacked the key (``check fpr``), summary positions per cached
-    document (``bits/doc``), inter-proxy messages, summary bytes, wire bytes (queries + summaries), the bytes of peer
-    summaries one proxy holds (``memory/proxy``), total cost, mean latency per request, wall time and the engine that
-    ran (JSON: the same measures, keys ``JSON_KEYS``)."""
-    header = ["policy", "requests", "local hit", "remote hit", "hit ratio", "byte hit", "false hits",
+    Columns: hit ratios (local, remote, total), byte hit ratios (local, remote, total), false hits and misses,
+    queries per request, the false-positive rate of summary checks of peers that lacked the key (``check fpr``),
+    summary positions per cached document (``bits/doc``), inter-proxy messages, summary bytes, wire bytes (queries +
+    summaries), the bytes of peer summaries one proxy holds (``memory/proxy``), total cost, mean latency per request,
+    wall time and the engine that ran (JSON: the same measures, keys ``JSON_KEYS``)."""
+    header = ["policy", "requests", "local hit", "remote hit", "hit ratio", "local byte", "remote byte", "byte hit",
+              "false hits",
               "false misses", "queries/req", "check fpr", "bits/doc", "messages", "summary bytes", "wire bytes",
               "memory/proxy", "cost", "latency/req", "seconds", "engine"]
     if column is not None:
@@ -207,7 +207,8 @@ def format_table(results, column: Optional[str] = None, values=None) -> str:
         fpr = "-" if r.peer_check_fpr is None else f"{r.peer_check_fpr:.4f}"
         bits = "-" if r.bits_per_cached_document is None else f"{r.bits_per_cached_document:.2f}"
         row = [r.policy, f"{r.requests:,}", f"{r.local_hit_ratio:.4f}", f"{r.remote_hit_ratio:.4f}",
-               f"{r.hit_ratio:.4f}", f"{r.byte_hit_ratio:.4f}", f"{r.false_hits:,}", f"{r.false_misses:,}",
+               f"{r.hit_ratio:.4f}", f"{r.local_byte_hit_ratio:.4f}", f"{r.remote_byte_hit_ratio:.4f}",
+               f"{r.byte_hit_ratio:.4f}", f"{r.false_hits:,}", f"{r.false_misses:,}",
                f"{r.queries_per_request:.4f}", fpr, bits, f"{r.messages:,}", f"{r.summary_bytes:,}",
                f"{r.wire_bytes:,}", f"{r.receiver_memory_bytes:,.0f}", f"{r.cost:,.0f}", f"{r.mean_latency:.4f}",
                f"{r.seconds:.2f}", r.engine]
