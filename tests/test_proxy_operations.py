@@ -3,6 +3,7 @@
 import asyncio
 import json
 import logging
+import os
 
 import pytest
 
@@ -144,6 +145,21 @@ def test_the_access_log_is_squid_format_and_simulate_replays_it(tmp_path, capsys
     [result] = json.loads(out.read_text())
     # 10 documents requested three times and one more: 20 hits of 31 in a replay of the same cache
     assert result["requests"] == 31 and round(result["local_hit_ratio"] * 31) == 20, result
+
+
+def test_an_access_log_that_cannot_be_written_is_closed_and_requests_go_on(tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full (a file every write to fails with ENOSPC)")
+
+    async def scenario():
+        async with origin_and_proxies(config(name="A", access_log="/dev/full")) as (origin, (a,), session):
+            for i in range(3):
+                await get_checked(session, a.url, origin, f"/doc/{i}")
+            await eventually(lambda: a.stats()["access_log_errors"] == 1, what="the failed flush")
+            for i in range(3):
+                assert (await get_checked(session, a.url, origin, f"/doc/{i}"))["X-Cache"].startswith("HIT")
+            assert a.stats()["access_log_errors"] == 1
+    run(scenario())
 
 
 # -- PURGE ----------------------------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ Examples::
     bloomwise cluster --proxies 4 --origin-documents 10000 --policy paradox --summary-kind counters
     bloomwise cluster --netns --proxies 3 --delays 4,6,10 --origin-delay 25    # as root: one namespace per host
 
-Its proxies answer loopback clients only and fetch from the test origin only unless --allow-destinations says
-otherwise.
+Its proxies answer loopback clients only (with --netns: the cluster's hosts) and fetch from the test origin only
+(with --netns: the cluster's hosts) unless --allow-destinations says otherwise.
 """
 from __future__ import annotations
 

@@ -67,8 +67,8 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
     parser.add_argument("--bits-per-entry", default="8", metavar="B",
                         help="summary bits (counters) per expected document (default 8)")
     parser.add_argument("--update-threshold", default="1%", metavar="T",
-                        help="publish a new summary when this fraction of the cached documents changed "
-                             "(1%% or 0.01; default 1%%)")
+                        help="publish a new summary when the documents new since the last one reach this "
+                             "fraction of the documents cached (1%% or 0.01; default 1%%)")
     parser.add_argument("--mean-document-size", default="8KiB", metavar="SIZE",
                         help="mean document size expected: the summary is sized for cache size / this documents "
                              "(default 8KiB)")
@@ -94,7 +94,7 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
 def register(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "proxy", help="run a caching HTTP proxy that shares Bloom-filter summaries with its peers",
-        description=__doc__.split("\n")[0].split(": ", 1)[1], epilog=__doc__.split("Examples::")[1],
+        description=__doc__.split("\n")[0].split(": ", 1)[1], epilog=__doc__.split("\n\n", 1)[1].replace("::", ":"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_proxy_options(parser)
     parser.set_defaults(func=run)

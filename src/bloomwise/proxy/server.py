@@ -147,7 +147,8 @@ class BloomwiseProxy:
             "requests_total", "pass_through", "cache_bypassed", "peer_failures", "summaries_rejected",
             "notifies_sent", "notifies_received", "digests_served", "loops_refused", "summaries_served",
             "clients_refused", "destinations_refused", "connect_refused", "collapsed_requests", "purges",
-            "peer_queries_sent", "header_timeouts", "bad_requests", "withdrawn_expiring", "fast_hits")}
+            "peer_queries_sent", "header_timeouts", "bad_requests", "withdrawn_expiring",
+            "access_log_errors", "fast_hits")}
         #: where a miss's time goes: the summary decision (node.route) against the whole miss (peers + origin)
         self.timing = {"misses": 0, "miss_seconds": 0.0, "route_seconds": 0.0}
         self.session = None          # to peers and the parent (configured by the operator)
@@ -261,13 +262,10 @@ class BloomwiseProxy:
             await self._web_server.shutdown(1.0)
             await self._listener.wait_closed()
             self._listener = None
-        if self._flush_task is not None:
-            self._flush_task.cancel()
-            await asyncio.gather(self._flush_task, return_exceptions=True)
-            self._flush_task = None
-        if self._access_log is not None:
-            self._access_log.close()
-            self._access_log = None
+        flushing = self._flush_task
+        self._close_access_log()
+        if flushing is not None:
+            await asyncio.gather(flushing, return_exceptions=True)
         for session in (self.session, self.origin_session):
             if session is not None:
                 await session.close()
@@ -301,9 +299,26 @@ class BloomwiseProxy:
                  peer[0] if peer else "a client", self.config.header_timeout)
 
     async def _flush_access_log_every_second(self) -> None:
-        while True:
+        while self._access_log is not None:
             await asyncio.sleep(1.0)
-            self._access_log.flush()
+            try:
+                self._access_log.flush()
+            except OSError as exc:
+                log.error("%s: cannot write the access log %s (%s); it is closed", self.name,
+                          self.config.access_log, exc.strerror or exc)
+                self.counters["access_log_errors"] += 1
+                self._close_access_log()
+
+    def _close_access_log(self) -> None:
+        if self._flush_task is not None and self._flush_task is not asyncio.current_task():
+            self._flush_task.cancel()
+        self._flush_task = None
+        if self._access_log is not None:
+            try:
+                self._access_log.close()
+            except OSError:
+                pass  # its last lines are lost: said when the write failed
+            self._access_log = None
 
     def _write_access_log(self, request, response, started_wall: float, elapsed: float) -> None:
         code, hierarchy = request.get(_LOG_KEY) or ("TCP_MISS", "HIER_NONE/-")
@@ -318,8 +333,14 @@ class BloomwiseProxy:
         type (what ``bloomwise simulate --format squid`` and Squid's tools read); nothing without --access-log."""
         if self._access_log is None:
             return
-        self._access_log.write(f"{started_wall:.3f} {int(elapsed * 1000):6d} {client or '-'} "
-                               f"{code}/{status:03d} {size or 0} {method} {target} - {hierarchy} {content_type}\n")
+        try:
+            self._access_log.write(f"{started_wall:.3f} {int(elapsed * 1000):6d} {client or '-'} {code}/{status:03d} "
+                                   f"{size or 0} {method} {target} - {hierarchy} {content_type}\n")
+        except OSError as exc:  # a full disk must not fail the request: logged, counted, and off
+            log.error("%s: cannot write the access log %s (%s); it is closed", self.name, self.config.access_log,
+                      exc.strerror or exc)
+            self.counters["access_log_errors"] += 1
+            self._close_access_log()
 
     # -- dispatch ---------------------------------------------------------------------------------------------
     async def _handle(self, request):
@@ -342,7 +363,13 @@ class BloomwiseProxy:
             self.metrics.observe_request(_OUTCOMES.get(fields[0], "other") if not fields[1].startswith("SIBLING")
                                          else "remote_hit", elapsed)
             if self._access_log is not None:
-                self._write_access_log(request, response, time.time() - elapsed, elapsed)
+                try:
+                    self._write_access_log(request, response, time.time() - elapsed, elapsed)
+                except OSError as exc:  # a full disk must not fail the request: logged, counted, and off
+                    log.error("%s: cannot write the access log %s (%s); it is closed", self.name,
+                              self.config.access_log, exc.strerror or exc)
+                    self.counters["access_log_errors"] += 1
+                    self._close_access_log()
         return response
 
     async def _dispatch(self, request):
