@@ -156,3 +156,25 @@ def test_lean_path_access_log_and_header_timeout(tmp_path):
             "GET", url, "-", "HIER_NONE/-"] and hit[9] == "application/octet-stream"
 
     run(scenario())
+
+
+def test_hand_over_and_pipelined_hits_on_uvloop():
+    """``bloomwise proxy`` runs on uvloop: its transports must hand a connection over (set_protocol) as asyncio's do."""
+    uvloop = pytest.importorskip("uvloop", reason="uvloop (proxy extra) is not installed")
+
+    async def scenario():
+        async with origin_and_proxies(config(), documents=20) as (origin, (proxy,), session):
+            assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
+            url = origin.url + "/doc/4"
+            raw = get_line(url) + get_line(url) + get_line(url)  # a miss (handed over), then two hits on aiohttp
+            states = [re.search(rb"X-Cache: (\w+)", head).group(1) for head, _ in await exchange(
+                proxy.config.port, raw, 3)]
+            assert states == [b"MISS", b"HIT", b"HIT"] and proxy.stats()["fast_hits"] == 0
+            answers = await exchange(proxy.config.port, get_line(url) * 5, 5)  # five pipelined lean hits
+            assert all(body == document_body("/doc/4", origin.mean_size) for _, body in answers)
+            assert proxy.stats()["fast_hits"] == 5
+
+    async def bounded():
+        await asyncio.wait_for(scenario(), 60)
+
+    uvloop.run(bounded())
