@@ -55,7 +55,7 @@ from bloomwise.cache.node import CacheNode, RequestState
 from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, CacheDigest
 from bloomwise.cache.store import DocumentCache
 from bloomwise.cache.traces import request_key
-from bloomwise.proxy import fast_hits, http_cache
+from bloomwise.proxy import fast_hits, http_cache, peer_client
 from bloomwise.cache.summary import SummaryPublisher
 from bloomwise.proxy.access import ClientPolicy, DestinationPolicy, GuardedResolver
 from bloomwise.proxy.advertised import AdvertisedSet
@@ -157,6 +157,8 @@ class BloomwiseProxy:
         self._web_server = None
         self._listener = None
         self.hit_path: Optional[fast_hits.HitPathConfig] = None   # the lean hit path, when it runs
+        #: kept-alive connections for peer queries, per peer URL (bloomwise.proxy.peer_client; else aiohttp's)
+        self.peer_connections: dict[str, peer_client.PeerConnections] = {}
         self._access_log = None      # the --access-log file, in Squid's native format
         self._flush_task = None
         self.metrics = ProxyMetrics()
@@ -266,6 +268,9 @@ class BloomwiseProxy:
         self._close_access_log()
         if flushing is not None:
             await asyncio.gather(flushing, return_exceptions=True)
+        for connections in self.peer_connections.values():
+            connections.close()
+        self.peer_connections.clear()
         for session in (self.session, self.origin_session):
             if session is not None:
                 await session.close()
@@ -664,13 +669,21 @@ class BloomwiseProxy:
 
         started = time.perf_counter()
         self.counters["peer_queries_sent"] += 1
+        headers = {"Cache-Control": "only-if-cached", "Via": self._via()}
         try:
-            async with self.session.get(
-                    url, proxy=link.url, headers={"Cache-Control": "only-if-cached", "Via": self._via()},
-                    timeout=aiohttp.ClientTimeout(total=self.config.peer_timeout)) as reply:
-                body = await _read_body(reply, self.config.max_object_size)
+            if peer_client.AVAILABLE:
+                connections = self.peer_connections.get(link.url)
+                if connections is None:
+                    connections = self.peer_connections[link.url] = peer_client.PeerConnections(link.url)
+                status, reply_headers, body = await connections.query(
+                    url, headers, timeout=self.config.peer_timeout, max_body=self.config.max_object_size)
                 elapsed = time.perf_counter() - started
-                status, reply_headers = reply.status, dict(reply.headers)
+            else:
+                async with self.session.get(url, proxy=link.url, headers=headers,
+                                            timeout=aiohttp.ClientTimeout(total=self.config.peer_timeout)) as reply:
+                    body = await _read_body(reply, self.config.max_object_size)
+                    elapsed = time.perf_counter() - started
+                    status, reply_headers = reply.status, dict(reply.headers)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, PeerFailure) as exc:
             self.counters["peer_failures"] += 1
             link.note_failure(f"query: {type(exc).__name__}: {exc}".rstrip(": "))
