@@ -182,3 +182,14 @@ def test_hand_over_and_pipelined_hits_on_uvloop():
         await asyncio.wait_for(scenario(), 60)
 
     uvloop.run(bounded())
+
+
+def test_the_proxys_own_endpoints_are_never_answered_from_the_cache():
+    async def scenario():
+        async with origin_and_proxies(config(), documents=5) as (origin, (proxy,), session):
+            stats_url = proxy.url + "/bloomwise/stats"
+            proxy.node.admit("GET " + stats_url, 6, b"cached", {"Cache-Control": "max-age=600"})  # planted
+            [(head, body)] = await exchange(proxy.config.port, get_line(stats_url), 1)
+            assert head.startswith(b"HTTP/1.1 200") and body.startswith(b"{") and b'"fast_hits": 0' in body
+
+    run(scenario())

@@ -158,9 +158,13 @@ class HitPathConfig:
         return self._date
 
     def prepared_hit(self, key: str, doc) -> Optional[PreparedHit]:
+        """The prepared hit of the document stored under ``key`` (``"GET " + target``), None when the lean path
+        does not serve it (an odd target, the proxy's own endpoints: the aiohttp path answers those)."""
         prepared = self.prepared.get(key)
         if prepared is not None and prepared.still_describes(doc):
             return prepared
+        if not self.serves_target(key.partition(" ")[2]):
+            return None
         if len(self.prepared) > 2 * self.node.cache.num_documents + 64:  # drop those of documents gone
             cache = self.node.cache
             self.prepared = {k: p for k, p in self.prepared.items() if cache.peek(k) is p.doc}
@@ -170,6 +174,18 @@ class HitPathConfig:
         else:
             self.prepared.pop(key, None)
         return prepared
+
+    def serves_target(self, target: str) -> bool:
+        """An ``http://`` URL with a host that does not name one of the proxy's own endpoints (as the aiohttp
+        path's ``_is_self`` decides)."""
+        try:
+            parts = urlsplit(target)
+            port = parts.port or 80
+        except ValueError:
+            return False
+        return parts.scheme == "http" and bool(parts.hostname) and not (port == self.own_port and (
+            parts.path.startswith("/bloomwise/") or parts.path == "/metrics"
+            or parts.path.startswith("/squid-internal-periodic/")))
 
     def close_all(self) -> None:
         for connection in list(self.connections):
@@ -182,6 +198,9 @@ class _Head:
     __slots__ = ("url", "complete", "cache_control", "via", "other")
 
     def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
         self.url = b""
         self.complete = False
         self.cache_control = None
@@ -219,6 +238,8 @@ class HitConnection(asyncio.Protocol):
         self.idle_deadline = None       # loop time an idle kept-alive connection is closed
         self.timer = None
         self.loop = None
+        self.head = _Head()                                   # one parser per connection: a head without a
+        self.parser = httptools.HttpRequestParser(self.head)  # body completes its message and resets it
 
     # -- asyncio.Protocol -----------------------------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -290,8 +311,8 @@ class HitConnection(asyncio.Protocol):
     def _answer(self, head_bytes: bytes) -> bool:
         """Answer one request head if it is a fresh hit; False (nothing sent) otherwise."""
         started = time.perf_counter()
-        head = _Head()
-        parser = httptools.HttpRequestParser(head)
+        head, parser = self.head, self.parser
+        head.reset()
         try:
             parser.feed_data(head_bytes)
         except (httptools.HttpParserError, httptools.HttpParserUpgrade):  # CONNECT, Upgrade: aiohttp's
@@ -324,15 +345,6 @@ class HitConnection(asyncio.Protocol):
         age = (now - prepared.stored_at) + prepared.stored_age
         if age >= prepared.lifetime:
             return False            # stale: the aiohttp path drops it and fetches again
-        try:
-            parts = urlsplit(target)
-            port = parts.port or 80
-        except ValueError:
-            return False
-        if not parts.hostname or (port == config.own_port and (
-                parts.path.startswith("/bloomwise/") or parts.path == "/metrics"
-                or parts.path.startswith("/squid-internal-periodic/"))):
-            return False
         config.counters["requests_total"] += 1
         config.counters["fast_hits"] += 1
         if peer_query:
