@@ -34,6 +34,17 @@ def test_default_destinations_refuse_loopback_link_local_and_metadata():
     assert policy.refusal("nothing", 80, []) == "nothing:80 resolves to no address"
 
 
+def test_the_proxys_own_endpoints_are_never_destinations():
+    policy = DestinationPolicy.parse("127.0.0.0/8,10.0.0.0/8")
+    policy.add_own_endpoints([("127.0.0.1", 3128)])
+    assert policy.refusal("127.0.0.1", 3128, ["127.0.0.1"]) == "127.0.0.1:3128 is this proxy itself"
+    assert policy.refusal("127.0.0.1", 3129, ["127.0.0.1"]) is None
+    wildcard = DestinationPolicy.parse("127.0.0.0/8,10.0.0.0/8")
+    wildcard.add_own_endpoints([("0.0.0.0", 3128)])              # listening on every address: its own ones
+    assert wildcard.refusal("localhost", 3128, ["127.0.0.1"]) is not None
+    assert wildcard.refusal("other", 3128, ["10.255.255.254"]) is None   # another host's port 3128
+
+
 def test_destination_rules_by_name_network_and_port():
     policy = DestinationPolicy.parse("origin.test:80,.example.com,10.0.0.0/8:8000-8099,[fd00::/8]:443")
     assert policy.refusal("origin.test", 80, ["10.9.9.9"]) is None

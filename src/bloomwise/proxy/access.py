@@ -219,11 +219,18 @@ class DestinationPolicy:
         return cls([DestinationRule.parse(part) for part in parts])
 
     def add_own_endpoints(self, endpoints: Iterable) -> None:
+        """Never fetch from these (address, port) pairs. A wildcard address (0.0.0.0, ::) stands for the host's own
+        addresses: loopback and the addresses its host name resolves to."""
         for address, port in endpoints:
             try:
-                self.own_endpoints.add((normalize_address(address), int(port)))
+                ip = normalize_address(address)
             except ValueError:
                 continue
+            if ip.is_unspecified:
+                for own in _own_host_addresses():
+                    self.own_endpoints.add((own, int(port)))
+            else:
+                self.own_endpoints.add((ip, int(port)))
         self._memo.clear()
 
     def describe(self) -> str:
@@ -243,9 +250,8 @@ class DestinationPolicy:
             except ValueError:
                 return f"{where} resolves to {text!r}, which is not an IP address"
         for ip in ips:
-            for own_ip, own_port in self.own_endpoints:
-                if port == own_port and (ip == own_ip or own_ip.is_unspecified):
-                    return f"{where} is this proxy itself"
+            if (ip, port) in self.own_endpoints:
+                return f"{where} is this proxy itself"
         if self.rules is None:
             for ip in ips:
                 for network in DEFAULT_DENIED_NETWORKS:
@@ -277,6 +283,21 @@ class DestinationPolicy:
             self._memo.clear()
         self._memo[(host, port)] = (now, refusal, addresses)
         return refusal, addresses
+
+
+def _own_host_addresses() -> set:
+    """Loopback and the addresses of this host's name (best effort: what a wildcard listening socket answers on)."""
+    addresses = {ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")}
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        infos = []
+    for info in infos:
+        try:
+            addresses.add(normalize_address(info[4][0]))
+        except ValueError:
+            continue
+    return addresses
 
 
 async def resolve(host: str, port: int) -> list[str]:
