@@ -22,6 +22,7 @@ except ImportError:  # the proxy extra installs it; without, peer queries go thr
 __all__ = ["AVAILABLE", "PeerConnections", "PeerQueryError"]
 
 AVAILABLE = httptools is not None
+_timeout = getattr(asyncio, "timeout", None)  # Python 3.11+
 #: bytes of response head (status line and headers) accepted at most
 MAX_HEAD_BYTES = 65536
 
@@ -33,11 +34,11 @@ class PeerQueryError(OSError):
 class _Response:
     """httptools callbacks: the status, headers (the first of each name, as sent) and body of one response."""
 
-    __slots__ = ("headers", "body", "size", "head_size", "complete", "max_body", "parser", "keep_alive",
+    __slots__ = ("headers", "names", "body", "size", "head_size", "complete", "max_body", "parser", "keep_alive",
                  "delimited_by_close", "error")
 
     def __init__(self, max_body: int):
-        self.headers, self.body, self.size, self.head_size = {}, [], 0, 0
+        self.headers, self.names, self.body, self.size, self.head_size = {}, set(), [], 0, 0
         self.complete, self.max_body, self.parser = False, max_body, None
         self.keep_alive = self.delimited_by_close = None   # known when the headers are complete
         self.error = None            # what a callback raised (httptools reports it as a parser error)
@@ -47,14 +48,14 @@ class _Response:
         if self.head_size > MAX_HEAD_BYTES:
             self.error = PeerQueryError(f"response headers over {MAX_HEAD_BYTES} bytes")
             raise self.error
-        key = name.decode("latin-1")
-        if not any(k.lower() == key.lower() for k in self.headers):
-            self.headers[key] = value.decode("latin-1")
+        lower = name.lower()
+        if lower not in self.names:
+            self.names.add(lower)
+            self.headers[name.decode("latin-1")] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         self.keep_alive = self.parser.should_keep_alive()
-        names = {k.lower() for k in self.headers}
-        self.delimited_by_close = "content-length" not in names and "transfer-encoding" not in names
+        self.delimited_by_close = b"content-length" not in self.names and b"transfer-encoding" not in self.names
 
     def on_body(self, chunk: bytes) -> None:
         self.size += len(chunk)
@@ -80,7 +81,10 @@ class PeerConnections:
     async def query(self, url: str, headers: dict, *, timeout: float, max_body: int):
         """``GET url`` through the peer: (status, headers, body). PeerQueryError (or OSError) on failure,
         asyncio.TimeoutError after ``timeout`` seconds."""
-        return await asyncio.wait_for(self._query(url, headers, max_body), timeout)
+        if _timeout is None:
+            return await asyncio.wait_for(self._query(url, headers, max_body), timeout)
+        async with _timeout(timeout):  # no task of its own, unlike wait_for
+            return await self._query(url, headers, max_body)
 
     async def _query(self, url: str, headers: dict, max_body: int):
         host = urlsplit(url).netloc
