@@ -289,21 +289,24 @@ class HitConnection(asyncio.Protocol):
     # -- requests ---------------------------------------------------------------------------------------------------
     def _serve_buffered(self) -> None:
         """Answer every complete head in the buffer that is a hit; hand the connection over at the first that
-        is not (or at a head too long)."""
-        while self.buffer and not self.writing_paused and self.transport is not None:
-            end = self.buffer.find(b"\r\n\r\n", max(0, self.scanned - 3))
+        is not (or at a head too long). The buffer is cut once, after the loop (pipelined heads cost no copies)."""
+        buffer, start = self.buffer, 0
+        while start < len(buffer) and not self.writing_paused and self.transport is not None:
+            end = buffer.find(b"\r\n\r\n", max(start, self.scanned - 3))
             if end < 0:
-                if len(self.buffer) > MAX_HEAD_BYTES or b"\n\n" in self.buffer or b"\n\r\n" in self.buffer:
+                self.buffer = buffer = buffer[start:] if start else buffer
+                if len(buffer) > MAX_HEAD_BYTES or b"\n\n" in buffer or b"\n\r\n" in buffer:
                     self._hand_over()   # too long, or bare LF line ends: aiohttp's parser and limits decide
                 else:
-                    self.scanned = len(self.buffer)
+                    self.scanned = len(buffer)
                 return
-            head_bytes = self.buffer[:end + 4]
-            if not self.allowed or not self._answer(head_bytes):
+            if not self.allowed or not self._answer(buffer[start:end + 4]):
+                self.buffer = buffer[start:]
                 self._hand_over()
                 return
-            self.buffer = self.buffer[end + 4:]
+            start = end + 4
             self.scanned = 0
+        self.buffer = buffer[start:] if start else buffer
         if not self.buffer and self.transport is not None:
             self.head_deadline = None
             self.idle_deadline = self.loop.time() + self.config.idle_timeout
