@@ -193,3 +193,22 @@ def test_the_proxys_own_endpoints_are_never_answered_from_the_cache():
             assert head.startswith(b"HTTP/1.1 200") and body.startswith(b"{") and b'"fast_hits": 0' in body
 
     run(scenario())
+
+
+def test_no_fast_hits_option_turns_the_lean_path_off():
+    import argparse
+
+    from bloomwise.cli import proxy as proxy_cli
+
+    parser = proxy_cli.register(argparse.ArgumentParser().add_subparsers())
+    assert proxy_cli.config_from_args(parser.parse_args([])).fast_hits is True
+    assert proxy_cli.config_from_args(parser.parse_args(["--no-fast-hits"])).fast_hits is False
+
+    async def scenario():
+        async with origin_and_proxies(config(fast_hits=False), documents=5) as (origin, (proxy,), session):
+            assert proxy.hit_path is None
+            for _ in range(2):
+                await exchange(proxy.config.port, get_line(origin.url + "/doc/1"), 1)
+            assert proxy.stats()["local_hits"] == 1 and proxy.stats()["fast_hits"] == 0
+
+    run(scenario())
