@@ -401,6 +401,10 @@ class HitConnection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         now = self.loop.time()
+        if self.writing_paused:   # complete heads wait for the client to read the answers: no head is late
+            self.head_deadline = now + self.config.header_timeout if self.head_deadline is not None else None
+            self._arm(now + self.config.header_timeout)
+            return
         if self.head_deadline is not None:
             if now >= self.head_deadline:   # as HeaderDeadline in server.py: 408 and close
                 self.config.on_header_timeout(transport)
