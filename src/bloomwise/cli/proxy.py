@@ -85,6 +85,9 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
     parser.add_argument("--origin-cost", default="100", metavar="MS",
                         help="omega, the cost of an origin fetch in milliseconds (peers cost their measured "
                              "round-trip time; default 100)")
+    parser.add_argument("--no-fast-hits", dest="fast_hits", action="store_false",
+                        help="answer fresh hits with aiohttp too, not with the lean hit path (to compare; the lean "
+                             "path needs httptools)")
     parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
 
 
@@ -141,6 +144,7 @@ def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=N
         summary_interval=_seconds(args.summary_interval, "--summary-interval"),
         peer_timeout=_seconds(args.peer_timeout, "--peer-timeout"),
         header_timeout=_seconds(args.header_timeout, "--header-timeout"),
+        fast_hits=getattr(args, "fast_hits", True),
         access_log=getattr(args, "access_log", None),
         origin_cost_ms=_positive(args.origin_cost, "--origin-cost", "milliseconds"),
         mean_document_size=mean_document_size,
@@ -161,6 +165,19 @@ async def _serve_until_signal(proxy) -> None:
         await stop.wait()
     finally:
         await proxy.stop()
+
+
+def run_event_loop(main) -> None:
+    """Run ``main`` on uvloop when it is installed (the proxy extra; its event loop and sockets are in C), else on
+    asyncio's own loop, saying so in the log."""
+    try:
+        import uvloop  # an optional dependency: the standard loop works without it
+    except ImportError:
+        logging.getLogger("bloomwise.proxy").info("uvloop is not installed: the standard asyncio event loop runs "
+                                                  "(pip install 'bloomwise[proxy]')")
+        asyncio.run(main)
+        return
+    uvloop.run(main)
 
 
 def run(args) -> int:
@@ -186,7 +203,7 @@ def run(args) -> int:
             return 1
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        asyncio.run(_serve_until_signal(proxy))
+        run_event_loop(_serve_until_signal(proxy))
     except OSError as exc:
         print(f"bloomwise proxy: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
         return 1

@@ -55,7 +55,7 @@ from bloomwise.cache.node import CacheNode, RequestState
 from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, CacheDigest
 from bloomwise.cache.store import DocumentCache
 from bloomwise.cache.traces import request_key
-from bloomwise.proxy import http_cache
+from bloomwise.proxy import fast_hits, http_cache, peer_client
 from bloomwise.cache.summary import SummaryPublisher
 from bloomwise.proxy.access import ClientPolicy, DestinationPolicy, GuardedResolver
 from bloomwise.proxy.advertised import AdvertisedSet
@@ -102,6 +102,8 @@ class ProxyConfig:
     #: link-local and metadata addresses): bloomwise.proxy.access
     clients: Optional[ClientPolicy] = None
     destinations: Optional[DestinationPolicy] = None
+    #: fresh hits answered by the lean hit path (bloomwise.proxy.fast_hits; needs httptools), not by aiohttp
+    fast_hits: bool = True
 
     @property
     def expiry_sweep(self) -> float:
@@ -146,7 +148,7 @@ class BloomwiseProxy:
             "notifies_sent", "notifies_received", "digests_served", "loops_refused", "summaries_served",
             "clients_refused", "destinations_refused", "connect_refused", "collapsed_requests", "purges",
             "peer_queries_sent", "header_timeouts", "bad_requests", "withdrawn_expiring",
-            "access_log_errors")}
+            "access_log_errors", "fast_hits")}
         #: where a miss's time goes: the summary decision (node.route) against the whole miss (peers + origin)
         self.timing = {"misses": 0, "miss_seconds": 0.0, "route_seconds": 0.0}
         self.session = None          # to peers and the parent (configured by the operator)
@@ -154,6 +156,9 @@ class BloomwiseProxy:
         self.started_monotonic = time.monotonic()
         self._web_server = None
         self._listener = None
+        self.hit_path: Optional[fast_hits.HitPathConfig] = None   # the lean hit path, when it runs
+        #: kept-alive connections for peer queries, per peer URL (bloomwise.proxy.peer_client; else aiohttp's)
+        self.peer_connections: dict[str, peer_client.PeerConnections] = {}
         self._access_log = None      # the --access-log file, in Squid's native format
         self._flush_task = None
         self.metrics = ProxyMetrics()
@@ -190,13 +195,28 @@ class BloomwiseProxy:
         self._web_server = web.Server(self._handle, access_log=None, logger=_OneLineServerLog(log, self.counters),
                                       keepalive_timeout=IDLE_CONNECTION_TIMEOUT)
 
-        def connection():
+        def aiohttp_connection():
             return HeaderDeadline(self._web_server(), self.config.header_timeout, self._header_timed_out)
 
+        def hit_path_connection():  # fresh hits answered there, every other request handed to aiohttp
+            return fast_hits.HitConnection(self.hit_path)
+
+        lean = self.config.fast_hits and fast_hits.AVAILABLE
+        if self.config.fast_hits and not lean:
+            log.info("httptools is not installed: every request goes through aiohttp (pip install "
+                     "'bloomwise[proxy]' for the lean hit path)")
         self._listener = await asyncio.get_running_loop().create_server(
-            connection, self.config.host, self.config.port, reuse_address=True, backlog=1024)
+            hit_path_connection if lean else aiohttp_connection, self.config.host, self.config.port,
+            reuse_address=True, backlog=1024)
         sockets = self._listener.sockets
         self.config.port = sockets[0].getsockname()[1]
+        if lean:  # before the first await: no connection is accepted before it exists
+            self.hit_path = fast_hits.HitPathConfig(
+                node=self.node, counters=self.counters, metrics=self.metrics, client_allowed=self.config.clients.allows,
+                own_url=self.url, own_port=self.config.port, client_headers=self._client_headers,
+                handed_over=aiohttp_connection, header_timeout=self.config.header_timeout,
+                on_header_timeout=self._header_timed_out, idle_timeout=IDLE_CONNECTION_TIMEOUT,
+                log_access=self.log_access if self.config.access_log else None)
         self.config.destinations.add_own_endpoints(s.getsockname()[:2] for s in sockets)
         if not self.config.name:
             self.node.name = self.url
@@ -239,6 +259,8 @@ class BloomwiseProxy:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._listener is not None:
             self._listener.close()
+            if self.hit_path is not None:
+                self.hit_path.close_all()
             await self._web_server.shutdown(1.0)
             await self._listener.wait_closed()
             self._listener = None
@@ -246,6 +268,9 @@ class BloomwiseProxy:
         self._close_access_log()
         if flushing is not None:
             await asyncio.gather(flushing, return_exceptions=True)
+        for connections in self.peer_connections.values():
+            connections.close()
+        self.peer_connections.clear()
         for session in (self.session, self.origin_session):
             if session is not None:
                 await session.close()
@@ -301,14 +326,26 @@ class BloomwiseProxy:
             self._access_log = None
 
     def _write_access_log(self, request, response, started_wall: float, elapsed: float) -> None:
-        """One line in Squid's native format: time elapsed client code/status bytes method URL user hierarchy
-        type (what ``bloomwise simulate --format squid`` and Squid's tools read)."""
         code, hierarchy = request.get(_LOG_KEY) or ("TCP_MISS", "HIER_NONE/-")
         size = response.content_length if response.content_length is not None else response.body_length
         content_type = response.headers.get("Content-Type", "-").split(";", 1)[0].strip() or "-"
-        self._access_log.write(f"{started_wall:.3f} {int(elapsed * 1000):6d} {request.remote or '-'} "
-                               f"{code}/{response.status:03d} {size or 0} {request.method} {request.raw_path} - "
-                               f"{hierarchy} {content_type}\n")
+        self.log_access(started_wall, elapsed, request.remote, code, response.status, size, request.method,
+                        request.raw_path, hierarchy, content_type)
+
+    def log_access(self, started_wall: float, elapsed: float, client: Optional[str], code: str, status: int,
+                   size: Optional[int], method: str, target: str, hierarchy: str, content_type: str) -> None:
+        """One line in Squid's native format: time elapsed client code/status bytes method URL user hierarchy
+        type (what ``bloomwise simulate --format squid`` and Squid's tools read); nothing without --access-log."""
+        if self._access_log is None:
+            return
+        try:
+            self._access_log.write(f"{started_wall:.3f} {int(elapsed * 1000):6d} {client or '-'} {code}/{status:03d} "
+                                   f"{size or 0} {method} {target} - {hierarchy} {content_type}\n")
+        except OSError as exc:  # a full disk must not fail the request: logged, counted, and off
+            log.error("%s: cannot write the access log %s (%s); it is closed", self.name, self.config.access_log,
+                      exc.strerror or exc)
+            self.counters["access_log_errors"] += 1
+            self._close_access_log()
 
     # -- dispatch ---------------------------------------------------------------------------------------------
     async def _handle(self, request):
@@ -632,13 +669,21 @@ class BloomwiseProxy:
 
         started = time.perf_counter()
         self.counters["peer_queries_sent"] += 1
+        headers = {"Cache-Control": "only-if-cached", "Via": self._via()}
         try:
-            async with self.session.get(
-                    url, proxy=link.url, headers={"Cache-Control": "only-if-cached", "Via": self._via()},
-                    timeout=aiohttp.ClientTimeout(total=self.config.peer_timeout)) as reply:
-                body = await _read_body(reply, self.config.max_object_size)
+            if peer_client.AVAILABLE:
+                connections = self.peer_connections.get(link.url)
+                if connections is None:
+                    connections = self.peer_connections[link.url] = peer_client.PeerConnections(link.url)
+                status, reply_headers, body = await connections.query(
+                    url, headers, timeout=self.config.peer_timeout, max_body=self.config.max_object_size)
                 elapsed = time.perf_counter() - started
-                status, reply_headers = reply.status, dict(reply.headers)
+            else:
+                async with self.session.get(url, proxy=link.url, headers=headers,
+                                            timeout=aiohttp.ClientTimeout(total=self.config.peer_timeout)) as reply:
+                    body = await _read_body(reply, self.config.max_object_size)
+                    elapsed = time.perf_counter() - started
+                    status, reply_headers = reply.status, dict(reply.headers)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, PeerFailure) as exc:
             self.counters["peer_failures"] += 1
             link.note_failure(f"query: {type(exc).__name__}: {exc}".rstrip(": "))

@@ -1,0 +1,419 @@
+"""The lean hit path of the bloomwise proxy: fresh cached documents served without aiohttp.
+
+aiohttp's server costs about 100 us of Python per request (request object, header multidict, response object,
+header serialisation), which caps a one-process proxy near Squid's memory-hit rate on a 2-core machine. A hit needs
+none of it: the response is the stored document with a few per-hit fields. :class:`HitConnection` is the
+``asyncio.Protocol`` of every client connection; it splits the byte stream into request heads (``\\r\\n\\r\\n``),
+parses each with httptools (llhttp, the parser of Node.js), and answers by itself only when all of these hold:
+
+- the client may use the proxy (``--allow-clients``; a peer's own connection is handed over) ;
+- ``GET http://...`` HTTP/1.1, kept alive, no body, no ``Connection``/``Expect``/``Pragma`` header, a
+  ``Cache-Control`` that is absent or exactly ``only-if-cached`` (a peer query), no ``Via`` naming this proxy;
+- the document is stored and fresh, and not one of the proxy's own endpoints.
+
+Everything else (misses, stale copies, endpoints, PURGE, CONNECT, other methods, refusals, malformed or oversized
+heads) is *handed over*: the connection's protocol becomes the aiohttp one (``transport.set_protocol``), which
+receives the unserved bytes as if it had read them, and keeps the connection to its end. So every behaviour other
+than a fresh hit is aiohttp's code, unchanged, and a hit answered here is byte for byte what aiohttp would have sent
+(except ``Date`` and ``Age``, which are the time's): :class:`PreparedHit` builds the head once per stored copy with
+the same header code and aiohttp's own header order, and leaves three holes filled per hit (``ttl`` of
+``Cache-Status``, ``Age``, ``Date``, the last formatted once per second). One ``writelines`` per hit.
+
+Freshness per hit needs no header parsing (RFC 9111 section 4.2.3 as :mod:`bloomwise.proxy.http_cache` simplifies
+it): with ``L`` the freshness lifetime and ``A0`` the ``Age`` the copy arrived with, both fixed at store time,
+``age(now) = max(0, now - stored_at) + A0`` and the copy is fresh while ``age(now) < L``, i.e. until
+``expires = stored_at + L - A0``.
+
+Bounds per connection: a request head over :data:`MAX_HEAD_BYTES` is handed over (aiohttp refuses it with its own
+limits); pipelined requests are answered in order while the transport's write buffer is under its high-water mark,
+then reading pauses until it drains.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from email.utils import formatdate
+from typing import Callable, Optional
+from urllib.parse import urlsplit
+
+from bloomwise.cache.traces import request_key
+from bloomwise.proxy import http_cache
+
+try:
+    import httptools
+except ImportError:  # the proxy extra installs it; without, every request goes to aiohttp
+    httptools = None
+
+try:
+    from aiohttp.http import SERVER_SOFTWARE
+    from multidict import CIMultiDict
+except ImportError:  # the proxy needs aiohttp anyway: this module is used only with it
+    SERVER_SOFTWARE, CIMultiDict = None, None
+
+__all__ = ["AVAILABLE", "HitPathConfig", "HitConnection", "PreparedHit", "MAX_HEAD_BYTES"]
+
+#: httptools (and aiohttp) importable: the lean hit path can run
+AVAILABLE = httptools is not None and CIMultiDict is not None
+#: a request head longer than this without its blank line goes to aiohttp, which applies its own limits
+MAX_HEAD_BYTES = 16384
+#: request headers that send a request to aiohttp (lower case); Cache-Control and Via are checked by value
+_HANDED_OVER_HEADERS = frozenset((b"connection", b"expect", b"pragma", b"upgrade", b"proxy-connection",
+                                  b"transfer-encoding", b"keep-alive", b"te"))
+_FORBIDDEN_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # aiohttp's header injection guard
+
+
+def _clean_header_text(text: str) -> bool:
+    """ASCII without the control characters aiohttp refuses in a header."""
+    return text.isascii() and _FORBIDDEN_HEADER_CHARS.search(text) is None
+
+
+class PreparedHit:
+    """The response to a hit on one stored copy: its head split around the per-hit fields, and its body.
+
+    ``head_parts`` are 4 byte strings; the head is ``parts[0] + ttl + parts[1] + age + parts[2] + date +
+    parts[3]`` (``date`` empty when the stored copy carries its own Date). ``lifetime`` (L) and ``stored_age``
+    (A0) give the copy's age and freshness per hit without reading its headers. Valid while the document object
+    still holds the same ``stored_at`` and body (a replaced copy changes them in place).
+    """
+
+    __slots__ = ("doc", "stored_at", "body", "head_parts", "lifetime", "stored_age", "content_type", "dated")
+
+    def __init__(self, doc, head_parts, lifetime, stored_age, content_type, dated):
+        self.doc, self.stored_at, self.body = doc, doc.stored_at, doc.body or b""
+        self.head_parts, self.lifetime, self.stored_age = head_parts, lifetime, stored_age
+        self.content_type, self.dated = content_type, dated
+
+    def still_describes(self, doc) -> bool:
+        return self.doc is doc and doc.stored_at == self.stored_at and (doc.body or b"") is self.body
+
+    @classmethod
+    def build(cls, doc, client_headers: Callable) -> Optional["PreparedHit"]:
+        """The prepared hit of ``doc``, or None when it cannot be served here (no lifetime, odd headers).
+
+        ``client_headers(headers, cache_state, cache_status)`` is the proxy's own header builder (the one the
+        aiohttp path uses); the per-hit values go in as markers, then the headers get aiohttp's additions in
+        aiohttp's order (``web.Response`` then ``_prepare_headers``: Content-Length, Content-Type when the body is
+        not empty, Date, Server)."""
+        stored = doc.headers or {}
+        lifetime = http_cache.freshness_lifetime(200, stored, now=doc.stored_at)
+        if lifetime is None or not all(isinstance(k, str) and isinstance(v, str) and _clean_header_text(k + v)
+                                       for k, v in stored.items()):
+            return None  # what aiohttp would refuse, or non-ASCII: the aiohttp path decides
+        stored_age = http_cache.current_age(stored, doc.stored_at, now=doc.stored_at)
+        body = doc.body or b""
+        headers = client_headers(dict(stored), "HIT", "hit; ttl=\x00")
+        headers["Age"] = "\x01"
+        merged = CIMultiDict(headers)
+        merged["Content-Length"] = str(len(body))
+        if body:
+            merged.setdefault("Content-Type", "application/octet-stream")
+        dated = "Date" not in merged
+        if dated:
+            merged["Date"] = "\x02"
+        merged.setdefault("Server", SERVER_SOFTWARE)
+        text = "HTTP/1.1 200 OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in merged.items()) + "\r\n"
+        pieces = text.replace("\x01", "\x00").replace("\x02", "\x00").split("\x00")
+        if len(pieces) != (4 if dated else 3) or not text.isascii():
+            return None
+        if not dated:
+            pieces.append("")
+        head_parts = tuple(p.encode("ascii") for p in pieces)
+        content_type = merged.get("Content-Type", "-").split(";", 1)[0].strip() or "-"
+        return cls(doc, head_parts, lifetime, stored_age, content_type, dated)
+
+
+class HitPathConfig:
+    """What the hit path needs of its proxy, by name (built by :class:`bloomwise.proxy.server.BloomwiseProxy`).
+
+    :param node: the CacheNode (``lookup``, ``serve_peer_query`` and ``cache.peek`` are used).
+    :param counters: the proxy's counters (``requests_total`` and ``fast_hits`` are counted here).
+    :param metrics: the proxy's ProxyMetrics (``observe_request("hit", seconds)``).
+    :param client_allowed: address -> whether it may use the proxy (``--allow-clients``).
+    :param own_url: the proxy's URL (Via loop guard and its own endpoints).
+    :param client_headers: the proxy's header builder (see :meth:`PreparedHit.build`).
+    :param handed_over: a factory of the aiohttp protocol that takes a connection over.
+    :param header_timeout: seconds for a request's head; ``on_header_timeout(transport)`` then.
+    :param log_access: None or ``f(started_wall, elapsed, client, code, status, size, method, target, hierarchy,
+        content_type)``, the access-log writer.
+    """
+
+    def __init__(self, *, node, counters, metrics, client_allowed, own_url, own_port, client_headers, handed_over,
+                 header_timeout, on_header_timeout, idle_timeout, log_access):
+        self.node, self.counters, self.metrics = node, counters, metrics
+        self.client_allowed, self.own_url, self.own_port = client_allowed, own_url, own_port
+        self.client_headers, self.handed_over = client_headers, handed_over
+        self.header_timeout, self.on_header_timeout, self.idle_timeout = header_timeout, on_header_timeout, idle_timeout
+        self.log_access = log_access
+        self.prepared: dict = {}          # cache key -> PreparedHit
+        self.connections: set = set()     # the HitConnections not handed over (closed by close_all)
+        self._date_second = -1
+        self._date = b""
+
+    def http_date(self, now: float) -> bytes:
+        """RFC 9110 IMF-fixdate of ``now``, formatted once per second."""
+        second = int(now)
+        if second != self._date_second:
+            self._date_second, self._date = second, formatdate(second, usegmt=True).encode("ascii")
+        return self._date
+
+    def prepared_hit(self, key: str, doc) -> Optional[PreparedHit]:
+        """The prepared hit of the document stored under ``key`` (``"GET " + target``), None when the lean path
+        does not serve it (an odd target, the proxy's own endpoints: the aiohttp path answers those)."""
+        prepared = self.prepared.get(key)
+        if prepared is not None and prepared.still_describes(doc):
+            return prepared
+        if not self.serves_target(key.partition(" ")[2]):
+            return None
+        if len(self.prepared) > 2 * self.node.cache.num_documents + 64:  # drop those of documents gone
+            cache = self.node.cache
+            self.prepared = {k: p for k, p in self.prepared.items() if cache.peek(k) is p.doc}
+        prepared = PreparedHit.build(doc, self.client_headers)
+        if prepared is not None:
+            self.prepared[key] = prepared
+        else:
+            self.prepared.pop(key, None)
+        return prepared
+
+    def serves_target(self, target: str) -> bool:
+        """An ``http://`` URL with a host that does not name one of the proxy's own endpoints (as the aiohttp
+        path's ``_is_self`` decides)."""
+        try:
+            parts = urlsplit(target)
+            port = parts.port or 80
+        except ValueError:
+            return False
+        return parts.scheme == "http" and bool(parts.hostname) and not (port == self.own_port and (
+            parts.path.startswith("/bloomwise/") or parts.path == "/metrics"
+            or parts.path.startswith("/squid-internal-periodic/")))
+
+    def close_all(self) -> None:
+        for connection in list(self.connections):
+            connection.close()
+
+
+class _Head:
+    """The parts of one request head the hit path looks at (httptools callbacks)."""
+
+    __slots__ = ("url", "complete", "cache_control", "via", "other")
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.url = b""
+        self.complete = False
+        self.cache_control = None
+        self.via = None
+        self.other = False   # a header that sends the request to aiohttp
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"cache-control":
+            self.cache_control = value if self.cache_control is None else self.cache_control + b"," + value
+        elif name == b"via":
+            self.via = value if self.via is None else self.via + b"," + value
+        elif name in _HANDED_OVER_HEADERS or (name == b"content-length" and value.strip() != b"0"):
+            self.other = True
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+class HitConnection(asyncio.Protocol):
+    """One client connection: fresh hits answered here, the rest handed over to aiohttp (module docstring)."""
+
+    def __init__(self, config: HitPathConfig):
+        self.config = config
+        self.transport = None
+        self.client = None
+        self.allowed = False
+        self.buffer = b""
+        self.scanned = 0                # bytes of buffer known to hold no head end
+        self.writing_paused = False
+        self.head_deadline = None       # loop time by which the head being received must be complete
+        self.idle_deadline = None       # loop time an idle kept-alive connection is closed
+        self.timer = None
+        self.loop = None
+        self.head = _Head()                                   # one parser per connection: a head without a
+        self.parser = httptools.HttpRequestParser(self.head)  # body completes its message and resets it
+
+    # -- asyncio.Protocol -----------------------------------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.loop = asyncio.get_running_loop()
+        peer = transport.get_extra_info("peername")
+        self.client = peer[0] if peer else None
+        self.allowed = self.config.client_allowed(self.client)
+        self.config.connections.add(self)
+        self.head_deadline = self.loop.time() + self.config.header_timeout
+        self._arm(self.head_deadline)
+
+    def data_received(self, data: bytes) -> None:
+        if self.head_deadline is None:      # the first byte of a request: its head has a deadline
+            self.head_deadline = self.loop.time() + self.config.header_timeout
+            self.idle_deadline = None
+            self._arm(self.head_deadline)
+        self.buffer += data
+        self._serve_buffered()
+
+    def eof_received(self):
+        if self.buffer and self.transport is not None:   # a request without its end: aiohttp answers it
+            inner = self._hand_over()
+            return inner.eof_received()
+        return False
+
+    def connection_lost(self, exc) -> None:
+        self._disarm()
+        self.config.connections.discard(self)
+        self.transport = None
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+            self._serve_buffered()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- requests ---------------------------------------------------------------------------------------------------
+    def _serve_buffered(self) -> None:
+        """Answer every complete head in the buffer that is a hit; hand the connection over at the first that
+        is not (or at a head too long). The buffer is cut once, after the loop (pipelined heads cost no copies)."""
+        buffer, start = self.buffer, 0
+        while start < len(buffer) and not self.writing_paused and self.transport is not None:
+            end = buffer.find(b"\r\n\r\n", max(start, self.scanned - 3))
+            if end < 0:
+                self.buffer = buffer = buffer[start:] if start else buffer
+                if len(buffer) > MAX_HEAD_BYTES or b"\n\n" in buffer or b"\n\r\n" in buffer:
+                    self._hand_over()   # too long, or bare LF line ends: aiohttp's parser and limits decide
+                else:
+                    self.scanned = len(buffer)
+                return
+            if not self.allowed or not self._answer(buffer[start:end + 4]):
+                self.buffer = buffer[start:]
+                self._hand_over()
+                return
+            start = end + 4
+            self.scanned = 0
+        self.buffer = buffer[start:] if start else buffer
+        if not self.buffer and self.transport is not None:
+            self.head_deadline = None
+            self.idle_deadline = self.loop.time() + self.config.idle_timeout
+
+    def _answer(self, head_bytes: bytes) -> bool:
+        """Answer one request head if it is a fresh hit; False (nothing sent) otherwise."""
+        started = time.perf_counter()
+        head, parser = self.head, self.parser
+        head.reset()
+        try:
+            parser.feed_data(head_bytes)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):  # CONNECT, Upgrade: aiohttp's
+            return False
+        if (not head.complete or head.other or parser.get_method() != b"GET" or parser.get_http_version() != "1.1"
+                or not parser.should_keep_alive() or not head.url.startswith(b"http://")):
+            return False
+        config = self.config
+        peer_query = False
+        if head.cache_control is not None:
+            if head.cache_control.strip().lower() != b"only-if-cached":
+                return False
+            peer_query = True
+        if head.via is not None and (config.own_url.encode() in head.via
+                                     or f"bloomwise-{config.own_port}".encode() in head.via):
+            return False
+        try:
+            target = head.url.decode("ascii")
+        except UnicodeDecodeError:
+            return False
+        key = request_key("GET", target)
+        node = config.node
+        doc = node.cache.peek(key)
+        if doc is None:
+            return False
+        now = time.time()
+        prepared = config.prepared_hit(key, doc)
+        if prepared is None or now < prepared.stored_at:
+            return False
+        age = (now - prepared.stored_at) + prepared.stored_age
+        if age >= prepared.lifetime:
+            return False            # stale: the aiohttp path drops it and fetches again
+        config.counters["requests_total"] += 1
+        config.counters["fast_hits"] += 1
+        if peer_query:
+            node.serve_peer_query(key)
+        else:
+            node.lookup(key)
+        hp = prepared.head_parts
+        self.transport.writelines((
+            hp[0], str(int(prepared.lifetime - age)).encode(), hp[1], str(int(age)).encode(), hp[2],
+            config.http_date(now) if prepared.dated else b"", hp[3], prepared.body))
+        elapsed = time.perf_counter() - started
+        config.metrics.observe_request("hit", elapsed)
+        if config.log_access is not None:
+            config.log_access(now, elapsed, self.client, "TCP_HIT", 200, len(prepared.body), "GET",
+                              target, "HIER_NONE/-", prepared.content_type)
+        return True
+
+    def _hand_over(self):
+        """From now on aiohttp's protocol owns the connection; it gets the bytes not answered here."""
+        transport, data = self.transport, self.buffer
+        self._disarm()
+        self.config.connections.discard(self)
+        self.buffer, self.transport = b"", None
+        inner = self.config.handed_over()
+        transport.set_protocol(inner)
+        inner.connection_made(transport)
+        if self.writing_paused:
+            inner.pause_writing()
+            transport.resume_reading()
+        if data:
+            inner.data_received(data)
+        return inner
+
+    # -- deadlines: one timer per connection, re-armed only when it fires early ---------------------------------
+    def _arm(self, when: float) -> None:
+        """The timer fires at ``when`` or earlier (an earlier timer stays: it re-arms when it fires)."""
+        if self.timer is not None:
+            if self.timer.when() <= when:
+                return
+            self.timer.cancel()
+        self.timer = self.loop.call_at(when, self._deadline_reached)
+
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _deadline_reached(self) -> None:
+        self.timer = None
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        now = self.loop.time()
+        if self.writing_paused:   # complete heads wait for the client to read the answers: no head is late
+            self.head_deadline = now + self.config.header_timeout if self.head_deadline is not None else None
+            self._arm(now + self.config.header_timeout)
+            return
+        if self.head_deadline is not None:
+            if now >= self.head_deadline:   # as HeaderDeadline in server.py: 408 and close
+                self.config.on_header_timeout(transport)
+                transport.write(b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+                transport.close()
+                return
+            self._arm(self.head_deadline)
+        elif self.idle_deadline is not None:
+            if now >= self.idle_deadline:
+                transport.close()
+                return
+            self._arm(self.idle_deadline)

@@ -1,0 +1,115 @@
+"""Peer queries over kept-alive connections (bloomwise.proxy.peer_client): reused across remote hits, every body
+framing a peer may send, and failures as PeerQueryError, never a hang or a wrong body."""
+import asyncio
+
+import pytest
+
+from proxy_support import config, eventually, get_checked, origin_and_proxies, run
+from bloomwise.proxy import peer_client
+from bloomwise.proxy.peer_client import PeerConnections, PeerQueryError
+
+pytestmark = pytest.mark.skipif(not peer_client.AVAILABLE, reason="the peer client needs httptools (proxy extra)")
+
+
+def test_remote_hits_reuse_one_connection_to_the_peer():
+    async def scenario():
+        async with origin_and_proxies(config(), config()) as (origin, (p0, p1), session):
+            paths = [f"/doc/{i}" for i in range(20)]
+            for path in paths:
+                await get_checked(session, p0.url, origin, path)
+            await eventually(lambda: p1.node.peer(p0.url).summary is not None
+                             and all(f"GET {origin.url}{p}" in p1.node.peer(p0.url).summary for p in paths),
+                             what="P0's summary at P1")
+            for path in paths:  # no-store: P1 keeps nothing, so each is a remote hit from P0
+                async with session.get(origin.url + path, proxy=p1.url, headers={"Cache-Control": "no-store"}) as r:
+                    assert r.status == 200 and r.headers["X-Cache"].startswith("REMOTE_HIT"), (path, r.headers)
+                    assert await r.read() == (await (await session.get(origin.url + path)).read())
+            assert p1.stats()["remote_hits"] == 20
+            assert p1.peer_connections[p0.url].opened == 1      # one connection, kept alive, for the 20 queries
+            assert p0.stats()["peer_queries_served"] == 20 and p0.stats()["fast_hits"] == 20
+
+    run(scenario())
+
+
+async def scripted_peer(answers):
+    """A server answering each connection's requests with the next of ``answers`` (bytes; None: close)."""
+    queue = list(answers)
+    seen = []
+
+    async def serve(reader, writer):
+        try:
+            while queue:
+                seen.append(await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5))
+                answer = queue.pop(0)
+                if answer is None:
+                    break
+                writer.write(answer)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", seen
+
+
+OK_CL = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhello"
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+CLOSE_DELIMITED = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end"
+
+
+@pytest.mark.parametrize("answer, body", [(OK_CL, b"hello"), (CHUNKED, b"abcde"), (CLOSE_DELIMITED, b"until the end"),
+                                          (b"HTTP/1.1 504 Gateway Timeout\r\nContent-Length: 0\r\n\r\n", b"")])
+def test_bodies_in_every_framing(answer, body):
+    async def scenario():
+        server, url, seen = await scripted_peer([answer])
+        connections = PeerConnections(url)
+        try:
+            status, headers, got = await connections.query("http://origin.test/x", {"Cache-Control": "only-if-cached"},
+                                                           timeout=5, max_body=100)
+        finally:
+            connections.close()
+            server.close()
+        assert got == body and status == int(answer.split(b" ")[1])
+        assert seen[0].startswith(b"GET http://origin.test/x HTTP/1.1\r\nHost: origin.test\r\n")
+        assert b"\r\nCache-Control: only-if-cached\r\n" in seen[0]
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("answer, message", [
+    (b"\x00\x17garbage that is not HTTP\r\n\r\n", "not an HTTP response"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n" + b"x" * 500, "over the limit of 100"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort", "mid-response"),
+    (None, "closed the connection without answering"),
+])
+def test_failures_are_peer_query_errors(answer, message):
+    async def scenario():
+        server, url, _ = await scripted_peer([answer])
+        connections = PeerConnections(url)
+        try:
+            with pytest.raises(PeerQueryError, match=message):
+                await connections.query("http://origin.test/x", {}, timeout=5, max_body=100)
+            assert connections.idle == []        # a failed connection is never reused
+        finally:
+            connections.close()
+            server.close()
+
+    run(scenario())
+
+
+def test_a_connection_the_peer_closed_while_idle_is_replaced():
+    async def scenario():
+        # first connection: one answer kept alive, then closed by the peer; the second query opens another
+        server, url, _ = await scripted_peer([OK_CL, None, OK_CL])
+        connections = PeerConnections(url)
+        try:
+            assert (await connections.query("http://o/1", {}, timeout=5, max_body=100))[2] == b"hello"
+            await asyncio.sleep(0.1)            # the peer reads the second request and closes (None)
+            assert (await connections.query("http://o/2", {}, timeout=5, max_body=100))[2] == b"hello"
+            assert connections.opened == 2
+        finally:
+            connections.close()
+            server.close()
+
+    run(scenario())
