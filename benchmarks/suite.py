@@ -48,11 +48,12 @@ SHORT_ARGS = {
     "scalable": ["--runs", "1"],
     "persistence": ["--mib", "256", "--runs", "2"],
     "counting-batch": ["--runs", "3"],
+    "replay": ["--requests", "1000000", "--runs", "1"],
 }
 SHORT_NOTE = ("Short run (`make bench`): 1M keys only (the full suite adds 10M), FPR 1% only (also 0.1%), no URL "
               "workload, one run per figure for the peers, decisions and scalable steps (3), 3 for counting batches "
-              "(7), a 256 MiB large filter and a 256 MiB file for load/save (1 GiB); `make bench-full` runs the "
-              "whole suite.")
+              "(7), a 256 MiB large filter and a 256 MiB file for load/save (1 GiB), one replay of 1M synthetic "
+              "requests (3 of 2M); `make bench-full` runs the whole suite.")
 HEADLINE_WORKLOAD, HEADLINE_FPR = "str-key-1M", "0.01"
 HEADLINE_COLUMNS = (("add", "add"), ("query_present", "`in` present"), ("query_absent", "`in` absent"),
                     ("batch_add", "update (list)"), ("batch_query", "batch query"), ("bits_per_key", "bits/key"))
