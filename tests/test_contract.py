@@ -332,7 +332,8 @@ def test_served_filters_follow_the_contract(name, redis_client):
         cls.from_size(redis_client, "by-size", 4096)
 
 
-@pytest.mark.parametrize("name, old", [("RedisBloomFilter", "num_bits"), ("RedisCountingBloomFilter", "num_counters")])
+@pytest.mark.parametrize("name, old", [("RedisBloomFilter", "num_bits"),
+                                       ("RedisCountingBloomFilter", "num_counters")])
 def test_served_names_of_earlier_releases_are_gone(name, old, redis_client):
     cls = served_classes()[name]
     with pytest.raises(TypeError, match=f"unexpected keyword argument '{old}'"):

@@ -19,9 +19,8 @@ Python modules are read with ``ast``; the Cython sources (``.pyx``, ``.pxd``) as
   ``p``'s ``__init__`` (an import of it too); from inside ``p`` it is already running.
 - **the ground floor**: nothing in ``_native`` imports a bloomwise module outside ``_native``.
 
-Each allow-list entry says why it is there; "remaining, issue 31" marks code of other parts of the package that is
-still to be moved onto a named interface. An entry that no longer matches anything fails its own test, so the lists
-only shrink.
+The allow-lists below are empty: an entry must say why it is there, and one that no longer matches anything fails
+its own test, so the lists only shrink.
 """
 from __future__ import annotations
 
@@ -36,27 +35,13 @@ SELF_NAMES = {"self", "cls"}
 NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}
 
 # (module, attribute): reaches into another module's private name, allowed for the reason given.
-ALLOWED_REACHES = {
-    # remaining, issue 31: the simulator's oracle reads every cache's document dict (cache/simulation.py)
-    ("bloomwise.cache.simulation", "_docs"),
-    # remaining, issue 31: cache/summary.py onto bloomwise._storage: bit_view(), journal_entries_since(),
-    # replace_payload(), payload_view(), assign_bits()
-    ("bloomwise.cache.summary", "_bit_view"),
-    ("bloomwise.cache.summary", "_journal_since"),
-    ("bloomwise.cache.summary", "_copy_bits_from"),
-    ("bloomwise.cache.summary", "_copy_cells_from"),
-    ("bloomwise.cache.summary", "_payload"),
-    ("bloomwise.cache.summary", "_assign_bits"),
-}
+ALLOWED_REACHES: set = set()
 
 # (module, imported name): imports of another module's private name, allowed for the reason given.
-ALLOWED_PRIVATE_IMPORTS = {
-    ("bloomwise.cache.node", "_positive_cost"),  # remaining, issue 31 (cache/routing.py's validator)
-}
+ALLOWED_PRIVATE_IMPORTS: set = set()
 
 # (importer, imported): import edges allowed to close a cycle, for the reason given.
-ALLOWED_CYCLE_EDGES = {
-}
+ALLOWED_CYCLE_EDGES: set = set()
 
 
 # ---- reading the package ---------------------------------------------------------------------------------------------
