@@ -239,7 +239,7 @@ def bench_per_key_pipeline(client, keys, runs):
     """redis-py's own pipeline, one BITFIELD SET per key: the usual way (ecosystem.md)."""
     f = RedisBloomFilter(client, "bench-perkey", len(keys), 0.01)
     hashes = hash_many(keys, 0)
-    offsets = positions_many(hashes, f.num_bits, f.num_hashes, 3) ^ np.uint64(7)
+    offsets = positions_many(hashes, f.num_cells, f.num_hashes, 3) ^ np.uint64(7)
     samples = []
     for _ in range(runs):
         client.config_resetstat()
@@ -362,7 +362,7 @@ def main(argv=None) -> int:
         add("redis-py pipeline, one BITFIELD per key (blocked)", f"insert ({len(small):,} keys)", "default",
             bench_per_key_pipeline(client, small, runs))
         f = RedisBloomFilter(client, "costs", n, 0.01)
-        hash_us, pack_us = client_costs(keys, f.num_bits, f.num_hashes, 3)
+        hash_us, pack_us = client_costs(keys, f.num_cells, f.num_hashes, 3)
         lines += ["", f"Client work in C per key (blocked, k={f.num_hashes}): hashing and positions {hash_us:.3f} µs, "
                       f"packing the BITFIELD commands {pack_us:.3f} µs.",
                   f"Load average after: {measure.loadavg()}.", ""]

@@ -17,6 +17,7 @@ from bloomwise import BloomFilter, CapacityWarning, FormatError, theory
 from bloomwise._native import bloom as bloom_native
 from bloomwise._native.bloom import hash_many
 from bloomwise._native.hashes import key_hash, xxh3, xxh64
+from bloomwise.reproduce.text_checks import bit_string
 from concurrency import add_beside_workers
 from stats import assert_rate_matches
 
@@ -350,6 +351,8 @@ def test_cs170_worked_example():
     assert f._bit_indices(9) == [4, 1]
     f.add(11)
     assert [i for i in range(5) if f._payload()[0] >> i & 1] == [0, 1, 4]  # B = 1 1 0 0 1
+    assert f.filled_cells() == 3 and f.fill_ratio == 3 / 5
+    assert bit_string(f) == "11001"  # what `bloomwise reproduce` prints for the notes' example
     assert 15 not in f
     assert 16 in f  # a false positive: 16 was never inserted
     with pytest.raises(ValueError, match="functions"):

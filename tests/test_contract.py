@@ -1,9 +1,8 @@
 """Every structure walked through the one contract of docs/architecture.md ("The contract"): the same names, the same
 signatures, ``threads=`` accepted, the same errors; the names of earlier releases are gone. Where an operation cannot
-apply (the table says why), the test checks that it is refused with a reason.
-
-TODO (issue 31, the redis helper): RedisBloomFilter and RedisCountingBloomFilter join STRUCTURES once they share
-num_cells and the rest of the contract."""
+apply (the table says why), the test checks that it is refused with a reason. The served filters of
+``bloomwise.redis`` (their cells live on a Redis server; their constructors take the client and a name first) are
+checked at the end, against the local structure whose payload they hold."""
 from __future__ import annotations
 
 import inspect
@@ -295,3 +294,64 @@ def test_the_key_is_positional_in_single_key_methods(cls):
                 getattr(f, name)(key="x")
     f.add("x")
     assert "x" in f
+
+
+# ---- the served filters (bloomwise.redis): a server holds the cells ----------------------------------------------------
+SERVED_TWINS = {"RedisBloomFilter": BloomFilter, "RedisCountingBloomFilter": CountingBloomFilter}
+
+
+def served_classes():
+    """name -> class; skips without redis-py (the ``redis`` extra), which ``bloomwise.redis`` imports."""
+    pytest.importorskip("redis", reason="the redis extra (redis-py) is not installed")
+    import bloomwise.redis as served
+
+    return {name: getattr(served, name) for name in SERVED_TWINS}
+
+
+@pytest.mark.parametrize("name", sorted(SERVED_TWINS))
+def test_served_filters_follow_the_contract(name, redis_client):
+    """The same names as the local structure they serve (their cells are its payload): by accuracy and by size,
+    num_cells, num_hashes, layout, seed, hash_scheme, capacity, fpr, nbytes; update returns None."""
+    cls, local_cls = served_classes()[name], SERVED_TWINS[name]
+    parameters = list(inspect.signature(cls.__init__).parameters)
+    assert parameters[1:5] == ["client", "name", "capacity", "fpr"]
+    for keyword in ("layout", "seed", "hash_scheme"):
+        assert inspect.signature(cls.__init__).parameters[keyword].kind is inspect.Parameter.KEYWORD_ONLY
+    assert list(inspect.signature(cls.from_size).parameters)[2:4] == ["num_cells", "num_hashes"]
+    served, local = cls(redis_client, "by-accuracy", 1000, 0.02, seed=5), local_cls(1000, 0.02, seed=5)
+    assert served.layout == local.layout  # one default layout per class, as the local structure's
+    for attribute in ("num_cells", "num_hashes", "layout", "seed", "hash_scheme", "capacity", "fpr", "nbytes"):
+        assert getattr(served, attribute) == getattr(local, attribute), attribute
+    assert served.update(KEYS) is None
+    answers = served.contains_many(KEYS)
+    assert answers.dtype == np.bool_ and answers.shape == (len(KEYS),) and answers.all() and KEYS[0] in served
+    sized, local_sized = cls.from_size(redis_client, "by-size", 4096, 3), local_cls.from_size(4096, 3)
+    assert (sized.num_cells, sized.num_hashes, sized.capacity, sized.fpr) == (4096, 3, None, None)
+    assert sized.layout == local_sized.layout == served.layout
+    with pytest.raises(TypeError):
+        cls.from_size(redis_client, "by-size", 4096)
+
+
+@pytest.mark.parametrize("name, old", [("RedisBloomFilter", "num_bits"),
+                                       ("RedisCountingBloomFilter", "num_counters")])
+def test_served_names_of_earlier_releases_are_gone(name, old, redis_client):
+    cls = served_classes()[name]
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{old}'"):
+        cls.from_size(redis_client, "old", num_hashes=3, **{old: 4096})
+    assert not hasattr(cls.from_size(redis_client, "old", 4096, 3), old)
+
+
+@pytest.mark.parametrize("name", sorted(SERVED_TWINS))
+def test_served_filters_raise_the_same_errors_for_bad_arguments(name, redis_client):
+    cls = served_classes()[name]
+    for capacity, error, message in ((0, ValueError, "capacity must be at least 1, got 0"),
+                                     (1.5, TypeError, "capacity must be an int"),
+                                     (True, TypeError, "capacity must be an int")):
+        with pytest.raises(error, match=message):
+            cls(redis_client, "bad", capacity, 0.01)
+    for fpr in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="fpr must be a probability strictly between 0 and 1"):
+            cls(redis_client, "bad", 100, fpr)
+    with pytest.raises(ValueError, match="layout must be one of"):
+        cls(redis_client, "bad", 100, 0.01, layout="diagonal")
+    assert redis_client.keys("bad*") == []  # nothing was created on the server

@@ -19,9 +19,8 @@ Python modules are read with ``ast``; the Cython sources (``.pyx``, ``.pxd``) as
   ``p``'s ``__init__`` (an import of it too); from inside ``p`` it is already running.
 - **the ground floor**: nothing in ``_native`` imports a bloomwise module outside ``_native``.
 
-Each allow-list entry says why it is there; "remaining, issue 31" marks code of other parts of the package that is
-still to be moved onto a named interface. An entry that no longer matches anything fails its own test, so the lists
-only shrink.
+The allow-lists below are empty: an entry must say why it is there, and one that no longer matches anything fails
+its own test, so the lists only shrink.
 """
 from __future__ import annotations
 
@@ -36,35 +35,13 @@ SELF_NAMES = {"self", "cls"}
 NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}
 
 # (module, attribute): reaches into another module's private name, allowed for the reason given.
-ALLOWED_REACHES = {
-    # remaining, issue 31: the simulator's oracle reads every cache's document dict (cache/simulation.py)
-    ("bloomwise.cache.simulation", "_docs"),
-    # remaining, issue 31: cache/summary.py onto bloomwise._storage: bit_view(), journal_entries_since(),
-    # replace_payload(), payload_view(), assign_bits()
-    ("bloomwise.cache.summary", "_bit_view"),
-    ("bloomwise.cache.summary", "_journal_since"),
-    ("bloomwise.cache.summary", "_copy_bits_from"),
-    ("bloomwise.cache.summary", "_copy_cells_from"),
-    ("bloomwise.cache.summary", "_payload"),
-    ("bloomwise.cache.summary", "_assign_bits"),
-    # remaining, issue 31: `bloomwise info` counts bits and reads the structure id (cli/info.py)
-    ("bloomwise.cli.info", "_count_set_bits"),
-    ("bloomwise.cli.info", "_STRUCTURE"),
-    # remaining, issue 31: the CS 170 worked example tests explicit positions (reproduce/text_checks.py)
-    ("bloomwise.reproduce.text_checks", "_test_positions"),
-}
+ALLOWED_REACHES: set = set()
 
 # (module, imported name): imports of another module's private name, allowed for the reason given.
-ALLOWED_PRIVATE_IMPORTS = {
-    ("bloomwise.cache.node", "_positive_cost"),  # remaining, issue 31 (cache/routing.py's validator)
-}
+ALLOWED_PRIVATE_IMPORTS: set = set()
 
 # (importer, imported): import edges allowed to close a cycle, for the reason given.
-ALLOWED_CYCLE_EDGES = {
-    # remaining, issue 31: plot draws Figure 4 from reproduce.summary_cache; reproduce.figures imports plot
-    ("bloomwise.plot", "bloomwise.reproduce"),
-    ("bloomwise.plot", "bloomwise.reproduce.summary_cache"),
-}
+ALLOWED_CYCLE_EDGES: set = set()
 
 
 # ---- reading the package ---------------------------------------------------------------------------------------------
@@ -358,6 +335,18 @@ def test_the_compiled_kernels_reach_only_their_own_private_names():
     assert not found, "the kernels read private names of modules above them:\n" + "\n".join(found)
 
 
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others (an allowed cycle edge a -> b needs b to reach a,
+    else it closes no cycle)."""
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
 def test_allow_lists_have_no_stale_entries():
     """An entry whose violation is gone must go too (the lists only shrink)."""
     reaches = all_private_reaches()
@@ -365,7 +354,8 @@ def test_allow_lists_have_no_stale_entries():
     graph = import_graph()
     stale = [f"reach {key}" for key in ALLOWED_REACHES if key not in reaches]
     stale += [f"import {key}" for key in ALLOWED_PRIVATE_IMPORTS if key not in imports]
-    stale += [f"cycle edge {key}" for key in ALLOWED_CYCLE_EDGES if key[1] not in graph.get(key[0], ())]
+    stale += [f"cycle edge {key}" for key in ALLOWED_CYCLE_EDGES
+              if key[1] not in graph.get(key[0], ()) or key[0] not in reachable(graph, key[1])]
     assert not stale, "allow-list entries that match nothing any more (delete them):\n" + "\n".join(stale)
 
 
@@ -383,6 +373,7 @@ def test_the_reach_detector_detects(source, expected):
 
 def test_the_cycle_detector_detects():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert reachable({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a"}}, "a") == {"b", "c"}
     assert cycles({"a": {"b"}, "b": set()}) == []
     tree = ast.parse("def later():\n    from bloomwise.cache import store\n    import bloomwise.theory\n"
                      "    importlib.import_module('bloomwise.plot')\n")

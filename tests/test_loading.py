@@ -160,3 +160,16 @@ def test_a_structure_never_built_says_how_to_build_it(cls):
     empty = cls.__new__(cls)
     with pytest.raises(RuntimeError, match=rf"^this {cls.__name__} is not initialised: build it with its constructor"):
         "key" in empty  # noqa: B015
+
+
+def test_public_class_names_the_class_a_user_knows(tmp_path):
+    """A memory-mapped filter is an instance of a private subclass: `info` still names the public class."""
+    from bloomwise._loading import public_class
+
+    for cls in MAPPABLE:
+        _, path = saved(cls, tmp_path)
+        with cls.open(path) as mapped:
+            assert type(mapped) is not cls and public_class(mapped) is cls
+    assert public_class(ScalableBloomFilter(100)) is ScalableBloomFilter
+    with pytest.raises(TypeError, match="dict is not one of bloomwise's filters"):
+        public_class({})

@@ -72,7 +72,7 @@ def test_pack_command_is_the_resp_of_redis_py(offsets, name):
 def test_served_bits_are_the_local_bits(redis_client, layout):
     local = BloomFilter(5000, 0.01, layout=layout, seed=11)
     remote = RedisBloomFilter(redis_client, "f", 5000, 0.01, layout=layout, seed=11)
-    assert (remote.num_bits, remote.num_hashes) == (local.num_cells, local.num_hashes)
+    assert (remote.num_cells, remote.num_hashes) == (local.num_cells, local.num_hashes)
     single = ["apple", b"pear", 17, -3, 2**80]
     assert [remote.add(k) for k in single] == [local.add(k) for k in single]
     assert [remote.add(k) for k in single] == [False] * 5
@@ -290,8 +290,8 @@ def test_open_by_name_alone(redis_client):
     made = RedisBloomFilter(redis_client, "o", 777, 0.02, layout="partitioned", seed=99, hash_scheme="xxh64")
     made.update(keys_of("k", 500))
     opened = RedisBloomFilter.open(redis_client, "o")
-    assert (opened.num_bits, opened.num_hashes, opened.layout, opened.seed, opened.hash_scheme, opened.capacity) == \
-        (made.num_bits, made.num_hashes, "partitioned", 99, "xxh64", 777)
+    assert (opened.num_cells, opened.num_hashes, opened.layout, opened.seed, opened.hash_scheme, opened.capacity) == \
+        (made.num_cells, made.num_hashes, "partitioned", 99, "xxh64", 777)
     assert opened.contains_many(keys_of("k", 500)).all()
     assert isinstance(served.open(redis_client, "o"), RedisBloomFilter)
     RedisCountingBloomFilter(redis_client, "oc", 100, 0.01, counter_bits=8)

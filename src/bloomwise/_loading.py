@@ -16,7 +16,7 @@ import os
 from bloomwise import _format
 from bloomwise.errors import FormatError
 
-__all__ = ["load", "structure_of"]
+__all__ = ["load", "structure_of", "filter_class", "public_class"]
 
 # structure id -> (module, class); the id itself is part of the format (_format.Structure)
 _CLASSES = {
@@ -60,6 +60,20 @@ def filter_class(structure: _format.Structure, path="the file") -> type:
                           "filter: read it with bloomwise.cache.summary.SummaryUpdate.from_bytes()")
     module, name = _CLASSES[structure]
     return getattr(importlib.import_module(module), name)
+
+
+def public_class(structure) -> type:
+    """The class a user knows of a filter (a memory-mapped filter is an instance of a private subclass of it).
+
+    >>> import bloomwise
+    >>> public_class(bloomwise.BloomFilter(100)).__name__
+    'BloomFilter'
+    """
+    for cls in type(structure).__mro__:
+        if (cls.__module__, cls.__qualname__) in _CLASSES.values():
+            return cls
+    raise TypeError(f"{type(structure).__name__} is not one of bloomwise's filters "
+                    f"({', '.join(name for _, name in _CLASSES.values())})")
 
 
 def load(path, *, key=None, verify=True, mmap=False):

@@ -12,7 +12,7 @@ from bloomwise._base import LAYOUT_NAMES
 
 
 class FillStatistics:
-    """``layout``, ``capacity``, ``fill_ratio``, ``approx_count()`` and ``estimated_fpr()``."""
+    """``layout``, ``capacity``, ``filled_cells()``, ``fill_ratio``, ``approx_count()`` and ``estimated_fpr()``."""
 
     __slots__ = ()
 
@@ -26,9 +26,14 @@ class FillStatistics:
         """The number of keys the filter was sized for (None when built by size)."""
         return self._capacity
 
+    def filled_cells(self) -> int:
+        """The positions in use: bits set (a Bloom filter), nonzero counters (the counting filters); the ``s`` of
+        ``theory.approx_count(m, k, s)`` and ``theory.fpr_from_fill(m, k, s)``."""
+        return self._count_filled()
+
     @property
     def fill_ratio(self) -> float:
-        """The fraction of positions in use (bits set; nonzero counters)."""
+        """The fraction of positions in use (bits set; nonzero counters): ``filled_cells() / m``."""
         return self._count_filled() / self._num_positions
 
     def approx_count(self) -> float:

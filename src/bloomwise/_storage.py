@@ -2,7 +2,7 @@
 
 Some modules move a structure's cells without going through its keys: the file format (``_persistence``), Dask's
 partial filters (``dask``), filters served by Redis (``redis``), the summaries cooperating caches exchange
-(``cache.summary``, still on the private names: tests/test_layering.py's allow-list). They use the names below and
+(``cache.summary``). They use the names below and
 nothing private of the structures, so that a structure may change how it keeps its cells without breaking them. ``BloomFilter``, ``CountingBloomFilter`` and
 ``VariableIncrementCountingBloomFilter`` implement :class:`CellStorage`; ``BloomFilter`` adds :class:`BitStorage`,
 ``CountingBloomFilter`` :class:`JournaledStorage`. The names have no leading underscore because other bloomwise modules

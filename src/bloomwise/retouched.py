@@ -37,6 +37,7 @@ from bloomwise.theory.retouched import rbf_random_clearing_rates
 __all__ = ["RetouchedBloomFilter", "RetouchResult"]
 
 _SCHEMES = ("ratio", "random")
+_PROBE_CHUNK = 1 << 20  # members probed at a time by a retouch (bounds the uint64 probes held at once)
 _SCAN_MIN, _SCAN_MAX = 32, 8192  # known false positives examined per vector step of a retouch (doubling while none
 # of them needs a clear, back to the minimum after one)
 
@@ -65,13 +66,20 @@ def _dedup_rows(pos: np.ndarray) -> np.ndarray:
     return srt, first
 
 
+def index_dtype(largest: int):
+    """The smallest of int32 and int64 that holds indices up to ``largest``: a retouch keeps k positions and row
+    numbers per false positive and per member, so int32 halves its memory (millions of keys at the papers' sizes)."""
+    return np.int32 if largest < 2**31 else np.int64
+
+
 def _csr(pos_sorted: np.ndarray, mask: np.ndarray, num_bits: int):
     """For each bit, the rows that hash there: (starts, rows)."""
-    rows = np.broadcast_to(np.arange(pos_sorted.shape[0])[:, None], pos_sorted.shape)[mask]
-    flat = pos_sorted[mask].astype(np.int64)
-    order = np.argsort(flat)
-    starts = np.searchsorted(flat[order], np.arange(num_bits + 1))
-    return starts, rows[order]
+    rows = np.broadcast_to(np.arange(pos_sorted.shape[0], dtype=index_dtype(pos_sorted.shape[0]))[:, None],
+                           pos_sorted.shape)[mask]
+    flat = pos_sorted[mask]
+    starts = np.zeros(num_bits + 1, dtype=np.int64)  # starts[b]: the entries at bits below b
+    np.cumsum(np.bincount(flat, minlength=num_bits), out=starts[1:])
+    return starts, rows[np.argsort(flat)]
 
 
 def _retire(bit, starts, rows_of, live, pos_sorted, first, weight, w) -> int:
@@ -228,26 +236,22 @@ class RetouchedBloomFilter(HashedBits):
             raise ValueError(f"max_ratio must be a number > 0 (math.inf: always clear), got {max_ratio!r}")
         rng = np.random.default_rng(check_int_range("seed", seed, 0, 2**64 - 1))
         m, k = self._num_bits, self._k
-        fp_hashes = np.concatenate([h for h in self._chunks(false_positives)] or [np.zeros(0, np.uint64)])
-        fp_pos = self._probes(fp_hashes)
-        fp_alive = _positions.get_bits(self._words, fp_pos).all(axis=1)
-        fp_pos = fp_pos[fp_alive]
-        mem_pos = self._probes(self.member_hashes())
-        mem_alive = _positions.get_bits(self._words, mem_pos).all(axis=1) if len(mem_pos) else np.zeros(0, bool)
-        mem_pos = mem_pos[mem_alive]
+        fp_pos = self._positive_probes(self._chunks(false_positives))
+        members = self.member_hashes()
+        mem_pos = self._positive_probes(members[lo:lo + _PROBE_CHUNK] for lo in range(0, len(members), _PROBE_CHUNK))
         bits = _positions.words_to_bits(self._words, m).copy()
         wa, wb = float(false_negative_weight), float(false_positive_weight)
         fp_sorted, fp_first = _dedup_rows(fp_pos)
         mem_sorted, mem_first = _dedup_rows(mem_pos)
-        weight_a = np.bincount(mem_sorted[mem_first].astype(np.int64), minlength=m).astype(np.float64) * wa
-        weight_b = np.bincount(fp_sorted[fp_first].astype(np.int64), minlength=m).astype(np.float64) * wb
+        weight_a = np.bincount(mem_sorted[mem_first], minlength=m).astype(np.float64) * wa
+        weight_b = np.bincount(fp_sorted[fp_first], minlength=m).astype(np.float64) * wb
         fp_starts, fp_rows = _csr(fp_sorted, fp_first, m)
         mem_starts, mem_rows = _csr(mem_sorted, mem_first, m)
         fp_live = np.ones(len(fp_pos), dtype=bool)
         mem_live = np.ones(len(mem_pos), dtype=bool)
-        order = rng.permutation(len(fp_pos))
-        pick = rng.integers(0, k, size=len(fp_pos)) if scheme == "random" else None
-        fp_pos_i = fp_pos.astype(np.int64)
+        order = rng.permutation(len(fp_pos)).astype(index_dtype(len(fp_pos)))  # the same draws as int64
+        pick = rng.integers(0, k, size=len(fp_pos)).astype(np.int8) if scheme == "random" else None  # k <= 64
+        fp_pos_i = fp_pos
         cleared = fn = fp_removed = 0
         i = 0
         scan = _SCAN_MIN
@@ -280,6 +284,16 @@ class RetouchedBloomFilter(HashedBits):
             fp_removed += _retire(j, fp_starts, fp_rows, fp_live, fp_sorted, fp_first, weight_b, wb)
         self._words[:] = _positions.bits_to_words(bits)
         return RetouchResult(cleared, fn, fp_removed, int(fp_live.sum()))
+
+    def _positive_probes(self, hash_chunks) -> np.ndarray:
+        """The probes (rows of k positions, ``index_dtype(m)``) of the hashes that test positive now, chunk by chunk
+        so that only one chunk's uint64 probes exist at a time."""
+        index = index_dtype(self._num_bits)
+        rows = [np.zeros((0, self._k), dtype=index)]
+        for hashes in hash_chunks:
+            probes = self._probes(hashes)
+            rows.append(probes[_positions.get_bits(self._words, probes).all(axis=1)].astype(index))
+        return np.concatenate(rows)
 
     # -- persistence ------------------------------------------------------------------------------------------
     def _header(self) -> _format.Header:

@@ -82,7 +82,8 @@ class PeerState:
         return f"PeerState({self.peer_id!r}, summary={self.summary!r}, cost={self.cost}, healthy={self.healthy})"
 
 
-def _positive_cost(name: str, value) -> float:
+def positive_cost(name: str, value) -> float:
+    """A cost as a float: a finite number > 0, else ValueError naming ``name`` (routing's costs and node's)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value > 0.0 and math.isfinite(value)):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
@@ -325,7 +326,7 @@ class ParadoxPolicy(RoutingPolicy):
 
     def __init__(self, *, origin_cost: float = DEFAULT_ORIGIN_COST, prior_window: float = 1000.0,
                  initial_prior: float = 1.0, prior_estimator: str = "mixture"):
-        self.origin_cost = _positive_cost("origin_cost", origin_cost)
+        self.origin_cost = positive_cost("origin_cost", origin_cost)
         if prior_estimator not in PRIOR_ESTIMATORS:
             raise ValueError(f"prior_estimator must be one of {', '.join(PRIOR_ESTIMATORS)}, got {prior_estimator!r}")
         self.prior_estimator = prior_estimator

@@ -288,7 +288,7 @@ def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: 
     home_fetches = nodes[0].policy.home_fetches
     wire = config.wire
     proxy_of = client_to_proxy(num_proxies)  # one hash a request: no state per distinct client
-    caches = [node.cache._docs for node in nodes]  # the oracle's view of every cache (dicts: no method call)
+    caches = [node.cache.keys() for node in nodes]  # the oracle's view of every cache (live key views: `in` is O(1))
     peer_states = [[(state, caches[state.peer_id]) for state in node.peers] for node in nodes]
     shared_copies = [PeerSummary() for _ in nodes]
     result = PolicyResult(policy)

@@ -452,11 +452,11 @@ class SummaryPublisher:
         (O(changes), not O(m)); counters: a copy of the packed counters."""
         filt = self.cache.filter
         if self.kind == "counters":
-            return np.frombuffer(filt._payload(), dtype=np.uint8).copy()
+            return np.frombuffer(filt.payload_view(), dtype=np.uint8).copy()
         if self._mark is None or not self._states:
             self._mark = filt.mark()
-            return filt._bit_view().copy()
-        entries, end = filt._journal_since(self._mark)
+            return filt.bit_view().copy()
+        entries, end = filt.journal_entries_since(self._mark)
         filt.trim_journal(end)
         self._mark = end
         words = next(reversed(self._states.values()))[0].copy()
@@ -541,7 +541,7 @@ class PeerSummary:
     k table look-ups: for a counters summary, Theorem 2 of *The Bloom Paradox* gives
     ``Pr(x in S | c_1..c_k) = m^k prod(c_i) P / (m^k prod(c_i) P + (n k)^k (1 - P))``, i.e. the log-odds
     ``logit(P) + sum_i log(c_i m / (n k))``: the table ``log(c m / (n k))`` for c = 0..15 is built once per
-    received update (``bloomwise.paradox.posterior._counter_log_ratios``). For a bits summary the evidence is one
+    received update (``bloomwise.paradox.posterior.counter_log_ratios``). For a bits summary the evidence is one
     positive answer: ``P / (P + (1 - P) FPR)`` with the summary's FPR estimated from its fill, ``(set / m)^k``.
     """
 
@@ -613,10 +613,10 @@ class PeerSummary:
             filt = self.filter
         try:
             if update.kind == "bits":
-                filt._copy_bits_from(update.payload)
+                filt.replace_payload(update.payload)
                 self._set_bits = int(np.unpackbits(np.frombuffer(update.payload, dtype=np.uint8)).sum())
             else:
-                filt._copy_cells_from(update.payload)
+                filt.replace_payload(update.payload)
                 cells = np.frombuffer(update.payload, dtype=np.uint8)
                 self._set_bits = int(np.count_nonzero(cells & 0x0F) + np.count_nonzero(cells >> 4))
         except ValueError as exc:
@@ -629,14 +629,14 @@ class PeerSummary:
         if positions.size == 0:
             return
         if update.kind == "bits":
-            words = np.frombuffer(self.filter._payload(), dtype=np.uint64)
+            words = np.frombuffer(self.filter.payload_view(), dtype=np.uint64)
             current = (words[(positions >> np.uint64(6)).astype(np.intp)] >> (positions & np.uint64(63))) \
                 & np.uint64(1)
             new = (current ^ np.uint64(1)).astype(np.uint8)
-            self.filter._assign_bits(np.ascontiguousarray(positions), new)
+            self.filter.assign_bits(np.ascontiguousarray(positions), new)
             self._set_bits += int(new.sum()) * 2 - int(new.size)
         else:
-            cells = np.frombuffer(self.filter._payload(), dtype=np.uint8).copy()
+            cells = np.frombuffer(self.filter.payload_view(), dtype=np.uint8).copy()
             index = (positions >> np.uint64(1)).astype(np.intp)
             odd = (positions & np.uint64(1)).astype(bool)
             old_values = np.where(odd, cells[index] >> 4, cells[index] & 0x0F)
@@ -644,7 +644,7 @@ class PeerSummary:
             even = ~odd
             cells[index[even]] = (cells[index[even]] & 0xF0) | values[even]
             cells[index[odd]] = (cells[index[odd]] & 0x0F) | (values[odd] << 4)
-            self.filter._copy_cells_from(cells)
+            self.filter.replace_payload(cells)
             self._set_bits += int(np.count_nonzero(values)) - int(np.count_nonzero(old_values))
 
     def _derive(self) -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from bloomwise import theory
+from bloomwise._format import Structure
+from bloomwise._loading import filter_class, public_class
 from bloomwise.cli import EXIT_OK
 from bloomwise.cli._io import load_filter, release
 
@@ -18,11 +21,9 @@ def register(subparsers) -> None:
 
 def describe(bloom, path=None) -> dict:
     """The figures `info` prints: every structure's parameters, and for a Bloom filter its fill and estimates."""
-    if not hasattr(bloom, "_count_set_bits"):
+    if public_class(bloom) is not filter_class(Structure.BLOOM):  # BloomFilter, imported on first use
         return _describe_other(bloom, path)
-    from bloomwise import theory
-
-    set_bits = bloom._count_set_bits()
+    set_bits = bloom.filled_cells()
     count = theory.approx_count(bloom.num_cells, bloom.num_hashes, set_bits, layout=bloom.layout)
     return {
         "file": bloom.path if path is None else path,
@@ -57,9 +58,7 @@ _OTHER_FIELDS = [
 
 def _public_name(structure) -> str:
     """The class a user knows (a memory-mapped filter is an instance of a private subclass)."""
-    from bloomwise._loading import filter_class
-
-    return filter_class(structure._STRUCTURE).__name__
+    return public_class(structure).__name__
 
 
 def _describe_other(structure, path) -> dict:

@@ -70,7 +70,7 @@ def from_redis(client, name: str):
         payload[start:start + len(data)] = data
     count = int(answer[0] or 0)
     cell_options = (("counter_bits", g.counter_bits),) if g.structure == "counting" else ()
-    geometry = StorageGeometry(g.structure, g.layout, g.num_bits, g.num_hashes, g.seed, g.hash_scheme, cell_options)
+    geometry = StorageGeometry(g.structure, g.layout, g.num_cells, g.num_hashes, g.seed, g.hash_scheme, cell_options)
     cls = CountingBloomFilter if g.structure == "counting" else BloomFilter
     local = cls.from_payload(geometry, bytes(payload), num_keys=max(0, count))
     local.set_target(g.capacity, g.fpr)

@@ -25,6 +25,7 @@ from typing import Iterable, Optional
 import numpy as np
 
 from bloomwise import _format, theory
+from bloomwise._base import COUNTING_LAYOUTS, check_capacity, layout_id
 from bloomwise._native.bloom import hash_many
 from bloomwise._native.served import encode_args, pack_command, positions_many
 from bloomwise._storage import StorageGeometry
@@ -136,6 +137,11 @@ class _Served:
         return self._g
 
     @property
+    def num_cells(self) -> int:
+        """m: the filter's bits (RedisBloomFilter) or counters (RedisCountingBloomFilter)."""
+        return self._g.num_cells
+
+    @property
     def layout(self) -> str:
         return self._g.layout
 
@@ -153,7 +159,13 @@ class _Served:
 
     @property
     def capacity(self) -> Optional[int]:
+        """The number of keys the filter was sized for (None when built by size)."""
         return self._g.capacity
+
+    @property
+    def fpr(self) -> Optional[float]:
+        """The target false-positive rate at ``capacity`` (None when built by size)."""
+        return self._g.fpr
 
     @property
     def nbytes(self) -> int:
@@ -205,7 +217,7 @@ class _Served:
             raise TypeError(f"a batch must be an iterable of keys, got one {type(keys).__name__}: "
                             "wrap a single key in a list")
         hashes = hash_many(keys, self._g.seed, None, self._scheme_id)
-        positions = positions_many(hashes.reshape(-1), self._g.num_bits, self._g.num_hashes, self._layout_id)
+        positions = positions_many(hashes.reshape(-1), self._g.num_cells, self._g.num_hashes, self._layout_id)
         if self._g.counter_bits == 1:
             offsets = positions ^ np.uint64(7)
         elif self._g.counter_bits == 4:
@@ -514,18 +526,19 @@ class RedisBloomFilter(_Served):
     def __init__(self, client, name: str, capacity, fpr=0.01, *, layout="blocked", seed=0, hash_scheme="xxh3",
                  part_bytes=MAX_PART_BYTES):
         capacity = check_capacity(capacity)
-        if layout not in LAYOUT_IDS:
-            raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUT_IDS))}, got {layout!r}")
-        num_bits, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
-        self._setup(client, name, Geometry("bloom", layout, num_bits, num_hashes, seed, hash_scheme, 1, capacity,
+        layout_id(layout)
+        num_cells, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
+        self._setup(client, name, Geometry("bloom", layout, num_cells, num_hashes, seed, hash_scheme, 1, capacity,
                                             part_bytes, float(fpr)), create=True)
 
     @classmethod
-    def from_size(cls, client, name: str, num_bits, num_hashes, *, layout="classic", seed=0, hash_scheme="xxh3",
+    def from_size(cls, client, name: str, num_cells, num_hashes, *, layout="blocked", seed=0, hash_scheme="xxh3",
                   part_bytes=MAX_PART_BYTES) -> "RedisBloomFilter":
-        """A served filter of exactly ``num_bits`` bits and ``num_hashes`` probes per key."""
+        """A served filter of exactly ``num_cells`` bits and ``num_hashes`` probes per key. The default layout is
+        ``"blocked"``, as for ``RedisBloomFilter(client, name, capacity, fpr)``: its size is a multiple of 512 bits
+        (pass ``layout="classic"`` for any other size)."""
         self = cls.__new__(cls)
-        self._setup(client, name, Geometry("bloom", layout, num_bits, num_hashes, seed, hash_scheme, 1, None,
+        self._setup(client, name, Geometry("bloom", layout, num_cells, num_hashes, seed, hash_scheme, 1, None,
                                             part_bytes), create=True)
         return self
 
@@ -537,17 +550,13 @@ class RedisBloomFilter(_Served):
         return open_as(cls, client, name)
 
     @property
-    def num_bits(self) -> int:
-        return self._g.num_bits
-
-    @property
     def keys_added(self) -> int:
         """How many added keys were certainly new when added (all clients together)."""
         return self._run(self._meta_int("keys_added"), f"reading {meta_key(self._keys)}")
 
     def __repr__(self) -> str:
         return (f"<RedisBloomFilter {self._name!r} on {server_address(self._client)}: {self._g.layout}, "
-                f"{self._g.num_bits:,} bits, k={self._g.num_hashes}>")
+                f"{self._g.num_cells:,} bits, k={self._g.num_hashes}>")
 
     # -- writes -------------------------------------------------------------------------------------------------------
     def _set_bits(self, keys, single: bool, doing: str):
@@ -618,7 +627,7 @@ class RedisBloomFilter(_Served):
         if isinstance(keys, (str, bytes, bytearray, memoryview)):
             raise TypeError(f"a batch must be an iterable of keys, got one {type(keys).__name__}: "
                             "wrap a single key in a list")
-        local = BloomFilter.from_size(self._g.num_bits, self._g.num_hashes, layout=self._g.layout, seed=self._g.seed,
+        local = BloomFilter.from_size(self._g.num_cells, self._g.num_hashes, layout=self._g.layout, seed=self._g.seed,
                                       hash_scheme=self._g.hash_scheme)
         local.update(keys)
         return local
@@ -689,7 +698,7 @@ class RedisBloomFilter(_Served):
         for index in range(len(self._parts)):
             part = yield from self.read_part(index, doing)
             payload[index * self._g.part_bytes:index * self._g.part_bytes + part.size] = part
-        geometry = StorageGeometry("bloom", self._g.layout, self._g.num_bits, self._g.num_hashes, self._g.seed,
+        geometry = StorageGeometry("bloom", self._g.layout, self._g.num_cells, self._g.num_hashes, self._g.seed,
                                    self._g.hash_scheme)
         return BloomFilter.from_payload(geometry, payload).contains_many(keys)
 
@@ -796,18 +805,17 @@ class RedisCountingBloomFilter(_Served):
     def __init__(self, client, name: str, capacity, fpr=0.01, *, counter_bits=4, layout="classic", seed=0,
                  hash_scheme="xxh3", part_bytes=MAX_PART_BYTES):
         capacity = check_capacity(capacity)
-        if layout not in ("classic", "partitioned"):
-            raise ValueError(f"counting filters support the 'classic' and 'partitioned' layouts only, got {layout!r}")
-        num_counters, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
-        self._setup(client, name, Geometry("counting", layout, num_counters, num_hashes, seed, hash_scheme,
+        layout_id(layout, COUNTING_LAYOUTS)
+        num_cells, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
+        self._setup(client, name, Geometry("counting", layout, num_cells, num_hashes, seed, hash_scheme,
                                             counter_bits, capacity, part_bytes, float(fpr)), create=True)
 
     @classmethod
-    def from_size(cls, client, name: str, num_counters, num_hashes, *, counter_bits=4, layout="classic", seed=0,
+    def from_size(cls, client, name: str, num_cells, num_hashes, *, counter_bits=4, layout="classic", seed=0,
                   hash_scheme="xxh3", part_bytes=MAX_PART_BYTES) -> "RedisCountingBloomFilter":
-        """A served counting filter of exactly ``num_counters`` counters and ``num_hashes`` probes per key."""
+        """A served counting filter of exactly ``num_cells`` counters and ``num_hashes`` probes per key."""
         self = cls.__new__(cls)
-        self._setup(client, name, Geometry("counting", layout, num_counters, num_hashes, seed, hash_scheme,
+        self._setup(client, name, Geometry("counting", layout, num_cells, num_hashes, seed, hash_scheme,
                                             counter_bits, None, part_bytes), create=True)
         return self
 
@@ -817,10 +825,6 @@ class RedisCountingBloomFilter(_Served):
         if cls.ASYNC:
             return open_async(client, name, {cls._STRUCTURE: cls}, cls._STRUCTURE)
         return open_as(cls, client, name)
-
-    @property
-    def num_counters(self) -> int:
-        return self._g.num_bits
 
     @property
     def counter_bits(self) -> int:
@@ -837,7 +841,7 @@ class RedisCountingBloomFilter(_Served):
 
     def __repr__(self) -> str:
         return (f"<RedisCountingBloomFilter {self._name!r} on {server_address(self._client)}: {self._g.layout}, "
-                f"{self._g.num_bits:,} counters x {self._g.counter_bits} bits, k={self._g.num_hashes}>")
+                f"{self._g.num_cells:,} counters x {self._g.counter_bits} bits, k={self._g.num_hashes}>")
 
     # -- scripts ----------------------------------------------------------------------------------------------------
     def _script_sha(self, source: str) -> bytes:
@@ -1156,15 +1160,6 @@ class RedisCountingBloomFilter(_Served):
 
 
 # ---- construction helpers -------------------------------------------------------------------------------------------
-def check_capacity(capacity) -> int:
-    if isinstance(capacity, bool) or not hasattr(capacity, "__index__"):
-        raise TypeError(f"capacity must be an int, got {type(capacity).__name__} ({capacity!r})")
-    capacity = capacity.__index__()
-    if capacity < 1:
-        raise ValueError(f"capacity must be at least 1, got {capacity}")
-    return capacity
-
-
 def open_as(cls, client, name: str):
     """The served filter ``name`` of class ``cls`` (None: the class its metadata names)."""
     name = check_name(name)

@@ -46,11 +46,11 @@ class Geometry:
     FIELDS = ("format", "format_version", "structure", "layout", "num_bits", "num_hashes", "seed", "hash_scheme",
               "counter_bits", "capacity", "part_bytes")
 
-    def __init__(self, structure, layout, num_bits, num_hashes, seed, hash_scheme, counter_bits, capacity,
+    def __init__(self, structure, layout, num_cells, num_hashes, seed, hash_scheme, counter_bits, capacity,
                  part_bytes, fpr=None):
         self.structure = structure            # "bloom" or "counting"
         self.layout = layout
-        self.num_bits = num_bits              # m: bits, or counters
+        self.num_cells = num_cells            # m: bits, or counters (the field num_bits of name:meta)
         self.num_hashes = num_hashes
         self.seed = seed
         self.hash_scheme = hash_scheme
@@ -72,7 +72,7 @@ class Geometry:
                                  f"byte-identical with the local packing), got counter_bits={self.counter_bits!r}")
         for field, value, low, high in (("num_hashes", self.num_hashes, 1, 16 if self.layout == "blocked" else 64),
                                         ("seed", self.seed, 0, 2 ** 64 - 1),
-                                        ("num_bits", self.num_bits, 1, 2 ** 48),
+                                        ("num_cells", self.num_cells, 1, 2 ** 48),
                                         ("part_bytes", self.part_bytes, 64, MAX_PART_BYTES)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{field} must be an int, got {type(value).__name__} ({value!r})")
@@ -80,16 +80,16 @@ class Geometry:
                 raise ValueError(f"{field} must be in [{low}, {high}], got {value}")
         if self.part_bytes % 64:
             raise ValueError(f"part_bytes must be a multiple of 64, got {self.part_bytes}")
-        if self.layout == "blocked" and self.num_bits % 512:
-            raise ValueError(f"a blocked filter needs num_bits divisible by 512, got {self.num_bits}")
-        if self.layout == "partitioned" and self.num_bits < self.num_hashes:
+        if self.layout == "blocked" and self.num_cells % 512:
+            raise ValueError(f"a blocked filter needs num_cells divisible by 512, got {self.num_cells}")
+        if self.layout == "partitioned" and self.num_cells < self.num_hashes:
             raise ValueError(f"the partitioned layout needs at least num_hashes ({self.num_hashes}) positions, "
-                             f"got {self.num_bits}")
+                             f"got {self.num_cells}")
 
     @property
     def nbytes(self) -> int:
         """Bytes of the local payload: whole 64-bit words."""
-        return (self.num_bits * self.counter_bits + 63) // 64 * 8
+        return (self.num_cells * self.counter_bits + 63) // 64 * 8
 
     @property
     def num_parts(self) -> int:
@@ -100,7 +100,7 @@ class Geometry:
 
     def to_fields(self) -> dict:
         return {"format": "bloomwise", "format_version": str(FORMAT_VERSION), "structure": self.structure,
-                "layout": self.layout, "num_bits": str(self.num_bits), "num_hashes": str(self.num_hashes),
+                "layout": self.layout, "num_bits": str(self.num_cells), "num_hashes": str(self.num_hashes),
                 "seed": str(self.seed), "hash_scheme": self.hash_scheme, "counter_bits": str(self.counter_bits),
                 "capacity": "" if self.capacity is None else str(self.capacity), "part_bytes": str(self.part_bytes),
                 "fpr": "" if self.fpr is None else repr(float(self.fpr))}

@@ -98,14 +98,21 @@ def sc_rounds(value: float, text: str) -> bool:
     return float(format(value, ".3g")) == float(text)
 
 
+def bit_string(bloom) -> str:
+    """A Bloom filter's bits as printed in the CS 170 notes: bit 0 first, "0" or "1" each (read from its payload,
+    bit i of byte i // 8, least significant first: docs/format.md)."""
+    payload = bloom.payload_view()
+    return "".join(str(payload[i >> 3] >> (i & 7) & 1) for i in range(bloom.num_cells))
+
+
 def cs170_rows() -> list[Row]:
     from bloomwise import BloomFilter
 
     f = BloomFilter.from_hash_functions(5, [lambda x: x % 5, lambda x: (2 * x + 3) % 5])
     f.add(9)
-    after9 = "".join(str(int(f._test_positions([i]))) for i in range(5))
+    after9 = bit_string(f)
     f.add(11)
-    after11 = "".join(str(int(f._test_positions([i]))) for i in range(5))
+    after11 = bit_string(f)
     answer15 = "yes" if 15 in f else "no"
     answer16 = "yes" if 16 in f else "no"
     rows = [
