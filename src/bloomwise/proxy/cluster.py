@@ -12,6 +12,7 @@ addresses at start.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -23,7 +24,7 @@ from typing import Optional, Sequence
 
 from bloomwise.proxy.squid import free_port
 
-__all__ = ["Cluster", "ClusterError", "read_ready_line"]
+__all__ = ["Cluster", "ClusterError", "read_ready_line", "stop_processes"]
 
 
 class ClusterError(RuntimeError):
@@ -51,6 +52,24 @@ def read_ready_line(process: subprocess.Popen, timeout: float, what: str) -> dic
                 except ValueError:
                     raise ClusterError(f"{what} printed {line[:200]!r}, expected its JSON address line") from None
     raise ClusterError(f"{what} did not start within {timeout} s")
+
+
+def stop_processes(processes, timeout: float = 10.0) -> None:
+    """SIGTERM every process still running, wait up to ``timeout`` seconds in all, SIGKILL what is left (and wait
+    for it, at most ``timeout`` more), and close each one's standard output."""
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for p in processes:
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout)
+        if p.stdout is not None:
+            p.stdout.close()
 
 
 class Cluster:
@@ -131,19 +150,7 @@ class Cluster:
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM every process, then SIGKILL what is still running after ``timeout`` seconds."""
-        processes = [p for p in self.proxies + [self.origin] if p is not None]
-        for p in processes:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for p in processes:
-            try:
-                p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout)
-            if p.stdout is not None:
-                p.stdout.close()
+        stop_processes([p for p in self.proxies + [self.origin] if p is not None], timeout)
 
     def describe(self) -> str:
         lines = [f"origin   {self.origin_url}   documents {self.origin_url}/doc/0 .. /doc/{self.origin_documents - 1}"]

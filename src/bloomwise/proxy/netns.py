@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
 import fcntl
 import json
 import os
@@ -38,7 +37,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
-from bloomwise.proxy.cluster import ClusterError, read_ready_line
+from bloomwise.proxy.cluster import ClusterError, read_ready_line, stop_processes
 
 __all__ = ["NetnsCluster", "NamespaceError", "namespaces_unavailable", "netem_available", "relay_packets",
            "NETWORK", "ORIGIN_PORT", "PROXY_PORT"]
@@ -372,20 +371,7 @@ class NetnsCluster:
     # -- tear-down ---------------------------------------------------------------------------------------------
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM every process (SIGKILL after ``timeout`` s), then delete every namespace this cluster made."""
-        processes = [p for p in self.proxies + [self.origin, self.relay] if p is not None]
-        for p in processes:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for p in processes:
-            try:
-                p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.wait(timeout)
-            if p.stdout is not None:
-                p.stdout.close()
+        stop_processes([p for p in self.proxies + [self.origin, self.relay] if p is not None], timeout)
         self.proxies, self.origin, self.relay = [], None, None
         for name in reversed(self._created):
             _ip("netns", "del", name, check=False)
