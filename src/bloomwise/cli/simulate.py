@@ -6,6 +6,7 @@ Examples::
     bloomwise simulate --trace access.log --format squid --proxies 4 --cache-size 256MiB --json results.json
     bloomwise simulate --synthetic 100000 --sweep bits-per-entry=2,4,8,16,32 --plot figures/
     bloomwise simulate --synthetic 100000 --sweep update-threshold=1%,2%,5%,10%
+    bloomwise simulate --synthetic 100000 --sweep proxies=2,4,8,16 --workers 4
 
 Exit codes: 0 done, 1 a trace that cannot be read or is not a trace (or a figure that cannot be drawn), 2 a usage
 error naming the option, 130 interrupted.
@@ -38,7 +39,10 @@ policies:  none (no cooperation), icp (ask every peer), summary (ask the peers w
            Summary Cache), paradox (the Bloom-paradox paper's optimal order by posterior / cost), carp (ask the
            URL's home proxy, highest random weight as in CARP; the home fetches from the origin and keeps it)
 sizes:     64MiB, 512KB, 1e9 (bytes);  fractions: 1%, 0.01
-sweeps:    --sweep PARAM=V1,V2,... with PARAM one of bits-per-entry, update-threshold, proxies, cache-size
+sweeps:    --sweep PARAM=V1,V2,... with PARAM one of bits-per-entry, update-threshold, proxies, cache-size;
+           --workers N runs the points in parallel on a local Dask cluster (N processes), --scheduler ADDRESS on an
+           existing one (its workers must read the --trace file at the same path); the results equal the serial
+           run's but for the seconds column (needs bloomwise[dask])
 """
 
 #: sweep parameter -> (SimulationConfig field, parser)
@@ -100,6 +104,13 @@ def register(subparsers) -> argparse.ArgumentParser:
                         help="synthetic: fraction of requests to documents all proxies share")
     parser.add_argument("--sweep", metavar="PARAM=V1,V2,...",
                         help="run once per value: bits-per-entry, update-threshold, proxies or cache-size")
+    parallel = parser.add_mutually_exclusive_group()
+    parallel.add_argument("--workers", metavar="N",
+                          help="run the --sweep points as tasks on a local Dask cluster of N worker processes "
+                               "(1 thread each, on 127.0.0.1, no dashboard; needs bloomwise[dask])")
+    parallel.add_argument("--scheduler", metavar="ADDRESS",
+                          help="run the --sweep points as tasks on the Dask scheduler at ADDRESS "
+                               "(e.g. tcp://127.0.0.1:8786); its workers must see the --trace file at the same path")
     parser.add_argument("--engine", default="auto", choices=("auto", "compiled", "python"),
                         help="the replay loop: compiled (policy none only), python (the reference), or auto "
                              "(default: compiled where it runs, python elsewhere); the table's engine column says "
@@ -239,6 +250,7 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
     """Run ``bloomwise simulate`` with parsed arguments; return the exit code."""
     from bloomwise.cache.fast_replay import OracleGeneralTrace, choose_engine
     from bloomwise.cache.simulation import SimulationConfig, estimate_mean_size, simulate
+    from bloomwise.cache.sweeps import SweepTrace
     from bloomwise.cache.traces import SyntheticTrace, TraceError, assigned_requests, format_from_name, open_trace
     from bloomwise.cli import CommandError
     from bloomwise.cli.trace import resolve_trace
@@ -249,6 +261,7 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         fields = _config(args)
         policies = _policies(args.policy)
         sweep = _sweep(args.sweep)
+        workers = _parallel(args, sweep)
         synthetic = None
         if args.synthetic is not None:
             synthetic = dict(
@@ -344,6 +357,30 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
     points = [(None, fields)] if sweep is None else \
         [(value, dict(fields, **{sweep[1]: value})) for value in sweep[2]]
     all_results, labels = [], []
+    if workers is not None or args.scheduler is not None:
+        if synthetic is not None:
+            trace = SweepTrace(synthetic={k: v for k, v in synthetic.items()}, mean_document_size=mean_size)
+        else:  # the workers open the file themselves, by its absolute path
+            trace = SweepTrace(path=os.path.abspath(trace_path), format=args.format, strict=args.strict,
+                               csv_columns=columns, assign=rule, seed=fields["seed"], limit=limit,
+                               mean_document_size=mean_size)
+        try:
+            per_point = _run_on_dask(trace, [point for _, point in points], policies, args.engine, workers,
+                                     args.scheduler)
+        except _DaskUnavailable as error:
+            return _fail(str(error), stderr, code=1)
+        except TraceError as error:
+            return _fail(str(error), stderr, code=1)
+        except OSError as error:
+            return _fail(f"--trace {args.trace!r}: cannot read it ({error.strerror or error})", stderr, code=1)
+        except ImportError as error:
+            return _fail(str(error), stderr, code=1)
+        except ValueError as error:
+            return _fail(str(error), stderr)
+        for (value, _), results in zip(points, per_point):
+            all_results.extend(results)
+            labels.extend([value] * len(results))
+        points = []  # replayed on the cluster
     try:
         for value, point in points:
             source, estimate = make_source(point["num_proxies"])
@@ -406,6 +443,51 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
             return _fail(f"--plot {args.plot!r}: cannot write there ({error.strerror or error})", stderr, code=1)
         print(f"figure written to {path}", file=stdout)
     return 0
+
+
+class _DaskUnavailable(RuntimeError):
+    """The Dask scheduler could not be reached or the local cluster could not start."""
+
+
+def _parallel(args, sweep) -> Optional[int]:
+    """The --workers count (None without it) after the checks of --workers and --scheduler; ValueError naming
+    the option."""
+    if args.workers is None and args.scheduler is None:
+        return None
+    flag = "--workers" if args.workers is not None else "--scheduler"
+    workers = None if args.workers is None else parse_positive_int(args.workers, "--workers")
+    if args.scheduler is not None and not str(args.scheduler).strip():
+        raise ValueError("--scheduler needs an address such as tcp://127.0.0.1:8786")
+    if sweep is None:
+        raise ValueError(f"{flag} runs the points of a --sweep in parallel: give --sweep PARAM=V1,V2,...")
+    try:
+        import distributed  # noqa: F401  (the optional extra, checked before any replay)
+    except ImportError:
+        raise ValueError(f"{flag} needs Dask: pip install 'bloomwise[dask]'") from None
+    return workers
+
+
+def _run_on_dask(trace, points, policies, engine, workers, scheduler) -> list:
+    """The sweep's points as tasks on a new local cluster (``workers`` processes) or at ``scheduler``."""
+    import distributed  # the optional dask extra, imported only when asked for
+
+    from bloomwise.cache.sweeps import run_sweep
+    from bloomwise.dask import local_cluster
+
+    if workers is not None:
+        try:
+            cluster = local_cluster(workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                    dashboard_address=None)
+        except (OSError, RuntimeError) as error:
+            raise _DaskUnavailable(f"--workers {workers}: the local Dask cluster did not start ({error})") from None
+        with cluster, distributed.Client(cluster) as client:
+            return run_sweep(trace, points, policies, engine=engine, client=client)
+    try:
+        client = distributed.Client(scheduler, timeout=10)
+    except (OSError, TimeoutError, ValueError) as error:
+        raise _DaskUnavailable(f"--scheduler {scheduler!r}: cannot reach it ({error})") from None
+    with client:
+        return run_sweep(trace, points, policies, engine=engine, client=client)
 
 
 def _csv_columns(text: str, format: str) -> dict:
