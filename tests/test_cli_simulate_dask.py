@@ -3,6 +3,7 @@ the serial run's but for the wall-clock seconds, in the order of the points."""
 import json
 import sys
 
+import numpy as np
 import pytest
 
 from bloomwise.cache import SyntheticTrace, write_plain_trace
@@ -16,11 +17,11 @@ SWEEP = ["--proxies", "3", "--cache-size", "4MiB", "--policy", "none,summary,par
 SYNTHETIC = ["--synthetic", "3000", "--documents", "2000", *SWEEP]
 
 
-def run_json(argv, capsys):
+def run_json(argv, capsys, with_err=False):
     code = main(["simulate", *argv, "--json", "-"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    return json.loads(out)
+    return (json.loads(out), err) if with_err else json.loads(out)
 
 
 def without_seconds(document):
@@ -46,14 +47,17 @@ def test_scheduler_address_with_a_trace_file(tmp_path, capsys):
     path = tmp_path / "t.plain"
     with open(path, "w") as out:
         write_plain_trace(SyntheticTrace(2500, num_proxies=3, num_documents=1500, seed=4), out)
+        out.write("this line is not a request\n")
     argv = ["--trace", str(path), "--format", "plain", *SWEEP]
-    serial = without_seconds(run_json(argv, capsys))
+    serial, serial_err = run_json(argv, capsys, with_err=True)
     with local_cluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp", host="127.0.0.1",
                        dashboard_address=None) as cluster:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
-        parallel = without_seconds(run_json([*argv, "--scheduler", cluster.scheduler_address], capsys))
+        parallel, parallel_err = run_json([*argv, "--scheduler", cluster.scheduler_address], capsys, with_err=True)
     assert [row["requests"] for point in parallel["points"] for row in point["results"]] == [2500] * 9
-    assert parallel == serial
+    assert without_seconds(parallel) == without_seconds(serial)
+    assert "1 malformed line(s) skipped (line 2501" in serial_err
+    assert parallel_err == serial_err
 
 
 @pytest.mark.parametrize("args, message", [
@@ -87,3 +91,27 @@ def test_without_dask(capsys, monkeypatch):
     assert code == 2
     assert err.strip() == "bloomwise simulate: --workers needs Dask: pip install 'bloomwise[dask]'"
 
+
+
+def test_scheduler_with_an_oracle_general_file_on_the_compiled_engine(tmp_path, capsys):
+    """libCacheSim's binary records, read as arrays by the compiled engine in the workers; the malformed record
+    is reported as in the serial run."""
+    path = tmp_path / "t.oracleGeneral.bin"
+    record = np.dtype([("time", "<u4"), ("object", "<u8"), ("size", "<u4"), ("next", "<i8")])
+    records = np.zeros(5_000, dtype=record)
+    records["object"] = (np.arange(5_000) * 7) % 700
+    records["size"] = 100 + np.arange(5_000) % 900
+    records["next"] = -1
+    records["next"][17] = 3  # before the record: malformed
+    path.write_bytes(records.tobytes())
+    argv = ["--trace", str(path), "--assign", "random", "--proxies", "3", "--policy", "none", "--engine", "compiled",
+            "--sweep", "cache-size=20KB,400KB"]
+    serial, serial_err = run_json(argv, capsys, with_err=True)
+    with local_cluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp", host="127.0.0.1",
+                       dashboard_address=None) as cluster:
+        parallel, parallel_err = run_json([*argv, "--scheduler", cluster.scheduler_address], capsys, with_err=True)
+    assert [point["results"][0]["engine"] for point in parallel["points"]] == ["compiled"] * 2
+    hit_ratios = [point["results"][0]["hit_ratio"] for point in parallel["points"]]
+    assert hit_ratios[0] < hit_ratios[1]
+    assert without_seconds(parallel) == without_seconds(serial)
+    assert "1 malformed line(s) skipped (line 18: next access 3" in serial_err and parallel_err == serial_err

@@ -11,16 +11,28 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from bloomwise.cache.fast_replay import OracleGeneralTrace
 from bloomwise.cache.simulation import SimulationConfig, estimate_mean_size, simulate
 from bloomwise.cache.traces import SyntheticTrace, assigned_requests, format_from_name, open_trace
 
-__all__ = ["SweepTrace", "run_point", "run_sweep"]
+__all__ = ["SweepTrace", "PointOutcome", "run_point", "run_sweep"]
 
 #: the mean document size assumed when a trace gives no estimate (an empty trace)
 FALLBACK_MEAN_DOCUMENT_SIZE = 8192
+#: the malformed records a point reports by number and reason
+MAX_REPORTED_LINES = 5
+
+
+class PointOutcome(NamedTuple):
+    """One point's PolicyResults (in the order of the policies) and the malformed records its first replay of a
+    trace file skipped: their count and the first (line or record number, reason) pairs (0 and [] for a synthetic
+    trace)."""
+
+    results: list
+    malformed: int
+    malformed_lines: list
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,19 +57,23 @@ class SweepTrace:
         if self.path == "-":
             raise ValueError("a sweep cannot replay standard input (it is read once): give a file")
 
-    def source(self, num_proxies: int):
-        """(requests source for :func:`simulate`, mean document size) for ``num_proxies`` proxies."""
+    def source(self, num_proxies: int, readers: Optional[list] = None):
+        """(requests source for :func:`simulate`, mean document size) for ``num_proxies`` proxies; the trace
+        readers the source opens are appended to ``readers`` (for their malformed-record counts)."""
+        readers = [] if readers is None else readers
         if self.synthetic is not None:
             trace = SyntheticTrace(num_proxies=num_proxies, **self.synthetic)
             return trace, self.mean_document_size or trace.expected_size
         if self.assign != "hash-client" and (self.format == "oracle-general" or (
                 self.format == "auto" and self.csv_columns is None
                 and format_from_name(self.path) == "oracle-general")):
+            # read straight into arrays by the compiled engine; ``reader`` is the last reader it opened
             source = OracleGeneralTrace(self.path, self.assign, num_proxies, seed=self.seed, limit=self.limit,
                                         strict=self.strict)
         else:
             def source():
                 reader = open_trace(self.path, format=self.format, strict=self.strict, csv_columns=self.csv_columns)
+                readers.append(reader)
                 return assigned_requests(reader, self.assign, num_proxies, seed=self.seed, limit=self.limit)
         if self.mean_document_size is not None:
             return source, self.mean_document_size
@@ -68,16 +84,23 @@ class SweepTrace:
             first.close()
 
 
-def run_point(trace: SweepTrace, fields: dict, policies: Sequence[str], engine: str = "auto") -> list:
+def run_point(trace: SweepTrace, fields: dict, policies: Sequence[str], engine: str = "auto") -> PointOutcome:
     """Every policy replayed at one point (``fields``: SimulationConfig fields but ``mean_document_size``)."""
-    source, mean_size = trace.source(fields["num_proxies"])
+    readers = []
+    source, mean_size = trace.source(fields["num_proxies"], readers)
     config = SimulationConfig(**fields, mean_document_size=mean_size or FALLBACK_MEAN_DOCUMENT_SIZE)
-    return simulate(source, policies, config, engine=engine)
+    results = simulate(source, policies, config, engine=engine)
+    if isinstance(source, OracleGeneralTrace):
+        readers.append(source.reader)
+    first = next((reader for reader in readers if reader is not None), None)
+    if first is None:
+        return PointOutcome(results, 0, [])
+    return PointOutcome(results, first.malformed, list(first.malformed_lines[:MAX_REPORTED_LINES]))
 
 
 def run_sweep(trace: SweepTrace, points: Sequence[dict], policies: Sequence[str], *, engine: str = "auto",
               client=None) -> list:
-    """One list of PolicyResult per point, in the order of ``points``.
+    """One :class:`PointOutcome` per point, in the order of ``points``.
 
     :param client: None to run the points one after another here, or a ``distributed.Client``: one task per
         point (pure=False: a re-run replays again), gathered in the order of ``points``. A task's exception is

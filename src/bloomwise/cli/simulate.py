@@ -357,6 +357,7 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
     points = [(None, fields)] if sweep is None else \
         [(value, dict(fields, **{sweep[1]: value})) for value in sweep[2]]
     all_results, labels = [], []
+    malformed = None  # the first point's malformed records, from the cluster
     if workers is not None or args.scheduler is not None:
         if synthetic is not None:
             trace = SweepTrace(synthetic={k: v for k, v in synthetic.items()}, mean_document_size=mean_size)
@@ -377,9 +378,10 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
             return _fail(str(error), stderr, code=1)
         except ValueError as error:
             return _fail(str(error), stderr)
-        for (value, _), results in zip(points, per_point):
-            all_results.extend(results)
-            labels.extend([value] * len(results))
+        for (value, _), outcome in zip(points, per_point):
+            all_results.extend(outcome.results)
+            labels.extend([value] * len(outcome.results))
+        malformed = per_point[0] if per_point else None
         points = []  # replayed on the cluster
     try:
         for value, point in points:
@@ -398,15 +400,17 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         return _fail(str(error), stderr)
 
     readers.extend(source.reader for source in array_sources if source.reader is not None)
-    if all(result.requests == 0 for result in all_results):  # an empty log: no table of zeros
-        skipped = f" ({readers[0].malformed:,} malformed line(s) skipped)" if readers and readers[0].malformed else ""
-        return _fail(f"--trace {args.trace!r}: no request was read{skipped}; nothing to replay", stderr, code=1)
     if readers:
-        reader = readers[0]
-        if reader.malformed:
-            shown = "; ".join(f"line {n}: {reason}" for n, reason in reader.malformed_lines[:5])
-            print(f"bloomwise simulate: {args.trace}: {reader.malformed:,} malformed line(s) skipped ({shown})",
-                  file=stderr)
+        malformed = (readers[0].malformed, readers[0].malformed_lines[:5])
+    elif malformed is not None:
+        malformed = (malformed.malformed, malformed.malformed_lines)
+    if all(result.requests == 0 for result in all_results):  # an empty log: no table of zeros
+        skipped = f" ({malformed[0]:,} malformed line(s) skipped)" if malformed and malformed[0] else ""
+        return _fail(f"--trace {args.trace!r}: no request was read{skipped}; nothing to replay", stderr, code=1)
+    if malformed and malformed[0]:
+        shown = "; ".join(f"line {n}: {reason}" for n, reason in malformed[1])
+        print(f"bloomwise simulate: {args.trace}: {malformed[0]:,} malformed line(s) skipped ({shown})",
+              file=stderr)
     if args.json == "-":
         pass  # stdout carries the JSON alone (as `trace --json` and `info --json`): no table before it
     elif sweep is None:
