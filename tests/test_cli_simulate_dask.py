@@ -41,6 +41,12 @@ def test_workers_equal_the_serial_run(capsys):
     false_hits = [point["results"][1]["false_hits"] for point in serial["points"]]
     assert len(set(false_hits)) == 3
     assert parallel == serial
+    # and each point is the run of its own value
+    single = run_json([arg for arg in SYNTHETIC if arg not in ("--sweep", "bits-per-entry=2,8,16")]
+                      + ["--bits-per-entry", "16"], capsys)
+    for row in single:
+        row.pop("seconds")
+    assert parallel["points"][2]["results"] == single
 
 
 def test_scheduler_address_with_a_trace_file(tmp_path, capsys):

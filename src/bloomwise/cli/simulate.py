@@ -248,10 +248,10 @@ def _fail(message: str, stderr: TextIO, code: int = 2) -> int:
 
 def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     """Run ``bloomwise simulate`` with parsed arguments; return the exit code."""
-    from bloomwise.cache.fast_replay import OracleGeneralTrace, choose_engine
+    from bloomwise.cache.fast_replay import choose_engine
     from bloomwise.cache.simulation import SimulationConfig, estimate_mean_size, simulate
-    from bloomwise.cache.sweeps import SweepTrace
-    from bloomwise.cache.traces import SyntheticTrace, TraceError, assigned_requests, format_from_name, open_trace
+    from bloomwise.cache.sweeps import FALLBACK_MEAN_DOCUMENT_SIZE, SweepTrace
+    from bloomwise.cache.traces import TraceError, assigned_requests, open_trace
     from bloomwise.cli import CommandError
     from bloomwise.cli.trace import resolve_trace
 
@@ -310,86 +310,49 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
 
     readers = []
     rule = args.assign or "hash-client"  # how the requests of --trace go to proxies
-    array_sources = []  # OracleGeneralTrace sources: each keeps the last reader it opened
 
-    def make_source(num_proxies):
-        if synthetic is not None:
-            trace = SyntheticTrace(synthetic["num_requests"], num_proxies=num_proxies,
-                                   num_documents=synthetic["num_documents"], zipf_alpha=synthetic["zipf_alpha"],
-                                   one_timer_fraction=synthetic["one_timer_fraction"],
-                                   shared_fraction=synthetic["shared_fraction"], seed=synthetic["seed"])
-            return trace, trace.expected_size
+    def stdin_source(num_proxies):
+        """Standard input, read once: the requests the size estimate reads (at most 10,000) are kept and replayed
+        first, then the rest of the stream."""
+        reader = open_trace(trace_path, format=args.format, strict=args.strict, csv_columns=columns)
+        readers.append(reader)
+        requests = assigned_requests(reader, rule, num_proxies, seed=fields["seed"], limit=limit)
+        if mean_size is not None:
+            return lambda: requests, mean_size
+        head = list(itertools.islice(requests, 10_000))
 
-        def opener():
-            reader = open_trace(trace_path, format=args.format, strict=args.strict, csv_columns=columns)
-            readers.append(reader)
-            return assigned_requests(reader, rule, num_proxies, seed=fields["seed"], limit=limit)
-        source = opener
-        if args.trace != "-" and rule != "hash-client" and (args.format == "oracle-general" or (
-                args.format == "auto" and columns is None and format_from_name(trace_path) == "oracle-general")):
-            # libCacheSim's binary records: read straight into arrays by the compiled engine, as records by Python
-            source = OracleGeneralTrace(trace_path, rule, num_proxies, seed=fields["seed"], limit=limit,
-                                        strict=args.strict)
-            array_sources.append(source)
-        if mean_size is None and args.trace == "-":
-            # standard input is read once: the requests the estimate reads (at most 10,000) are kept and replayed
-            # first, then the rest of the stream
-            requests = opener()
-            head = list(itertools.islice(requests, 10_000))
-
-            def replay_stdin():
-                try:
-                    yield from head
-                    yield from requests
-                finally:
-                    requests.close()
-            return replay_stdin, estimate_mean_size(head)
-        if mean_size is None:
-            first = open_trace(trace_path, format=args.format, csv_columns=columns)
+        def replay_stdin():
             try:
-                estimate = estimate_mean_size(itertools.islice(first, limit))
+                yield from head
+                yield from requests
             finally:
-                first.close()
-        else:
-            estimate = mean_size
-        return source, estimate
+                requests.close()
+        return replay_stdin, estimate_mean_size(head)
 
     points = [(None, fields)] if sweep is None else \
         [(value, dict(fields, **{sweep[1]: value})) for value in sweep[2]]
     all_results, labels = [], []
-    malformed = None  # the first point's malformed records, from the cluster
-    if workers is not None or args.scheduler is not None:
-        if synthetic is not None:
-            trace = SweepTrace(synthetic={k: v for k, v in synthetic.items()}, mean_document_size=mean_size)
-        else:  # the workers open the file themselves, by its absolute path
-            trace = SweepTrace(path=os.path.abspath(trace_path), format=args.format, strict=args.strict,
-                               csv_columns=columns, assign=rule, seed=fields["seed"], limit=limit,
-                               mean_document_size=mean_size)
-        try:
-            per_point = _run_on_dask(trace, [point for _, point in points], policies, args.engine, workers,
-                                     args.scheduler)
-        except _DaskUnavailable as error:
-            return _fail(str(error), stderr, code=1)
-        except TraceError as error:
-            return _fail(str(error), stderr, code=1)
-        except OSError as error:
-            return _fail(f"--trace {args.trace!r}: cannot read it ({error.strerror or error})", stderr, code=1)
-        except ImportError as error:
-            return _fail(str(error), stderr, code=1)
-        except ValueError as error:
-            return _fail(str(error), stderr)
-        for (value, _), outcome in zip(points, per_point):
-            all_results.extend(outcome.results)
-            labels.extend([value] * len(outcome.results))
-        malformed = per_point[0] if per_point else None
-        points = []  # replayed on the cluster
+    outcomes = []  # the points' PointOutcomes (not for standard input)
     try:
-        for value, point in points:
-            source, estimate = make_source(point["num_proxies"])
-            config = SimulationConfig(**point, mean_document_size=mean_size or estimate or 8192)
-            results = simulate(source, policies, config, engine=args.engine)
-            all_results.extend(results)
-            labels.extend([value] * len(results))
+        if args.trace == "-":  # one point, one policy
+            source, estimate = stdin_source(fields["num_proxies"])
+            config = SimulationConfig(**fields, mean_document_size=estimate or FALLBACK_MEAN_DOCUMENT_SIZE)
+            all_results = simulate(source, policies, config, engine=args.engine)
+            labels = [None] * len(all_results)
+        else:  # the points one after another here, or as Dask tasks that generate or open the trace themselves
+            if synthetic is not None:
+                trace = SweepTrace(synthetic=dict(synthetic), mean_document_size=mean_size)
+            else:
+                trace = SweepTrace(path=os.path.abspath(trace_path), format=args.format, strict=args.strict,
+                                   csv_columns=columns, assign=rule, seed=fields["seed"], limit=limit,
+                                   mean_document_size=mean_size)
+            outcomes = _run_points(trace, [point for _, point in points], policies, args.engine, workers,
+                                   args.scheduler)
+            for (value, _), outcome in zip(points, outcomes):
+                all_results.extend(outcome.results)
+                labels.extend([value] * len(outcome.results))
+    except _DaskUnavailable as error:
+        return _fail(str(error), stderr, code=1)
     except TraceError as error:
         return _fail(str(error), stderr, code=1)
     except OSError as error:
@@ -399,11 +362,11 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
     except ValueError as error:
         return _fail(str(error), stderr)
 
-    readers.extend(source.reader for source in array_sources if source.reader is not None)
+    malformed = None  # (count, first (line, reason) pairs) of the first replay of a trace file
     if readers:
         malformed = (readers[0].malformed, readers[0].malformed_lines[:5])
-    elif malformed is not None:
-        malformed = (malformed.malformed, malformed.malformed_lines)
+    elif outcomes:
+        malformed = (outcomes[0].malformed, outcomes[0].malformed_lines)
     if all(result.requests == 0 for result in all_results):  # an empty log: no table of zeros
         skipped = f" ({malformed[0]:,} malformed line(s) skipped)" if malformed and malformed[0] else ""
         return _fail(f"--trace {args.trace!r}: no request was read{skipped}; nothing to replay", stderr, code=1)
@@ -471,11 +434,15 @@ def _parallel(args, sweep) -> Optional[int]:
     return workers
 
 
-def _run_on_dask(trace, points, policies, engine, workers, scheduler) -> list:
-    """The sweep's points as tasks on a new local cluster (``workers`` processes) or at ``scheduler``."""
+def _run_points(trace, points, policies, engine, workers, scheduler) -> list:
+    """The points' PointOutcomes: here one after another, or as tasks on a new local cluster (``workers``
+    processes) or at ``scheduler``."""
+    from bloomwise.cache.sweeps import run_sweep
+
+    if workers is None and scheduler is None:
+        return run_sweep(trace, points, policies, engine=engine)
     import distributed  # the optional dask extra, imported only when asked for
 
-    from bloomwise.cache.sweeps import run_sweep
     from bloomwise.dask import local_cluster
 
     if workers is not None:
