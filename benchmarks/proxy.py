@@ -21,12 +21,16 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+from measure import write_results  # noqa: E402
+
 import aiohttp  # noqa: E402
 
+from bloomwise.cache.squid_digest import CacheDigest  # noqa: E402
 from bloomwise.proxy.cluster import read_ready_line  # noqa: E402
 from bloomwise.proxy.squid import SquidPeer, SquidProcess, free_port, squid_binary  # noqa: E402
 
@@ -111,6 +115,15 @@ async def wait_until(predicate, timeout, what):
         await asyncio.sleep(0.2)
 
 
+async def squid_digest_lists(squid, urls) -> bool:
+    """Whether ``squid``'s Cache Digest, fetched now, lists every URL of ``urls`` (False while it cannot be read)."""
+    try:
+        digest = CacheDigest.from_bytes(await asyncio.to_thread(squid.fetch_digest))
+    except OSError:
+        return False
+    return all(digest.contains_url(u) for u in urls)
+
+
 async def bloomwise_run(origin, n, concurrency, summary_kind):
     """Local hits on P0, remote hits at P1 (served by P0), and misses at P1 (to the origin): one run."""
     ports = [free_port(), free_port()]
@@ -158,14 +171,7 @@ async def squid_run(origin, n, concurrency):
         rps, lat, tags = await load(s0.proxy_url, held, concurrency)
         local = {"rps": rps, **percentiles(lat), "hit_fraction": tags.get("HIT", 0) / n}
 
-        async def digest_complete():
-            from bloomwise.cache.squid_digest import CacheDigest
-            try:
-                d = CacheDigest.from_bytes(await asyncio.to_thread(s0.fetch_digest))
-            except OSError:
-                return False
-            return all(d.contains_url(u) for u in held)
-        await wait_until(digest_complete, 60, "Squid's digest")
+        await wait_until(lambda: squid_digest_lists(s0, held), 60, "Squid's digest")
         s1 = await asyncio.to_thread(SquidProcess(peers=[SquidPeer("127.0.0.1", s0.port)], cache_mem_mb=256).start)
         await load(s1.proxy_url, [f"{origin}/doc/{2 * n + 5}"], 1)               # makes S1 fetch S0's digest
         await asyncio.sleep(3.0)
@@ -437,14 +443,7 @@ async def speed_targets(origin, documents, levels, rounds, seconds, script_dir):
             await load(proxy, batch, 8)                                            # warm
             await load(proxy, batch, 8)
 
-        async def s1_digest_complete():
-            from bloomwise.cache.squid_digest import CacheDigest
-            try:
-                d = CacheDigest.from_bytes(await asyncio.to_thread(s1.fetch_digest))
-            except OSError:
-                return False
-            return all(d.contains_url(u) for u in remote_urls)
-        await wait_until(s1_digest_complete, 60, "S1's digest")
+        await wait_until(lambda: squid_digest_lists(s1, remote_urls), 60, "S1's digest")
         s2 = await asyncio.to_thread(SquidProcess(peers=[SquidPeer("127.0.0.1", s1.port)], cache_mem_mb=256).start)
         squids.append(s2)
         await load(s2.proxy_url, [f"{origin}/doc/{documents + 5}"], 1)             # S2 fetches S1's digest
@@ -577,12 +576,7 @@ def targets_main(args) -> int:
     for name, c, measured, verdict in target_verdicts(t):
         lines.append(f"| {name} | {c} | {measured} | **{verdict}** |")
     report = "\n".join(lines) + "\n"
-    os.makedirs(args.out, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    with open(os.path.join(args.out, f"{stamp}-proxy-targets.json"), "w") as f:
-        json.dump(t, f, indent=1)
-    with open(os.path.join(args.out, f"{stamp}-proxy-targets.md"), "w") as f:
-        f.write(report)
+    write_results(Path(args.out), "proxy-targets", t, report)
     print(report)
     return 0
 

@@ -13,14 +13,16 @@ which of two peers holding the same documents proxy 0 asks (the nearer one first
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+from measure import write_results  # noqa: E402
 
 from bloomwise.proxy.netns import NetnsCluster, namespaces_unavailable  # noqa: E402
 
@@ -159,12 +161,7 @@ def main(argv=None) -> int:
               f"{px['rtt_ms']['proxy 2']:.1f}): {px['served']['proxy 2']}; by the origin: {px['served']['origin']}; "
               f"{px['peer_queries_per_request']:.2f} peer queries per request."]
     report = "\n".join(lines) + "\n"
-    os.makedirs(args.out, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    with open(os.path.join(args.out, f"{stamp}-proxy-netns.json"), "w") as f:
-        json.dump(r, f, indent=1)
-    with open(os.path.join(args.out, f"{stamp}-proxy-netns.md"), "w") as f:
-        f.write(report)
+    write_results(Path(args.out), "proxy-netns", r, report)
     print(report)
     return 0
 
