@@ -9,6 +9,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from bloomwise import _format, _positions
+from bloomwise._checks import check_int_range
 from bloomwise._base import LAYOUTS, check_threads, layout_id
 from bloomwise._compatibility import Compatible
 from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity, meta_fpr
@@ -22,16 +23,6 @@ CLASSIC_ONLY = {"classic": LAYOUTS["classic"]}
 def check_layout(layout) -> None:
     """``layout=`` of the contract: only ``"classic"`` here (ValueError naming the choices otherwise)."""
     layout_id(layout, CLASSIC_ONLY)
-
-
-def check_int_range(name: str, value, low: int, high: int) -> int:
-    """An int in [low, high] (TypeError for another type, ValueError outside the range; both name the value)."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    value = value.__index__()
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
-    return value
 
 
 class HashedBits(Persistent, Compatible):

@@ -29,7 +29,8 @@ import numpy as np
 
 from bloomwise import _format, _positions, theory
 from bloomwise._base import check_capacity, check_target_fpr, check_threads
-from bloomwise._hashed_bits import HashedBits, check_int_range, check_layout
+from bloomwise._checks import check_int_range
+from bloomwise._hashed_bits import HashedBits, check_layout
 from bloomwise.errors import FormatError
 from bloomwise.theory._validate import check_reachable
 from bloomwise.theory.retouched import rbf_random_clearing_rates

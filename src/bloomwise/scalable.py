@@ -101,7 +101,7 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
 
     def _configure(self, initial_capacity, fpr, growth, ratio, layout, seed, key, scheme, derived) -> None:
         """Check and set the parameters; no stage yet."""
-        self._initial_capacity = check_capacity(initial_capacity, "capacity")
+        self._initial_capacity = check_capacity(initial_capacity)
         self._fpr = check_target_fpr(fpr)
         self._growth = _real("growth", growth, 1.0, 1e6, low_open=False, high_open=False)
         self._ratio = _real("ratio", ratio, 0.0, 1.0, low_open=True, high_open=True)

@@ -27,7 +27,8 @@ from bloomwise._persistence import (
 from bloomwise._statistics import FillStatistics
 from bloomwise._storage import StorageGeometry, StoredCells
 from bloomwise.errors import FormatError
-from bloomwise.theory._validate import check_probability, check_reachable
+from bloomwise._checks import check_probability
+from bloomwise.theory._validate import check_reachable
 from bloomwise.theory.counting import (
     DEFAULT_INCREMENTS, MAX_BH_ORDER, bh_order, check_increments, dl_false_positive_rate, dl_increments, multisets,
     table_rows, vicbf_false_positive_rate, vicbf_optimal_size,

@@ -56,6 +56,7 @@ from typing import Optional
 import numpy as np
 
 from bloomwise import _format
+from bloomwise._checks import check_fraction, check_tolerance
 from bloomwise.bloom import BloomFilter
 from bloomwise.counting import CountingBloomFilter
 from bloomwise.errors import FormatError
@@ -368,16 +369,10 @@ class SummaryPublisher:
                  origin: Optional[int] = None, resize_tolerance: Optional[float] = None):
         if kind not in SUMMARY_KINDS:
             raise ValueError(f"summary kind must be 'bits' or 'counters', got {kind!r}")
-        if isinstance(update_threshold, bool) or not isinstance(update_threshold, (int, float)) \
-                or not 0.0 < update_threshold <= 1.0:
-            raise ValueError(f"update_threshold must be a fraction in (0, 1], got {update_threshold!r}")
+        check_fraction("update_threshold", update_threshold)
         if isinstance(history, bool) or not isinstance(history, int) or history < 1:
             raise ValueError(f"history must be an int >= 1, got {history!r}")
-        if resize_tolerance is not None and (isinstance(resize_tolerance, bool)
-                                             or not isinstance(resize_tolerance, (int, float))
-                                             or not 0.0 < resize_tolerance < math.inf):
-            raise ValueError(f"resize_tolerance must be a fraction > 0 or None, got {resize_tolerance!r}")
-        self.resize_tolerance = resize_tolerance
+        self.resize_tolerance = check_tolerance("resize_tolerance", resize_tolerance)
         self.cache = cache
         self.kind = kind
         self.update_threshold = float(update_threshold)

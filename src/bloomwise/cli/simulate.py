@@ -20,7 +20,8 @@ import os
 import sys
 from typing import Optional, TextIO
 
-from bloomwise.cli._parse import parse_count, parse_fraction, parse_positive_int, parse_size_bytes
+from bloomwise.cli._parse import (parse_count, parse_fraction, parse_positive_int, parse_positive_size_bytes,
+                                  parse_real, parse_tolerance)
 
 __all__ = ["register", "run", "format_table", "SWEEPS"]
 
@@ -50,7 +51,7 @@ SWEEPS = {
     "bits-per-entry": ("bits_per_entry", lambda text: parse_positive_int(text, "--sweep bits-per-entry value")),
     "update-threshold": ("update_threshold", lambda text: parse_fraction(text, "--sweep update-threshold value")),
     "proxies": ("num_proxies", lambda text: parse_positive_int(text, "--sweep proxies value")),
-    "cache-size": ("cache_size", lambda text: _positive_size(text, "--sweep cache-size value")),
+    "cache-size": ("cache_size", lambda text: parse_positive_size_bytes(text, "--sweep cache-size value")),
 }
 _POLICIES = ("none", "icp", "summary", "paradox", "carp")
 
@@ -126,53 +127,23 @@ class _Usage(ValueError):
     pass
 
 
-def _positive_size(text: str, what: str) -> int:
-    value = parse_size_bytes(text, what)
-    if value < 1:
-        raise ValueError(f"{what} {text!r} must be at least 1 byte")
-    return value
-
-
-def _real(text: str, what: str, *, positive: bool = True) -> float:
-    try:
-        value = float(str(text).strip())
-    except ValueError:
-        raise ValueError(f"{what} {text!r} is not a number") from None
-    if not (value > 0 if positive else value >= 0) or value != value or value == float("inf"):
-        raise ValueError(f"{what} {text!r} must be a finite number > 0")
-    return value
-
-
 def _config(args) -> dict:
     """The SimulationConfig fields from the options; ValueError naming the option."""
     proxies = parse_positive_int(args.proxies, "--proxies")
     seed = parse_count(args.seed, "--seed")
     return dict(
         num_proxies=proxies,
-        cache_size=_positive_size(args.cache_size, "--cache-size"),
+        cache_size=parse_positive_size_bytes(args.cache_size, "--cache-size"),
         bits_per_entry=parse_positive_int(args.bits_per_entry, "--bits-per-entry"),
         update_threshold=parse_fraction(args.update_threshold, "--update-threshold"),
         seed=seed,
         summary_kind=args.summary_kind,
         eviction=args.eviction,
-        peer_cost=_real(args.peer_cost, "--peer-cost"),
-        origin_cost=_real(args.origin_cost, "--origin-cost"),
+        peer_cost=parse_real(args.peer_cost, "--peer-cost"),
+        origin_cost=parse_real(args.origin_cost, "--origin-cost"),
         prior_estimator=args.prior,
-        resize_tolerance=None if str(args.resize_tolerance).strip() == "off" else
-        _positive_fraction(args.resize_tolerance, "--resize-tolerance"),
+        resize_tolerance=parse_tolerance(args.resize_tolerance, "--resize-tolerance"),
     )
-
-
-def _positive_fraction(text: str, what: str) -> float:
-    """A fraction > 0 ("10%", "0.1"; more than 100% allowed): ValueError naming the option."""
-    raw = str(text).strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise ValueError(f"{what} {text!r} is not a fraction (10%, 0.1) nor 'off'") from None
-    if not 0 < value < float("inf"):
-        raise ValueError(f"{what} {text!r} must be a fraction > 0 (10%, 0.1) or 'off'")
-    return value
 
 
 def _policies(text: str) -> list:
@@ -267,12 +238,12 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
             synthetic = dict(
                 num_requests=parse_positive_int(args.synthetic, "--synthetic"),
                 num_documents=parse_positive_int(args.documents, "--documents"),
-                zipf_alpha=_real(args.zipf_alpha, "--zipf", positive=False),
-                one_timer_fraction=_one_timers(args.one_timers),
-                shared_fraction=_one_timers(args.shared_fraction, "--shared"),
+                zipf_alpha=parse_real(args.zipf_alpha, "--zipf", allow_zero=True),
+                one_timer_fraction=parse_fraction(args.one_timers, "--one-timers", allow_zero=True),
+                shared_fraction=parse_fraction(args.shared_fraction, "--shared", allow_zero=True),
                 seed=fields["seed"])
         mean_size = None if args.mean_document_size == "auto" else \
-            _positive_size(args.mean_document_size, "--mean-document-size")
+            parse_positive_size_bytes(args.mean_document_size, "--mean-document-size")
         SimulationConfig(**fields)  # the remaining checks, named
         for name in policies:
             try:
@@ -470,10 +441,3 @@ def _csv_columns(text: str, format: str) -> dict:
         return parse_csv_columns(text)
     except ValueError as error:
         raise ValueError(str(error).replace("csv columns", "--csv-columns", 1)) from None
-
-
-def _one_timers(text: str, what: str = "--one-timers") -> float:
-    raw = str(text).strip()
-    if raw in ("0", "0%", "0.0"):
-        return 0.0
-    return parse_fraction(raw, what)
