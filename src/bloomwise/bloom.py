@@ -96,10 +96,10 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
         return self
 
     @classmethod
-    def from_hash_functions(cls, num_bits, functions: Sequence[Callable[[object], int]]) -> "BloomFilter":
+    def from_hash_functions(cls, num_cells, functions: Sequence[Callable[[object], int]]) -> "BloomFilter":
         """A teaching filter whose k index functions are given explicitly (evaluated in Python).
 
-        Each function maps a key to an int in [0, num_bits). The CS 170 example (m = 5):
+        Each function maps a key to an int in [0, num_cells), m = num_cells bits. The CS 170 example (m = 5):
 
         >>> f = BloomFilter.from_hash_functions(5, [lambda x: x % 5, lambda x: (2 * x + 3) % 5])
         >>> f.add(9); f.add(11)
@@ -114,7 +114,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
         if not functions or not all(callable(fn) for fn in functions):
             raise TypeError("functions must be a non-empty sequence of callables key -> int")
         self = _ExplicitHashBloomFilter.__new__(_ExplicitHashBloomFilter)
-        self._init_core(num_bits, len(functions), LAYOUTS["classic"], 0)
+        self._init_core(num_cells, len(functions), LAYOUTS["classic"], 0)
         self._capacity = None
         self._fpr = None
         self._functions = functions
