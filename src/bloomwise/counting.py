@@ -361,16 +361,16 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, StoredCells, C
         if counter_bits not in (4, 8, 16) or isinstance(counter_bits, bool):
             raise FormatError(f"meta counter_bits must be 4, 8 or 16, the file says {counter_bits!r}")
         capacity, fpr = meta_capacity(header), meta_fpr(header)
-        expected = (header.num_bits * counter_bits + 63) // 64 * 8
+        expected = (header.num_cells * counter_bits + 63) // 64 * 8
         if header.payload_length != expected:
-            raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} counters of "
+            raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_cells} counters of "
                               f"{counter_bits} bits need {expected}")
         if not copy:  # checked before the filter holds the payload (a memory map must stay closable)
-            check_cell_padding(payload, header.num_bits * counter_bits)
+            check_cell_padding(payload, header.num_cells * counter_bits)
         self = cls.__new__(cls)
         try:
-            self._init_counting(header.num_bits, header.num_hashes, int(header.layout), counter_bits, header.seed,
-                                header.keys_added, key, hash_scheme=scheme, storage=None if copy else payload)
+            self._init_counting(header.num_cells, header.num_hashes, int(header.layout), counter_bits, header.seed,
+                                header.num_keys, key, hash_scheme=scheme, storage=None if copy else payload)
             if copy:
                 self._copy_cells_from(payload)
         except (ValueError, TypeError) as exc:

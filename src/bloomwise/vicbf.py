@@ -381,16 +381,16 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"invalid variable-increment metadata {dict(meta)!r}: {exc}") from None
         capacity, fpr = meta_capacity(header), meta_fpr(header)
-        expected = (header.num_bits * (fixed_bits + variable_bits) + 63) // 64 * 8
+        expected = (header.num_cells * (fixed_bits + variable_bits) + 63) // 64 * 8
         if header.payload_length != expected:
-            raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} positions of "
+            raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_cells} positions of "
                               f"{fixed_bits + variable_bits} bits need {expected}")
         if not copy:  # checked before the filter holds the payload (a memory map must stay closable)
-            check_cell_padding(payload, header.num_bits * (fixed_bits + variable_bits))
+            check_cell_padding(payload, header.num_cells * (fixed_bits + variable_bits))
         self = cls.__new__(cls)
         try:
-            self._setup(header.num_bits, header.num_hashes, LAYOUT_NAMES[int(header.layout)], increments,
-                        fixed_bits, variable_bits, header.seed, header.keys_added, key, scheme,
+            self._setup(header.num_cells, header.num_hashes, LAYOUT_NAMES[int(header.layout)], increments,
+                        fixed_bits, variable_bits, header.seed, header.num_keys, key, scheme,
                         None if copy else payload)
             if copy:
                 self._copy_cells_from(payload)
