@@ -41,6 +41,7 @@ from typing import Iterable, Optional, Sequence, Union
 
 from bloomwise import _thrift
 from bloomwise._checks import check_multiple
+from bloomwise._native.hashes import xxh64
 from bloomwise.errors import FormatError
 
 __all__ = ["SplitBlockBloomFilter", "NoBloomFilter", "read_bloom_filters", "row_groups_that_may_contain",
@@ -68,7 +69,6 @@ _HEADER_PROBE = 256  # bytes read first when a writer did not record bloom_filte
 
 
 def _xxh64(data) -> int:
-    from bloomwise._native.hashes import xxh64
     return xxh64(data, 0)
 
 

@@ -58,7 +58,7 @@ import numpy as np
 from bloomwise import _format
 from bloomwise._checks import check_fraction, check_tolerance
 from bloomwise.bloom import BloomFilter
-from bloomwise.counting import CountingBloomFilter
+from bloomwise.counting import CountingBloomFilter, net_changes
 from bloomwise.errors import FormatError
 
 __all__ = ["SummaryUpdate", "SummaryPublisher", "PeerSummary", "SummaryGap", "SUMMARY_KINDS",
@@ -144,7 +144,6 @@ def _net_flips(entries: np.ndarray) -> np.ndarray:
     the first entry, sorted. A bit's first transition leaves the value it had; it ends changed iff its last
     transition sets the same value. (``counting.net_changes`` does this with numpy; most deltas are small.)"""
     if entries.size > 512:
-        from bloomwise.counting import net_changes
         return net_changes(entries, 0, 0).positions
     first: dict = {}
     last: dict = {}

@@ -104,7 +104,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=None):
     """A ProxyConfig from parsed options (ValueError with a message naming the option on bad input)."""
-    from bloomwise.proxy.server import ProxyConfig
+    from bloomwise.proxy.server import ProxyConfig  # on use: the proxy (aiohttp)
 
     host, port = listen if listen is not None else parse_listen(args.listen)
     bits_per_entry = parse_positive_int(args.bits_per_entry, "--bits-per-entry")
@@ -171,7 +171,7 @@ def run(args) -> int:
     except ImportError:
         print("bloomwise proxy: needs aiohttp: pip install 'bloomwise[proxy]'", file=sys.stderr)
         return 1
-    from bloomwise.proxy.server import BloomwiseProxy
+    from bloomwise.proxy.server import BloomwiseProxy  # on use: the proxy (aiohttp)
 
     try:
         config = config_from_args(args)

@@ -27,8 +27,7 @@ from bloomwise.cli.trace import resolve_trace
 if TYPE_CHECKING:
     from bloomwise.cache.experiment import ExperimentOutcome, Sweep
 
-# The cache system (numpy, the compiled engine) is imported inside the functions that use it: every `bloomwise`
-# command registers every subcommand, and `bloomwise --help` or `query` should not load the simulator.
+# The cache system (numpy, the compiled engine) is imported on use, in the functions that run it (bloomwise.cli).
 
 __all__ = ["register", "run", "format_table", "SWEEPS"]
 
@@ -174,7 +173,7 @@ def _sweep(text: Optional[str]):
     parsed = [parse(v.strip()) for v in values.split(",") if v.strip()]
     if not parsed:
         raise ValueError(f"--sweep {text!r}: give at least one value")
-    from bloomwise.cache.experiment import Sweep  # the simulator, loaded on use
+    from bloomwise.cache.experiment import Sweep  # on use: the simulator
 
     return Sweep(param, field, tuple(parsed))
 
@@ -228,8 +227,8 @@ def _fail(message: str, stderr: TextIO, code: int = 2) -> int:
 
 def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     """Run ``bloomwise simulate`` with parsed arguments; return the exit code."""
-    from bloomwise.cache.experiment import DaskUnavailable, run_experiment  # the simulator, loaded on use
-    from bloomwise.cache.traces import TraceError  # the simulator, loaded on use
+    from bloomwise.cache.experiment import DaskUnavailable, run_experiment  # on use: the simulator
+    from bloomwise.cache.traces import TraceError  # on use: the simulator
 
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
@@ -278,8 +277,8 @@ class _Options(NamedTuple):
 
 def _options(args) -> _Options:
     """The experiment the options describe; ValueError naming the option."""
-    from bloomwise.cache.fast_replay import choose_engine  # the simulator, loaded on use
-    from bloomwise.cache.simulation import SimulationConfig  # the simulator, loaded on use
+    from bloomwise.cache.fast_replay import choose_engine  # on use: the simulator
+    from bloomwise.cache.simulation import SimulationConfig  # on use: the simulator
 
     fields = _config(args)
     policies = _policies(args.policy)
@@ -315,8 +314,8 @@ def _options(args) -> _Options:
 def _trace(args, options: _Options):
     """The trace to replay: a synthetic one, standard input, or a file (a path, or the name of a fetched real
     trace); CommandError (exit 1) for a file that does not exist, (exit 2) for standard input more than once."""
-    from bloomwise.cache.experiment import StreamTrace  # the simulator, loaded on use
-    from bloomwise.cache.sweeps import SweepTrace  # the simulator, loaded on use
+    from bloomwise.cache.experiment import StreamTrace  # on use: the simulator
+    from bloomwise.cache.sweeps import SweepTrace  # on use: the simulator
 
     if options.synthetic is not None:
         return SweepTrace(synthetic=dict(options.synthetic), mean_document_size=options.mean_size)
@@ -380,7 +379,7 @@ def _report(args, outcome: ExperimentOutcome, sweep: Optional[Sweep], stdout: Te
 
 def _plot(folder: str, outcome: ExperimentOutcome, sweep: Optional[Sweep]) -> str:
     """The figure of the results in ``folder`` (needs bloomwise[plot]); its path."""
-    from bloomwise.cache.plots import plot_policies, plot_sweep  # the simulator, loaded on use
+    from bloomwise.cache.plots import plot_policies, plot_sweep  # on use: the simulator
 
     try:
         os.makedirs(folder, exist_ok=True)
@@ -413,7 +412,7 @@ def _parallel(args, sweep) -> Optional[int]:
 
 
 def _csv_columns(text: str, format: str) -> dict:
-    from bloomwise.cache.traces import parse_csv_columns  # the simulator, loaded on use
+    from bloomwise.cache.traces import parse_csv_columns  # on use: the simulator
 
     if format not in ("auto", "csv"):
         raise ValueError(f"--csv-columns goes with --format csv, not {format}")

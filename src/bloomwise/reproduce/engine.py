@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bloomwise import theory
+from bloomwise.bloom import BloomFilter
+from bloomwise.counting import CountingBloomFilter
+from bloomwise.paradox import ConstantPrior, CostModel, SelectiveCountingBloomFilter, cbf_expected_cost
+from bloomwise.paradox.optimal_k import error_rates
 from bloomwise.paradox.simulation import (
     PAPER_TABLE_II, PAPER_TABLE_III, Population, bloom_num_hashes, expected_bloom, expected_counting,
 )
@@ -34,6 +38,7 @@ from bloomwise.reproduce.trace import (
     N_QUERIES_PAPER, TraceSetup, expected_rates, run_trace, synthetic_tuples, theorem4_cost,
     theorem4_product_threshold, theorem4_threshold, trace_replicates, tuple_keys,
 )
+from bloomwise.theory.generalized import gbf_error_rates
 
 __all__ = ["Settings", "Reproduction", "run"]
 
@@ -149,8 +154,6 @@ def _replicate_note(samples: int, sampled: bool = False) -> str:
 
 
 def table_ii(rep: Reproduction, log) -> None:
-    from bloomwise.theory.generalized import gbf_error_rates
-
     s = rep.settings
     pop = s.population
     per_seed, details, noise = {}, {}, {}
@@ -311,8 +314,6 @@ def _selective_note(pop, col, alpha, b, j, printed, exp) -> str:
 
 
 def _table_ii_note(rep, col, alpha, b, j, printed, runs, exp, pop) -> str:
-    from bloomwise.theory.generalized import gbf_error_rates
-
     if col in ("insert", "query", "both"):
         return _selective_note(pop, col, alpha, b, j, printed, exp)
     if col == "gbf":
@@ -426,7 +427,6 @@ def table_iii(rep: Reproduction, log) -> None:
 def _cbf_is_bf_row(pop, seed):
     """'With the increase (by a factor of 4) in memory, the performance of the CBF is the same as that of the Bloom
     filter': a partitioned 4-bit CBF answers exactly as a partitioned BF with as many bits as it has counters."""
-    from bloomwise import BloomFilter, CountingBloomFilter
 
     rng = np.random.default_rng(seed)
     members = np.concatenate(pop.draw_members(rng))
@@ -778,9 +778,6 @@ def fig9c_points(s: Settings, setup: TraceSetup, tuples) -> list:
 # Section V.C: is the cost-optimal k of cbf_optimal_num_hashes right in the VIII.C setting?
 # --------------------------------------------------------------------------------------------------------------
 def optimal_k_section(rep: Reproduction, log) -> None:
-    from bloomwise import CountingBloomFilter
-    from bloomwise.paradox import ConstantPrior, CostModel, SelectiveCountingBloomFilter, cbf_expected_cost
-
     s = rep.settings
     setup = s.trace_setup
     alpha = 2.4
@@ -817,8 +814,6 @@ def optimal_k_section(rep: Reproduction, log) -> None:
 def _dependence_check(setup, keys, k, alpha, seed) -> dict:
     """FPR at Theorem 4's threshold for k: the model's, a real filter's, and the same filter's counters with each
     probe's column shuffled across keys (same marginals, no dependence between a key's k counters)."""
-    from bloomwise import CountingBloomFilter
-    from bloomwise.paradox.optimal_k import error_rates
 
     log_t = math.log(theorem4_product_threshold(setup, k, alpha))
     model = float(error_rates(k, setup.num_counters, setup.stored, setup.counter_bits,
