@@ -35,9 +35,9 @@ def test_a_stream_replays_like_its_file_and_only_once(tmp_path):
     path = tmp_path / "access.log"
     write_squid_log(SyntheticTrace(12_000, num_proxies=3, num_documents=900, seed=2), str(path))
     from_file = run_experiment(SweepTrace(path=str(path)), FIELDS, ["summary"])
-    from_stream = run_experiment(StreamTrace(str(path)), FIELDS, ["summary"])
+    from_stream = run_experiment(StreamTrace(path=str(path)), FIELDS, ["summary"])
     assert from_stream.results[0].requests == 12_000  # the 10,000 read ahead for the size estimate, then the rest
     assert _without_seconds(from_stream.results) == _without_seconds(from_file.results)
     assert (from_stream.malformed, from_stream.labels) == (0, [None])
     with pytest.raises(ValueError, match="a stream can be replayed only once"):
-        run_experiment(StreamTrace(str(path)), FIELDS, ["summary", "icp"])
+        run_experiment(StreamTrace(path=str(path)), FIELDS, ["summary", "icp"])

@@ -14,7 +14,7 @@ import itertools
 from typing import Iterator, Optional, Sequence
 
 from bloomwise.cache.simulation import SimulationConfig, estimate_mean_size, simulate
-from bloomwise.cache.sweeps import FALLBACK_MEAN_DOCUMENT_SIZE, MAX_REPORTED_LINES, run_sweep
+from bloomwise.cache.sweeps import FALLBACK_MEAN_DOCUMENT_SIZE, MAX_REPORTED_LINES, SweepTrace, run_sweep
 from bloomwise.cache.traces import assigned_requests, open_trace
 
 __all__ = ["Sweep", "StreamTrace", "ExperimentOutcome", "DaskUnavailable", "run_experiment", "dask_client"]
@@ -38,18 +38,14 @@ class Sweep:
 
 
 @dataclasses.dataclass(frozen=True)
-class StreamTrace:
-    """A trace read once from ``path`` (``"-"``: standard input) with its reading options; ``mean_document_size``
-    None = estimated from its first 10,000 requests, which are kept and replayed first."""
+class StreamTrace(SweepTrace):
+    """A trace file read once, ``path`` ``"-"`` for standard input (the reading options of a SweepTrace): one
+    point, one policy. ``mean_document_size`` None = estimated from its first 10,000 requests, which are kept and
+    replayed first."""
 
-    path: str
-    format: str = "auto"
-    strict: bool = False
-    csv_columns: Optional[dict] = None
-    assign: str = "hash-client"
-    seed: int = 0
-    limit: Optional[int] = None
-    mean_document_size: Optional[int] = None
+    def __post_init__(self):
+        if self.path is None or self.synthetic is not None:
+            raise ValueError("StreamTrace needs a path (- for standard input) and no synthetic trace")
 
 
 @dataclasses.dataclass

@@ -333,7 +333,7 @@ def _trace(args, options: _Options):
     if options.sweep is not None or len(options.policies) > 1:
         raise CommandError("--trace - (standard input) can be replayed only once: give one policy and no --sweep",
                            EXIT_USAGE)
-    return StreamTrace("-", **reading)
+    return StreamTrace(path="-", **reading)
 
 
 def _check_json_target(path: Optional[str]) -> None:
