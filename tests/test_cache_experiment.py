@@ -2,6 +2,12 @@
 runs), the results labelled by their point, and a stream replayed once like the file it came from."""
 from __future__ import annotations
 
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
 import pytest
 
 from bloomwise.cache.experiment import StreamTrace, Sweep, run_experiment
@@ -41,3 +47,22 @@ def test_a_stream_replays_like_its_file_and_only_once(tmp_path):
     assert (from_stream.malformed, from_stream.labels) == (0, [None])
     with pytest.raises(ValueError, match="a stream can be replayed only once"):
         run_experiment(StreamTrace(path=str(path)), FIELDS, ["summary", "icp"])
+
+
+def test_simulate_reads_standard_input_once_like_the_file(tmp_path):
+    """`bloomwise simulate --trace -`: the stream's results are the file's; two policies are a usage error."""
+    path = tmp_path / "access.log"
+    write_squid_log(SyntheticTrace(3000, num_proxies=3, num_documents=500, seed=4), str(path))
+    base = [sys.executable, "-m", "bloomwise", "simulate", "--proxies", "3", "--policy", "summary", "--json", "-"]
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent / "src"))
+    with open(path, "rb") as stdin:
+        piped = subprocess.run(base + ["--trace", "-"], stdin=stdin, capture_output=True, env=env, timeout=120)
+    named = subprocess.run(base + ["--trace", str(path)], capture_output=True, env=env, timeout=120)
+    assert piped.returncode == named.returncode == 0, piped.stderr
+    drop_seconds = lambda text: [{k: v for k, v in r.items() if k != "seconds"} for r in json.loads(text)]
+    assert drop_seconds(piped.stdout) == drop_seconds(named.stdout)
+    assert drop_seconds(piped.stdout)[0]["requests"] == 3000
+    with open(path, "rb") as stdin:
+        twice = subprocess.run(base[:-4] + ["--policy", "summary,icp", "--trace", "-"], stdin=stdin,
+                               capture_output=True, text=True, env=env, timeout=120)
+    assert twice.returncode == 2 and "can be replayed only once" in twice.stderr
