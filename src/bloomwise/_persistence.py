@@ -128,6 +128,18 @@ def check_cell_array_header(header: _format.Header, key, what: str) -> int:
     return scheme
 
 
+def check_cell_payload(header: _format.Header, payload, cell_bits: int, cells: str, *, copy: bool) -> None:
+    """A counting structure's payload holds exactly ``header.num_cells`` cells of ``cell_bits`` bits in 64-bit words
+    (FormatError naming the ``cells``, e.g. "counters", otherwise); one to be used in place (``copy`` False) has its
+    padding checked now, before the structure holds it (a memory map must stay closable)."""
+    expected = (header.num_cells * cell_bits + 63) // 64 * 8
+    if header.payload_length != expected:
+        raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_cells} {cells} of "
+                          f"{cell_bits} bits need {expected}")
+    if not copy:
+        check_cell_padding(payload, header.num_cells * cell_bits)
+
+
 def check_cell_padding(payload, used_bits: int) -> None:
     """The bits after the last cell of a counting structure's payload are zero (FormatError otherwise)."""
     whole, extra = divmod(used_bits, 8)

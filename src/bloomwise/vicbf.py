@@ -21,7 +21,7 @@ from bloomwise._base import (
     warn_over_capacity,
 )
 from bloomwise._persistence import (
-    Mapped, Persistent, cell_array_header, check_cell_array_header, check_cell_padding, meta_capacity, meta_fpr,
+    Mapped, Persistent, cell_array_header, check_cell_array_header, check_cell_payload, meta_capacity, meta_fpr,
     open_structure,
 )
 from bloomwise._statistics import FillStatistics
@@ -381,12 +381,7 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"invalid variable-increment metadata {dict(meta)!r}: {exc}") from None
         capacity, fpr = meta_capacity(header), meta_fpr(header)
-        expected = (header.num_cells * (fixed_bits + variable_bits) + 63) // 64 * 8
-        if header.payload_length != expected:
-            raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_cells} positions of "
-                              f"{fixed_bits + variable_bits} bits need {expected}")
-        if not copy:  # checked before the filter holds the payload (a memory map must stay closable)
-            check_cell_padding(payload, header.num_cells * (fixed_bits + variable_bits))
+        check_cell_payload(header, payload, fixed_bits + variable_bits, "positions", copy=copy)
         self = cls.__new__(cls)
         try:
             self._setup(header.num_cells, header.num_hashes, LAYOUT_NAMES[int(header.layout)], increments,
