@@ -37,7 +37,6 @@ def plot_figure4(path: Union[str, os.PathLike], *, bits_per_item: Iterable[int] 
     :raises ValueError: for another suffix.
     :raises ImportError: if matplotlib is not installed.
     """
-
     path = os.fspath(path)
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in _FORMATS:

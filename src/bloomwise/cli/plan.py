@@ -70,7 +70,6 @@ def _fail(message: str, stderr: TextIO, code: int = 2) -> int:
 
 def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     """Run ``bloomwise plan`` with parsed arguments; return the exit code."""
-
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     layout = getattr(args, "layout", "blocked")

@@ -192,7 +192,6 @@ class SquidProcess:
 
     def fetch_digest(self, timeout: float = 5.0) -> bytes:
         """This Squid's own digest as a peer would fetch it (raises urllib errors if there is none yet)."""
-
         request = urllib.request.Request(self.proxy_url + DIGEST_PATH, headers={"Accept": DIGEST_CONTENT_TYPE})
         with urllib.request.urlopen(request, timeout=timeout) as reply:
             return reply.read()

@@ -427,7 +427,6 @@ def table_iii(rep: Reproduction, log) -> None:
 def _cbf_is_bf_row(pop, seed):
     """'With the increase (by a factor of 4) in memory, the performance of the CBF is the same as that of the Bloom
     filter': a partitioned 4-bit CBF answers exactly as a partitioned BF with as many bits as it has counters."""
-
     rng = np.random.default_rng(seed)
     members = np.concatenate(pop.draw_members(rng))
     hash_seed = int(rng.integers(0, 2**63))
@@ -814,7 +813,6 @@ def optimal_k_section(rep: Reproduction, log) -> None:
 def _dependence_check(setup, keys, k, alpha, seed) -> dict:
     """FPR at Theorem 4's threshold for k: the model's, a real filter's, and the same filter's counters with each
     probe's column shuffled across keys (same marginals, no dependence between a key's k counters)."""
-
     log_t = math.log(theorem4_product_threshold(setup, k, alpha))
     model = float(error_rates(k, setup.num_counters, setup.stored, setup.counter_bits,
                               np.array([setup.prior]), alpha)[0][0])

@@ -121,7 +121,6 @@ def bloom_seed(population: Population, bits_per_key: int, alphas, seed: int, *, 
     The members and the hash seed are drawn exactly as :func:`bloomwise.paradox.simulation.bloom_trial` draws them
     (same ``seed``), so the BF and Selective BF columns give the same counts as that function.
     """
-
     rng = np.random.default_rng(seed)
     members = population.draw_members(rng)
     all_members = np.concatenate(members)
@@ -203,7 +202,6 @@ def _rbf_columns(population, members, all_members, m, k, alphas, hash_seed, rng,
     100, 10 bits). The cost-aware variant (``("rbf_cost_aware", alpha, "ratio")``) clears a bit only when
     alpha A / B < 1, i.e. when clearing it lowers the total cost; the paper does not describe it.
     """
-
     base = RetouchedBloomFilter.from_size(m, k, seed=hash_seed)
     base.update(all_members)
     fps = []
@@ -258,7 +256,6 @@ def counting_seed(population: Population, counters_per_key: int, alpha: float, s
     key's prior, and never for a prior below :class:`~bloomwise.paradox.SelectiveCountingBloomFilter`'s
     ``skip_threshold``, exactly its decisions (the test suite checks the counts against ``counting_trial``).
     """
-
     rng = np.random.default_rng(seed)
     members = population.draw_members(rng)
     m, k = bloom_num_hashes(population, counters_per_key)
@@ -346,7 +343,6 @@ def bloom_replicates(population: Population, bits_per_key: int, alphas, replicat
     partitioned BF (to first order the product of its k slices' fills, which are independent), F^k1 (1 - F)^k0
     for the GBF; its false negatives are counted on all members.
     """
-
     m, k = bloom_num_hashes(population, bits_per_key)
     nt = population.num_types
     everything = tuple([True] * nt)
@@ -398,7 +394,6 @@ def counting_replicates(population: Population, counters_per_key: int, alpha: fl
                         counter_bits: int = 4) -> dict:
     """Replicate filters of Table III: ``{"cbf": ReplicateErrors, "selective": ReplicateErrors}`` (the CBF's FP
     probability from its fill, F^k; the Selective CBF's estimated from sampled non-members of each type)."""
-
     m, k = bloom_num_hashes(population, counters_per_key)
     out = {"cbf": ReplicateErrors.empty(), "selective": ReplicateErrors.empty()}
     for r in range(replicates):

@@ -80,7 +80,6 @@ def summary_cache_rows() -> list[Row]:
 
 def _saturation_row() -> Row:
     """'if the count ever exceeds 15, we can simply let it stay at 15': bloomwise's 4-bit counting filter."""
-
     f = CountingBloomFilter.from_size(64, 3, counter_bits=4, layout="partitioned", seed=1)
     for _ in range(20):
         f.add("x")
