@@ -19,7 +19,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, NamedTuple, Optional, TextIO
 
-from bloomwise.cli import EXIT_USAGE, CommandError
+from bloomwise.cli import CommandError
 from bloomwise.cli._parse import (parse_count, parse_fraction, parse_positive_int, parse_positive_size_bytes,
                                   parse_real, parse_tolerance)
 from bloomwise.cli.trace import resolve_trace
@@ -241,6 +241,8 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         _check_json_target(args.json)
     except CommandError as error:
         return _fail(str(error), stderr, code=error.code)
+    if args.trace == "-" and (options.sweep is not None or len(options.policies) > 1):
+        return _fail("--trace - (standard input) can be replayed only once: give one policy and no --sweep", stderr)
     try:
         outcome = run_experiment(trace, options.fields, options.policies, sweep=options.sweep, engine=args.engine,
                                  workers=options.workers, scheduler=args.scheduler)
@@ -313,7 +315,7 @@ def _options(args) -> _Options:
 
 def _trace(args, options: _Options):
     """The trace to replay: a synthetic one, standard input, or a file (a path, or the name of a fetched real
-    trace); CommandError (exit 1) for a file that does not exist, (exit 2) for standard input more than once."""
+    trace); CommandError (exit 1) for a file that does not exist."""
     from bloomwise.cache.experiment import StreamTrace  # on use: the simulator
     from bloomwise.cache.sweeps import SweepTrace  # on use: the simulator
 
@@ -330,9 +332,6 @@ def _trace(args, options: _Options):
             raise CommandError(f"--trace {args.trace!r} {what}")
     if path != "-":
         return SweepTrace(path=os.path.abspath(path), **reading)
-    if options.sweep is not None or len(options.policies) > 1:
-        raise CommandError("--trace - (standard input) can be replayed only once: give one policy and no --sweep",
-                           EXIT_USAGE)
     return StreamTrace(path="-", **reading)
 
 
