@@ -11,7 +11,26 @@ from bloomwise.units import (parse_count, parse_fraction, parse_positive_int, pa
                              parse_size_bytes)
 
 __all__ = ["parse_count", "parse_size_bits", "parse_size_bytes", "parse_probability", "parse_fraction",
-           "parse_positive_int", "option_type"]
+           "parse_positive_int", "parse_resize_tolerance", "option_type"]
+
+
+def parse_resize_tolerance(text: str, what: str = "--resize-tolerance"):
+    """A summary's resize tolerance d (``SummaryPublisher(resize_tolerance=d)``): a fraction > 0 (``10%``, ``0.1``;
+    over 100% allowed), or ``off`` (None: never re-size). ValueError naming ``what``.
+
+    >>> parse_resize_tolerance("10%"), parse_resize_tolerance("0.25"), parse_resize_tolerance("off")
+    (0.1, 0.25, None)
+    """
+    raw = str(text).strip()
+    if raw == "off":
+        return None
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a fraction (10%, 0.1) nor 'off'") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{what} {text!r} must be a fraction > 0 (10%, 0.1) or 'off'")
+    return value
 
 
 def option_type(reader, what: str):

@@ -20,7 +20,8 @@ import os
 import sys
 from typing import Optional, TextIO
 
-from bloomwise.cli._parse import parse_count, parse_fraction, parse_positive_int, parse_size_bytes
+from bloomwise.cli._parse import (parse_count, parse_fraction, parse_positive_int, parse_resize_tolerance,
+                                  parse_size_bytes)
 
 __all__ = ["register", "run", "format_table", "SWEEPS"]
 
@@ -158,21 +159,8 @@ def _config(args) -> dict:
         peer_cost=_real(args.peer_cost, "--peer-cost"),
         origin_cost=_real(args.origin_cost, "--origin-cost"),
         prior_estimator=args.prior,
-        resize_tolerance=None if str(args.resize_tolerance).strip() == "off" else
-        _positive_fraction(args.resize_tolerance, "--resize-tolerance"),
+        resize_tolerance=parse_resize_tolerance(args.resize_tolerance, "--resize-tolerance"),
     )
-
-
-def _positive_fraction(text: str, what: str) -> float:
-    """A fraction > 0 ("10%", "0.1"; more than 100% allowed): ValueError naming the option."""
-    raw = str(text).strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise ValueError(f"{what} {text!r} is not a fraction (10%, 0.1) nor 'off'") from None
-    if not 0 < value < float("inf"):
-        raise ValueError(f"{what} {text!r} must be a fraction > 0 (10%, 0.1) or 'off'")
-    return value
 
 
 def _policies(text: str) -> list:

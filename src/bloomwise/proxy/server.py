@@ -96,6 +96,9 @@ class ProxyConfig:
     min_publish_interval: float = 0.1    # seconds between two summary publications, at least
     expected_entries: Optional[int] = None
     mean_document_size: int = 8192       # sizes the summary: expected documents = cache_size / this
+    #: re-size the summary to bits_per_entry positions per advertised document when their number drifts more than
+    #: this fraction from the count it was sized for (SummaryPublisher's rule, Squid's 10%); None: never
+    resize_tolerance: Optional[float] = 0.1
     header_timeout: float = 10.0         # seconds for a request's headers, from its first byte (or the connection)
     access_log: Optional[str] = None     # a file: one line per client request, in Squid's native format
     #: who may use the proxy (None: loopback only) and where it may fetch (None: anything but loopback,
@@ -141,7 +144,8 @@ class BloomwiseProxy:
         # (bloomwise.proxy.advertised): the node's publisher summarises that set instead of the cache.
         self.advertised = AdvertisedSet(cache)
         self.node.publisher = SummaryPublisher(self.advertised, kind=config.summary_kind,
-                                               update_threshold=config.update_threshold)
+                                               update_threshold=config.update_threshold,
+                                               resize_tolerance=config.resize_tolerance)
         self.links: dict[str, PeerLink] = {}
         self.counters = {key: 0 for key in (
             "requests_total", "pass_through", "cache_bypassed", "peer_failures", "summaries_rejected",
@@ -524,6 +528,12 @@ class BloomwiseProxy:
         else:
             self._publish_timer = asyncio.get_running_loop().call_later(wait, self._deferred_publish)
 
+    @property
+    def publication_scheduled(self) -> bool:
+        """Whether changes wait for a publication that ``min_publish_interval`` deferred (False: every change that
+        made a summary due is published)."""
+        return self._publish_timer is not None
+
     def _deferred_publish(self) -> None:
         self._publish_timer = None
         if self.node.publisher.pending_changes:
@@ -871,9 +881,7 @@ class BloomwiseProxy:
             "cache": {"documents": self.node.cache.num_documents, "used_bytes": self.node.cache.used_bytes,
                       "capacity_bytes": self.node.cache.capacity_bytes},
             "advertised_documents": len(self.advertised),
-            "summary": {"version": self.node.publisher.current_version,
-                        "num_keys": self.node.publisher.current_num_keys,
-                        "origin": f"{self.node.publisher.origin:016x}", "kind": self.config.summary_kind},
+            "summary": self._summary_stats(),
         })
         out.update(self.counters)
         timing = self.timing
@@ -881,6 +889,16 @@ class BloomwiseProxy:
                          "route_seconds": round(timing["route_seconds"], 6),
                          "route_share": timing["route_seconds"] / timing["miss_seconds"] if timing["misses"] else None}
         return out
+
+    def _summary_stats(self) -> dict:
+        """The published summary: version, keys, origin, kind, its positions ``num_bits`` and the documents it was
+        sized for, the re-sizes so far and the tolerance that triggers them (None: off)."""
+        publisher, filt = self.node.publisher, self.advertised.filter
+        return {"version": publisher.current_version, "num_keys": publisher.current_num_keys,
+                "origin": f"{publisher.origin:016x}", "kind": self.config.summary_kind,
+                "num_bits": filt.num_cells, "num_hashes": filt.num_hashes,
+                "sized_for_documents": self.advertised.expected_entries, "resizes": publisher.resizes,
+                "resize_tolerance": publisher.resize_tolerance}
 
 
 async def _read_body(reply, limit: int, *, strict: bool = True):
