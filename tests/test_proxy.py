@@ -153,6 +153,9 @@ def test_summary_endpoint_whole_delta_and_not_modified():
             origin_hex = f"{first.origin:016x}"
             for i in range(20):
                 await get_checked(session, a.url, origin, f"/doc/{i}")
+            # Publications are at least min_publish_interval apart: the last documents' changes go out with a
+            # deferred publication, which must not land between reading the version and asking for it.
+            await eventually(lambda: not a.publication_scheduled, what="A's last deferred publication")
             version = a.node.publisher.current_version
             assert version > first.version
             async with session.get(a.url + f"/bloomwise/summary?since={version - 1}&origin={origin_hex}") as reply:
