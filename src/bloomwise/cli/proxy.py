@@ -92,6 +92,9 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
     parser.add_argument("--no-fast-hits", dest="fast_hits", action="store_false",
                         help="answer fresh hits with aiohttp too, not with the lean hit path (to compare; the lean "
                              "path needs httptools)")
+    parser.add_argument("--no-lean-misses", dest="lean_misses", action="store_false",
+                        help="leave misses to aiohttp: the lean path then does not ask the peers itself nor send their "
+                             "remote hits (to compare)")
     parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
 
 
@@ -149,6 +152,7 @@ def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=N
         peer_timeout=_seconds(args.peer_timeout, "--peer-timeout"),
         header_timeout=_seconds(args.header_timeout, "--header-timeout"),
         fast_hits=getattr(args, "fast_hits", True),
+        lean_misses=getattr(args, "lean_misses", True),
         access_log=getattr(args, "access_log", None),
         origin_cost_ms=_positive(args.origin_cost, "--origin-cost", "milliseconds"),
         mean_document_size=mean_document_size,
