@@ -143,3 +143,23 @@ def test_a_bad_resize_tolerance_is_a_usage_error(value, message, capsys):
     assert main(["proxy", "--listen", "127.0.0.1:0", "--resize-tolerance", value]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_a_counters_summary_is_re_sized_the_same_way():
+    """The paradox policy's 4-bit counters summary: the same rule, and the peer's copy (counters) is replaced."""
+    async def scenario():
+        a_config = config(name="A", policy="paradox", summary_kind="counters", update_threshold=0.001,
+                          cache_size=CACHE_SIZE, mean_document_size=CACHE_SIZE // STARTING_ENTRIES)
+        async with origin_and_proxies(a_config, config(name="B", policy="paradox", summary_kind="counters")) \
+                as (origin, (a, b), session):
+            for i in range(100):
+                await get_checked(session, a.url, origin, f"/doc/{i}")
+            await summary_settled(a, b)
+            summary = a.stats()["summary"]
+            assert summary["kind"] == "counters" and summary["resizes"] >= 1
+            assert abs(100 - summary["sized_for_documents"]) <= 0.1 * summary["sized_for_documents"]
+            held = b.node.peer(a.url).summary
+            assert held.kind == "counters" and held.num_keys == 100
+            assert held.filter.num_cells == summary["num_bits"] == BITS_PER_ENTRY * summary["sized_for_documents"]
+            assert all(f"GET {origin.url}/doc/{i}" in held for i in range(100))
+    run(scenario())
