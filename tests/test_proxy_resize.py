@@ -56,7 +56,7 @@ def test_a_proxy_filled_past_its_configured_entries_advertises_a_summary_sized_f
             assert BITS_PER_ENTRY / 1.1 <= num_bits / HELD <= BITS_PER_ENTRY / 0.9
             # its false-positive rate is the one of B bits per document: keys A never held, checked against the
             # partitioned filter's exact rate; |measured - p| <= 5 standard deviations of a binomial proportion
-            # (a false alarm with probability < 1e-6). Unresized, 256 positions for 300 documents: p ~ 0.8.
+            # (a false alarm with probability < 1e-6). Unresized (256 positions, k = 5, for 300 documents): p ~ 0.99.
             expected = theory.false_positive_rate(num_bits, HELD, num_hashes, layout="partitioned")
             assert expected < 0.04
             probes = [f"GET {origin.url}/never/{i}" for i in range(ABSENT_PROBES)]
