@@ -11,15 +11,15 @@ from bloomwise.units import (parse_count, parse_fraction, parse_positive_int, pa
                              parse_size_bytes)
 
 __all__ = ["parse_count", "parse_size_bits", "parse_size_bytes", "parse_probability", "parse_fraction",
-           "parse_positive_int", "parse_resize_tolerance", "option_type"]
+           "parse_positive_int", "parse_tolerance", "option_type"]
 
 
-def parse_resize_tolerance(text: str, what: str = "--resize-tolerance"):
-    """A summary's resize tolerance d (``SummaryPublisher(resize_tolerance=d)``): a fraction > 0 (``10%``, ``0.1``;
-    over 100% allowed), or ``off`` (None: never re-size). ValueError naming ``what``.
+def parse_tolerance(text: str, what: str = "tolerance"):
+    """A fraction > 0, more than 100% allowed (``10%``, ``0.1``, ``1.5``), or None for ``off``: a summary's resize
+    tolerance (``SummaryPublisher(resize_tolerance=...)``). ValueError naming ``what``.
 
-    >>> parse_resize_tolerance("10%"), parse_resize_tolerance("0.25"), parse_resize_tolerance("off")
-    (0.1, 0.25, None)
+    >>> parse_tolerance("10%"), parse_tolerance("1.5"), parse_tolerance("off")
+    (0.1, 1.5, None)
     """
     raw = str(text).strip()
     if raw == "off":

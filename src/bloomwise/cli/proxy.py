@@ -19,7 +19,7 @@ import signal
 import sys
 
 from bloomwise.cli._listen import parse_listen
-from bloomwise.cli._parse import parse_fraction, parse_positive_int, parse_resize_tolerance, parse_size_bytes
+from bloomwise.cli._parse import parse_fraction, parse_positive_int, parse_size_bytes, parse_tolerance
 from bloomwise.proxy.access import ClientPolicy, DestinationPolicy
 
 __all__ = ["register", "run", "parse_listen", "parse_peer_url"]
@@ -156,7 +156,7 @@ def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=N
         access_log=getattr(args, "access_log", None),
         origin_cost_ms=_positive(args.origin_cost, "--origin-cost", "milliseconds"),
         mean_document_size=mean_document_size,
-        resize_tolerance=parse_resize_tolerance(args.resize_tolerance, "--resize-tolerance"),
+        resize_tolerance=parse_tolerance(args.resize_tolerance, "--resize-tolerance"),
         clients=ClientPolicy.parse(clients) if clients is not None else None,
         destinations=(DestinationPolicy.parse(args.allow_destinations) if args.allow_destinations is not None
                       else None),

@@ -20,8 +20,7 @@ import os
 import sys
 from typing import Optional, TextIO
 
-from bloomwise.cli._parse import (parse_count, parse_fraction, parse_positive_int, parse_resize_tolerance,
-                                  parse_size_bytes)
+from bloomwise.cli._parse import parse_count, parse_fraction, parse_positive_int, parse_size_bytes, parse_tolerance
 
 __all__ = ["register", "run", "format_table", "SWEEPS"]
 
@@ -159,7 +158,7 @@ def _config(args) -> dict:
         peer_cost=_real(args.peer_cost, "--peer-cost"),
         origin_cost=_real(args.origin_cost, "--origin-cost"),
         prior_estimator=args.prior,
-        resize_tolerance=parse_resize_tolerance(args.resize_tolerance, "--resize-tolerance"),
+        resize_tolerance=parse_tolerance(args.resize_tolerance, "--resize-tolerance"),
     )
 
 
