@@ -84,10 +84,13 @@ def _clean_header_text(text: str) -> bool:
     return text.isascii() and _FORBIDDEN_HEADER_CHARS.search(text) is None
 
 
-def serialisable_headers(headers: dict) -> bool:
-    """Whether :func:`response_head` serialises ``headers`` as aiohttp would (string names and values, ASCII,
-    none of the control characters aiohttp refuses)."""
-    return all(isinstance(k, str) and isinstance(v, str) and _clean_header_text(k + v) for k, v in headers.items())
+def serialisable_headers(headers: dict, *more: str) -> bool:
+    """Whether :func:`response_head` serialises ``headers`` (and header values ``more``) as aiohttp would: string
+    names and values, ASCII, none of the control characters aiohttp refuses."""
+    try:
+        return _clean_header_text("".join(k + v for k, v in headers.items()) + "".join(more))
+    except TypeError:   # a name or value that is not a string
+        return False
 
 
 def _as_aiohttp_sends(headers: dict, body_length: int, date: str) -> "CIMultiDict":

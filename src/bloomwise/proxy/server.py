@@ -177,6 +177,7 @@ class BloomwiseProxy:
         self._tasks: set = set()
         #: the URLs being fetched now (collapsed forwarding): key -> an Event set when the fetch ended
         self._in_flight: dict = {}
+        self._peer_details: dict = {}   # peer URL -> its Cache-Status detail
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     @property
@@ -709,6 +710,8 @@ class BloomwiseProxy:
                 answers.append(await self._ask_peer(link, url, key, state))
                 if answers[-1] is not None:
                     break
+        elif len(links) == 1:  # (one peer: asked without gather's task)
+            answers = [await self._ask_peer(links[0], url, key, state)]
         else:  # icp, summary: every listed peer at once
             answers = await asyncio.gather(*(self._ask_peer(link, url, key, state) for link in links))
         for link, answer in zip(links, answers):
@@ -721,7 +724,7 @@ class BloomwiseProxy:
         """A peer's answer to a miss: stored when the request and the reply allow it; the client's headers."""
         stored = self._store(key, method, request_headers, status, reply_headers, body)
         cache_status = (f"fwd={forwarded_because}; fwd-status={status}{'; stored' if stored else ''}; "
-                        f"detail={_sf_string('peer ' + link.url)}")
+                        f"detail={self._peer_detail(link.url)}")
         headers = self._client_headers(reply_headers, "REMOTE_HIT", cache_status)
         headers["X-Bloomwise-Peer"] = link.url
         return headers
@@ -760,7 +763,7 @@ class BloomwiseProxy:
             raise
         if hit is not None:
             link, (status, reply_headers, body) = hit
-            if fast_hits.serialisable_headers(reply_headers) and fast_hits.serialisable_headers({"": link.url}):
+            if fast_hits.serialisable_headers(reply_headers, link.url):
                 try:
                     headers = self._remote_hit_headers(key, "GET", request_headers, link, status, reply_headers, body,
                                                        "uri-miss")
@@ -927,6 +930,13 @@ class BloomwiseProxy:
                                       horizon=self.config.advertise_horizon)
         self._after_change()
         return key in self.node.cache
+
+    def _peer_detail(self, peer_url: str) -> str:
+        """The Cache-Status detail naming a peer that served a remote hit (formatted once per peer)."""
+        detail = self._peer_details.get(peer_url)
+        if detail is None:
+            detail = self._peer_details[peer_url] = _sf_string("peer " + peer_url)
+        return detail
 
     def _client_headers(self, headers: dict, cache_state: str, cache_status: str) -> dict:
         """The reply's end-to-end headers with this proxy's X-Cache, its Cache-Status entry (RFC 9211: appended
