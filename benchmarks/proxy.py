@@ -107,12 +107,57 @@ async def fetch_json(url):
             return await reply.json()
 
 
-async def wait_until(predicate, timeout, what):
+class WaitTimedOut(Exception):
+    """A state the benchmark waits for did not come in time: main prints the message and exits 1."""
+
+
+async def wait_until(predicate, timeout, what, describe=None):
+    """Poll ``predicate()`` every 0.2 s for at most ``timeout`` seconds; a server that does not answer (yet) counts
+    as "not yet". WaitTimedOut names ``what``, the last state seen (``describe()``) and the last error."""
     deadline = time.monotonic() + timeout
-    while not await predicate():
+    last_error = None
+    while True:
+        try:
+            if await predicate():
+                return
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, KeyError, ValueError) as exc:
+            last_error = f"{type(exc).__name__}: {exc}".rstrip(": ")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
+            state = describe() if describe is not None else ""
+            raise WaitTimedOut(f"timed out after {timeout:g} s waiting for {what}"
+                               + (f"; last seen: {state}" if state else "")
+                               + (f"; last error: {last_error}" if last_error else ""))
         await asyncio.sleep(0.2)
+
+
+def publish_every_new_document(documents: int) -> list:
+    """The --update-threshold of a proxy whose summary must come to cover all the ``documents`` it was given: at
+    T <= 1 / documents every new document makes a publication due. (At 1%, the documents stored after the last
+    publication that the threshold allowed wait for more changes that a warmed-up benchmark never makes: up to 1% of
+    them are never published, and a wait for a summary of all of them never ends.)"""
+    return ["--update-threshold", f"{0.5 / max(1, documents):.6g}"]
+
+
+async def wait_for_whole_summary(u0: str, u1: str, documents: int, timeout: float = 120.0) -> None:
+    """Until P0 (at ``u0``) published a summary of at least ``documents`` keys and P1 (at ``u1``) holds that version;
+    WaitTimedOut saying how far each got."""
+    seen = {}
+
+    async def caught_up():
+        own = (await fetch_json(u0 + "/bloomwise/stats"))["summary"]
+        peer = (await fetch_json(u1 + "/bloomwise/stats"))["peers"][u0]
+        seen.update(version=own["version"], keys=own["num_keys"], held=peer["summary_version"],
+                    healthy=peer["healthy"], peer_error=peer.get("last_error"))
+        return own["num_keys"] >= documents and peer["summary_version"] == own["version"]
+
+    def describe():
+        if not seen:
+            return "no answer from the proxies' /bloomwise/stats"
+        return (f"P0 published version {seen['version']} of {seen['keys']} keys (of {documents}), P1 holds version "
+                f"{seen['held']} (P0 {'healthy' if seen['healthy'] else 'unhealthy'} at P1"
+                + (f", its last error: {seen['peer_error']}" if seen["peer_error"] else "") + ")")
+
+    await wait_until(caught_up, timeout, "P0's summary of every document at P1", describe)
 
 
 async def squid_digest_lists(squid, urls) -> bool:
@@ -128,10 +173,9 @@ async def bloomwise_run(origin, n, concurrency, summary_kind):
     """Local hits on P0, remote hits at P1 (served by P0), and misses at P1 (to the origin): one run."""
     ports = [free_port(), free_port()]
     urls = [f"http://127.0.0.1:{ports[i]}" for i in range(2)]
-    extra = ["--summary-interval", "1", "--summary-kind", summary_kind, "--update-threshold", "1%",
-             "--mean-document-size", str(MEAN_SIZE)]
-    p0, u0 = start_proxy(ports[0], [urls[1]], extra)
-    p1, u1 = start_proxy(ports[1], [urls[0]], extra)
+    extra = ["--summary-interval", "1", "--summary-kind", summary_kind, "--mean-document-size", str(MEAN_SIZE)]
+    p0, u0 = start_proxy(ports[0], [urls[1]], extra + publish_every_new_document(n))
+    p1, u1 = start_proxy(ports[1], [urls[0]], extra + ["--update-threshold", "1%"])
     try:
         held = [f"{origin}/doc/{i}" for i in range(n)]
         await load(u0, held, concurrency)                                         # warm P0
@@ -139,13 +183,7 @@ async def bloomwise_run(origin, n, concurrency, summary_kind):
         assert tags.get("HIT", 0) == n, tags
         local = {"rps": rps, **percentiles(lat)}
 
-        async def p1_has_summary():  # P0's summary of all it holds (not one published during the warm-up), at P1
-            stats = await fetch_json(u1 + "/bloomwise/stats")
-            peer = stats["peers"][u0]
-            own = (await fetch_json(u0 + "/bloomwise/stats"))["summary"]
-            return peer["summary_version"] is not None and peer["summary_bytes"] > 0 and \
-                own["num_keys"] >= n and own["version"] == peer["summary_version"]
-        await wait_until(p1_has_summary, 60, "P0's last summary at P1")
+        await wait_for_whole_summary(u0, u1, n)   # all P0 holds, not a summary published during the warm-up
         rps, lat, tags = await load(u1, held, concurrency)                        # remote hits (first time at P1)
         remote = {"rps": rps, **percentiles(lat), "remote_hit_fraction": tags.get("REMOTE_HIT", 0) / n}
         before = (await fetch_json(u1 + "/bloomwise/stats"))["timing"]
@@ -429,8 +467,9 @@ async def speed_targets(origin, documents, levels, rounds, seconds, script_dir):
     summary decision's share of a miss at P1; wrk alternating bloomwise and Squid, ``rounds`` times per concurrency level."""
     ports = [free_port(), free_port()]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
-    p0, u0 = start_proxy(ports[0], [urls[1]], ["--summary-interval", "1", "--mean-document-size", str(MEAN_SIZE)])
-    p1, u1 = start_proxy(ports[1], [urls[0]], ["--summary-interval", "1", "--mean-document-size", str(MEAN_SIZE)])
+    options = ["--summary-interval", "1", "--mean-document-size", str(MEAN_SIZE)]
+    p0, u0 = start_proxy(ports[0], [urls[1]], options + publish_every_new_document(documents))
+    p1, u1 = start_proxy(ports[1], [urls[0]], options)
     squids = []
     try:
         local_urls = [f"{origin}/doc/{i}" for i in range(documents)]
@@ -449,11 +488,7 @@ async def speed_targets(origin, documents, levels, rounds, seconds, script_dir):
         await load(s2.proxy_url, [f"{origin}/doc/{documents + 5}"], 1)             # S2 fetches S1's digest
         await asyncio.sleep(3.0)
 
-        async def p1_has_summary():
-            own = (await fetch_json(u0 + "/bloomwise/stats"))["summary"]
-            peer = (await fetch_json(u1 + "/bloomwise/stats"))["peers"][u0]
-            return own["num_keys"] >= documents and peer["summary_version"] == own["version"]
-        await wait_until(p1_has_summary, 60, "P0's whole summary at P1")
+        await wait_for_whole_summary(u0, u1, documents)
         # one pass of each remote workload first: the fraction each front end routed to its sibling
         served = await origin_served(origin)
         _, _, tags = await load(u1, remote_urls, 8, headers=NO_STORE)
@@ -619,11 +654,20 @@ def main(argv=None) -> int:
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    try:
+        if args.digest_routing:
+            return digest_routing_main(args)
+        if args.targets:
+            return targets_main(args)
+        return comparison_main(args)
+    except WaitTimedOut as exc:   # every process it started is stopped by then (each run's finally)
+        print(f"proxy.py: {exc}", file=sys.stderr)
+        return 1
+
+
+def comparison_main(args) -> int:
+    """The default run: bloomwise and Squid on the same workloads, and the summary traffic under churn."""
     use_squid = not args.no_squid and squid_binary() is not None
-    if args.digest_routing:
-        return digest_routing_main(args)
-    if args.targets:
-        return targets_main(args)
     from measure import machine
     try:
         from bloomwise._native.bloom import batch_kernels

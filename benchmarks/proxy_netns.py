@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from measure import write_results  # noqa: E402
 
 from bloomwise.proxy.netns import NetnsCluster, namespaces_unavailable  # noqa: E402
+from proxy import publish_every_new_document  # noqa: E402
 
 MEAN_SIZE = 4096
 PROXY_DELAYS_MS = (4.0, 6.0, 10.0)
@@ -38,7 +39,8 @@ def percentiles(seconds):
 
 
 def measure(requests: int, concurrency: int) -> dict:
-    options = ["--summary-interval", "1", "--mean-document-size", str(MEAN_SIZE), "--cache-size", "256MiB"]
+    options = ["--summary-interval", "1", "--mean-document-size", str(MEAN_SIZE), "--cache-size", "256MiB",
+               *publish_every_new_document(requests)]
     with NetnsCluster(3, proxy_delays_ms=PROXY_DELAYS_MS, origin_delay_ms=ORIGIN_DELAY_MS,
                       origin_documents=requests + 10, mean_size=MEAN_SIZE, proxy_options=options) as cluster:
         urls = [f"{cluster.origin_url}/doc/{i}" for i in range(requests)]
@@ -80,7 +82,7 @@ def paradox_order(requests: int, concurrency: int) -> dict:
     posteriors are alike), proxy 0 misses them: which peer does it ask first? Theorem 6's order is non-increasing
     p_j / tau_j, so with equal posteriors the nearer peer (proxy 1: a 20 ms round trip, against 28 ms)."""
     options = ["--summary-interval", "1", "--mean-document-size", str(MEAN_SIZE), "--cache-size", "256MiB",
-               "--policy", "paradox", "--summary-kind", "counters"]
+               "--policy", "paradox", "--summary-kind", "counters", *publish_every_new_document(requests)]
     with NetnsCluster(3, proxy_delays_ms=PROXY_DELAYS_MS, origin_delay_ms=ORIGIN_DELAY_MS,
                       origin_documents=requests + 10, mean_size=MEAN_SIZE, proxy_options=options) as cluster:
         urls = [f"{cluster.origin_url}/doc/{i}" for i in range(requests)]

@@ -44,6 +44,18 @@ async def eventually(condition, timeout=15.0, interval=0.05, what="condition"):
         await asyncio.sleep(interval)
 
 
+async def summary_settled(publisher, receiver, timeout=15.0):
+    """Wait until ``publisher`` has published every change that made its summary due (no deferred publication)
+    and ``receiver`` holds that version: then the receiver's copy is exactly the publisher's summary. (A key found
+    in the receiver's copy proves nothing: a summary sized for a few documents has false positives.)"""
+    def settled():
+        held = receiver.node.peer(publisher.url).summary
+        return (not publisher.publication_scheduled and held is not None
+                and held.version == publisher.node.publisher.current_version)
+
+    await eventually(settled, timeout=timeout, what=f"{publisher.name}'s last summary at {receiver.name}")
+
+
 def config(**kw):
     """A ProxyConfig for tests: small, fast timers, and fetching from 127.0.0.1 only (the test origins)."""
     base = dict(cache_size=4 * 2**20, summary_interval=0.3, peer_timeout=1.0, retry_after=0.3, max_retry_after=1.0,

@@ -15,6 +15,7 @@ from bloomwise.cache.simulation import SimulationConfig, replay, simulate
 from bloomwise.cache.store import DocumentCache
 from bloomwise.cache.traces import OracleGeneralReader, Request, SyntheticTrace, assigned_requests, open_trace
 from bloomwise.cli import main
+from command_support import oracle_general_bytes
 from real_traces import real_trace
 
 
@@ -176,14 +177,10 @@ def test_oracle_general_arrays_count_what_iteration_counts(tmp_path):
     """Malformed records among valid ones, and a truncated tail: the arrays hold exactly the valid records, and the
     reader's counts after reading arrays equal its counts after iteration."""
     path = tmp_path / "t.oracleGeneral.bin"
-    record = np.dtype([("time", "<u4"), ("object", "<u8"), ("size", "<u4"), ("next", "<i8")])
-    records = np.zeros(40_000, dtype=record)
-    records["time"] = np.arange(40_000) // 7
-    records["object"] = np.arange(40_000) % 1234
-    records["size"] = np.arange(40_000) % 5000
-    records["next"] = -1
-    records["next"][[3, 20_000, 39_999]] = [2, -7, 2 ** 41]  # a next access before the record, < -1, too far
-    path.write_bytes(records.tobytes() + b"\x01" * 10)
+    index = np.arange(40_000)
+    nexts = np.full(40_000, -1)
+    nexts[[3, 20_000, 39_999]] = [2, -7, 2 ** 41]  # a next access before the record, < -1, too far
+    path.write_bytes(oracle_general_bytes(index // 7, index % 1234, index % 5000, nexts) + b"\x01" * 10)
     iterated = OracleGeneralReader(path)
     requests = list(iterated)
     arrays = OracleGeneralReader(path)
@@ -204,13 +201,10 @@ def test_cli_reads_oracle_general_files_as_arrays(tmp_path, capsys):
     """bloomwise simulate on an oracleGeneral file with a proxy assignment: the compiled engine reads its records
     as arrays, with the Python engine's numbers, and the malformed records are still reported."""
     path = tmp_path / "t.oracleGeneral.bin"
-    record = np.dtype([("time", "<u4"), ("object", "<u8"), ("size", "<u4"), ("next", "<i8")])
-    records = np.zeros(30_000, dtype=record)
-    records["object"] = (np.arange(30_000) * 7) % 2_000
-    records["size"] = 100 + np.arange(30_000) % 900
-    records["next"] = -1
-    records["next"][17] = 3  # before the record: malformed
-    path.write_bytes(records.tobytes())
+    index = np.arange(30_000)
+    nexts = np.full(30_000, -1)
+    nexts[17] = 3  # before the record: malformed
+    path.write_bytes(oracle_general_bytes(np.zeros(30_000), index * 7 % 2_000, 100 + index % 900, nexts))
     outputs = {}
     for engine in ("compiled", "python"):
         argv = ["simulate", "--trace", str(path), "--assign", "random", "--proxies", "3", "--cache-size", "200KB",

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from bloomwise import BloomFilter
-from bloomwise.cli import main
+from command_support import run_command as run
 
 
 @pytest.fixture
@@ -16,12 +16,6 @@ def keys_file(tmp_path):
     path = tmp_path / "keys.txt"
     path.write_bytes(b"".join(f"key{i}\n".encode() for i in range(1000)) + "naïve\r\n".encode())
     return path
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_build_query_info(tmp_path, keys_file, capsys):

@@ -11,13 +11,8 @@ import tracemalloc
 import pytest
 
 from bloomwise import BloomFilter
-from bloomwise.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+from bloomwise.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from command_support import run_command as run
 
 
 def _write_keys(path, count, repeat=1):

@@ -10,6 +10,7 @@ from hypothesis import given, strategies as st
 from bloomwise import BloomFilter, theory
 from bloomwise.cli import main
 from bloomwise.cli._parse import parse_count, parse_positive_int, parse_probability, parse_size_bits
+from command_support import run_command
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -99,9 +100,7 @@ def test_probabilities_round_trip(value):
 # bloomwise plan
 # ---------------------------------------------------------------------------------------------------------
 def run(capsys, *argv):
-    code = main(["plan", *argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return run_command(capsys, "plan", *argv)
 
 
 def test_plan_n_p(capsys):

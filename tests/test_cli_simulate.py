@@ -8,12 +8,7 @@ import pytest
 from bloomwise.cache import SyntheticTrace, write_plain_trace, write_squid_log
 from bloomwise.cache.simulation import JSON_KEYS
 from bloomwise.cli import main
-
-
-def run_cli(argv, capsys):
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
+from command_support import run_command
 
 
 SMALL = ["--synthetic", "1500", "--proxies", "3", "--cache-size", "4MiB", "--documents", "2000"]
@@ -21,7 +16,7 @@ SMALL = ["--synthetic", "1500", "--proxies", "3", "--cache-size", "4MiB", "--doc
 
 def test_table_and_json(tmp_path, capsys):
     out_path = tmp_path / "r.json"
-    code, out, err = run_cli(["simulate", *SMALL, "--json", str(out_path)], capsys)
+    code, out, err = run_command(capsys, "simulate", *SMALL, "--json", str(out_path))
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split()[:4] == ["policy", "requests", "local", "hit"]
@@ -37,8 +32,8 @@ def test_table_and_json(tmp_path, capsys):
 
 def test_same_seed_same_numbers(capsys):
     argv = ["simulate", *SMALL, "--policy", "summary,paradox", "--json", "-", "--seed", "3"]
-    first = json.loads(run_cli(argv, capsys)[1])  # stdout is the JSON alone
-    second = json.loads(run_cli(argv[:-4] + ["--seed", "3", "--json"], capsys)[1])  # --json alone: stdout too
+    first = json.loads(run_command(capsys, *argv)[1])  # stdout is the JSON alone
+    second = json.loads(run_command(capsys, *argv[:-4], "--seed", "3", "--json")[1])  # --json alone: stdout too
     for a, b in zip(first, second):
         a.pop("seconds"), b.pop("seconds")
     assert first == second
@@ -52,8 +47,8 @@ def test_trace_files(tmp_path, capsys, fmt):
         (write_squid_log if fmt == "squid" else write_plain_trace)(trace, out)
     with gzip.open(path, "at") as out:
         out.write("this line is not a request\n")
-    code, out, err = run_cli(["simulate", "--trace", str(path), "--format", fmt, "--proxies", "2", "--policy",
-                              "icp,summary", "--cache-size", "2MiB", "--json", "-"], capsys)
+    code, out, err = run_command(capsys, "simulate", "--trace", str(path), "--format", fmt, "--proxies", "2",
+                                 "--policy", "icp,summary", "--cache-size", "2MiB", "--json", "-")
     assert code == 0, err
     assert "1 malformed line(s) skipped (line 801" in err
     data = json.loads(out)
@@ -63,8 +58,9 @@ def test_trace_files(tmp_path, capsys, fmt):
 
 def test_sweep_json_and_plot(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    code, out, err = run_cli(["simulate", *SMALL, "--policy", "summary,paradox", "--sweep", "bits-per-entry=2,8",
-                              "--json", str(tmp_path / "s.json"), "--plot", str(tmp_path / "fig")], capsys)
+    code, out, err = run_command(capsys, "simulate", *SMALL, "--policy", "summary,paradox", "--sweep",
+                                 "bits-per-entry=2,8", "--json", str(tmp_path / "s.json"), "--plot",
+                                 str(tmp_path / "fig"))
     assert code == 0, err
     assert out.splitlines()[0].startswith("bits-per-entry")
     data = json.loads((tmp_path / "s.json").read_text())
@@ -76,7 +72,7 @@ def test_sweep_json_and_plot(tmp_path, capsys):
 
 @pytest.mark.parametrize("sweep", ["update-threshold=1%,10%", "proxies=2,3", "cache-size=1MiB,4MiB"])
 def test_other_sweeps(capsys, sweep):
-    code, out, err = run_cli(["simulate", *SMALL, "--policy", "summary", "--sweep", sweep], capsys)
+    code, out, err = run_command(capsys, "simulate", *SMALL, "--policy", "summary", "--sweep", sweep)
     assert code == 0, err
     assert len(out.splitlines()) == 3
 
@@ -96,20 +92,20 @@ def test_other_sweeps(capsys, sweep):
     (["--origin-cost=-1"], "--origin-cost"),
 ])
 def test_usage_errors(capsys, args, message):
-    code, out, err = run_cli(["simulate", "--synthetic", "10", *args], capsys)
+    code, out, err = run_command(capsys, "simulate", "--synthetic", "10", *args)
     assert code == 2
     assert message in err and out == ""
 
 
 def test_missing_or_bad_trace(tmp_path, capsys):
     missing = tmp_path / "nope.log"
-    code, _, err = run_cli(["simulate", "--trace", str(missing)], capsys)
+    code, _, err = run_command(capsys, "simulate", "--trace", str(missing))
     assert code == 1 and str(missing) in err and "does not exist" in err
-    code, _, err = run_cli(["simulate", "--trace", str(tmp_path)], capsys)
+    code, _, err = run_command(capsys, "simulate", "--trace", str(tmp_path))
     assert code == 1 and "directory" in err
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"\x00\x01\x02 not a trace at all\n" * 20)
-    code, _, err = run_cli(["simulate", "--trace", str(junk)], capsys)
+    code, _, err = run_command(capsys, "simulate", "--trace", str(junk))
     assert code == 1 and str(junk) in err
     with pytest.raises(SystemExit) as info:
         main(["simulate", "--proxies", "2"])  # neither --trace nor --synthetic
@@ -118,7 +114,7 @@ def test_missing_or_bad_trace(tmp_path, capsys):
 
 def test_plot_without_sweep(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    code, out, err = run_cli(["simulate", *SMALL, "--policy", "icp,summary", "--plot", str(tmp_path)], capsys)
+    code, out, err = run_command(capsys, "simulate", *SMALL, "--policy", "icp,summary", "--plot", str(tmp_path))
     assert code == 0, err
     assert (tmp_path / "policies.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -141,7 +137,7 @@ def test_resize_tolerance_option(capsys):
     """Sized from the mean document size only (off), the summaries carry other than B bits per cached document;
     re-sized (the default 10%), within 10% of B."""
     argv = ["simulate", *SMALL, "--policy", "summary", "--bits-per-entry", "8", "--json", "-"]
-    resized = json.loads(run_cli(argv, capsys)[1])[0]
-    fixed = json.loads(run_cli(argv + ["--resize-tolerance", "off"], capsys)[1])[0]
+    resized = json.loads(run_command(capsys, *argv)[1])[0]
+    fixed = json.loads(run_command(capsys, *argv, "--resize-tolerance", "off")[1])[0]
     assert 8 / 1.1 <= resized["bits_per_cached_document"] <= 8 * 1.1
     assert not 8 / 1.1 <= fixed["bits_per_cached_document"] <= 8 * 1.1

@@ -8,6 +8,7 @@ import pytest
 
 from bloomwise.cache import SyntheticTrace, write_plain_trace
 from bloomwise.cli import main
+from command_support import oracle_general_bytes, run_command
 
 pytest.importorskip("distributed")
 from bloomwise.dask import local_cluster  # noqa: E402
@@ -18,8 +19,7 @@ SYNTHETIC = ["--synthetic", "3000", "--documents", "2000", *SWEEP]
 
 
 def run_json(argv, capsys, with_err=False):
-    code = main(["simulate", *argv, "--json", "-"])
-    out, err = capsys.readouterr()
+    code, out, err = run_command(capsys, "simulate", *argv, "--json", "-")
     assert code == 0, err
     return (json.loads(out), err) if with_err else json.loads(out)
 
@@ -103,13 +103,10 @@ def test_scheduler_with_an_oracle_general_file_on_the_compiled_engine(tmp_path, 
     """libCacheSim's binary records, read as arrays by the compiled engine in the workers; the malformed record
     is reported as in the serial run."""
     path = tmp_path / "t.oracleGeneral.bin"
-    record = np.dtype([("time", "<u4"), ("object", "<u8"), ("size", "<u4"), ("next", "<i8")])
-    records = np.zeros(5_000, dtype=record)
-    records["object"] = (np.arange(5_000) * 7) % 700
-    records["size"] = 100 + np.arange(5_000) % 900
-    records["next"] = -1
-    records["next"][17] = 3  # before the record: malformed
-    path.write_bytes(records.tobytes())
+    index = np.arange(5_000)
+    nexts = np.full(5_000, -1)
+    nexts[17] = 3  # before the record: malformed
+    path.write_bytes(oracle_general_bytes(np.zeros(5_000), index * 7 % 700, 100 + index % 900, nexts))
     argv = ["--trace", str(path), "--assign", "random", "--proxies", "3", "--policy", "none", "--engine", "compiled",
             "--sweep", "cache-size=20KB,400KB"]
     serial, serial_err = run_json(argv, capsys, with_err=True)

@@ -6,13 +6,7 @@ import json
 import pytest
 
 from bloomwise.cache.traces import SyntheticTrace, open_trace
-from bloomwise.cli import main
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+from command_support import run_command as run
 
 
 @pytest.mark.parametrize("name, fmt", [("t.log", "squid"), ("t.txt.gz", "plain")])

@@ -5,7 +5,8 @@ import asyncio
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from proxy_support import (aiohttp, config, eventually, get, get_checked, origin_and_proxies, run)
+from proxy_support import (aiohttp, config, eventually, get, get_checked, origin_and_proxies, run,
+                           summary_settled)
 from bloomwise.cache.squid_digest import DIGEST_PATH, CacheDigest
 from bloomwise.cache.summary import SummaryUpdate
 from bloomwise.proxy import http_cache
@@ -140,8 +141,11 @@ def test_bad_requests_get_clear_errors():
 
 # -- summaries ------------------------------------------------------------------------------------------------------
 def test_summary_endpoint_whole_delta_and_not_modified():
+    """The summary endpoint serves a delta, 304 or the whole summary (resizing off: every publication here has the
+    same geometry, so a delta exists between any two; re-sized summaries: test_proxy_resize.py)."""
     async def scenario():
-        async with origin_and_proxies(config(name="A", update_threshold=0.01)) as (origin, (a,), session):
+        async with origin_and_proxies(config(name="A", update_threshold=0.01, resize_tolerance=None)) \
+                as (origin, (a,), session):
             async with session.get(a.url + "/bloomwise/summary") as reply:
                 first = SummaryUpdate.from_bytes(await reply.read())
                 assert reply.headers["Content-Type"] == "application/x-bloomwise-summary"
@@ -149,6 +153,9 @@ def test_summary_endpoint_whole_delta_and_not_modified():
             origin_hex = f"{first.origin:016x}"
             for i in range(20):
                 await get_checked(session, a.url, origin, f"/doc/{i}")
+            # Publications are at least min_publish_interval apart: the last documents' changes go out with a
+            # deferred publication, which must not land between reading the version and asking for it.
+            await eventually(lambda: not a.publication_scheduled, what="A's last deferred publication")
             version = a.node.publisher.current_version
             assert version > first.version
             async with session.get(a.url + f"/bloomwise/summary?since={version - 1}&origin={origin_hex}") as reply:
@@ -172,9 +179,8 @@ def test_two_proxies_share_summaries_and_serve_remote_hits(policy, kind):
             for path in paths:
                 await get_checked(session, a.url, origin, path)
             # B learns A's summary (pushed by notify, pulled periodically)
-            await eventually(lambda: b.node.peer(a.url).summary is not None
-                             and all(f"GET {origin.url}{p}" in b.node.peer(a.url).summary for p in paths),
-                             what="A's summary at B")
+            await summary_settled(a, b)
+            assert all(f"GET {origin.url}{p}" in b.node.peer(a.url).summary for p in paths)
             for path in paths:
                 headers = await get_checked(session, b.url, origin, path)
                 assert headers["X-Cache"].startswith("REMOTE_HIT"), (path, headers["X-Cache"])

@@ -79,3 +79,36 @@ def test_squid57_receive_model_misplaces_the_first_reads_mask_bytes_from_128_on(
     received = bytes(bench.squid57_received_digest(large, 300).mask)
     served = large.to_bytes()
     assert received[128:300] == mask[:172] and received[300:] == served[:625 - 300]
+
+
+def test_the_wait_for_a_whole_summary_ends_and_says_why_when_it_cannot():
+    """The benchmarks wait for P0's summary of every document at P1. At a 1% update threshold the documents stored
+    after the last publication it allowed may never be published (here: 151 stored one at a time, publications at
+    once, every second document due above 100: the 151st waits forever), so the wait must end with a clear message;
+    at the threshold ``publish_every_new_document`` gives, it completes."""
+    from proxy_support import config, get_checked, origin_and_proxies, run
+
+    bench = _benchmark_module()
+    documents = 151
+
+    async def scenario(threshold, completes):
+        p0 = config(name="P0", update_threshold=threshold, min_publish_interval=0.0)
+        async with origin_and_proxies(p0, config(name="P1")) as (origin, (a, b), session):
+            for i in range(documents):
+                await get_checked(session, a.url, origin, f"/doc/{i}")
+            if not completes:
+                assert a.node.publisher.current_num_keys == documents - 1 and not a.publication_scheduled
+                with pytest.raises(bench.WaitTimedOut) as timed_out:
+                    await bench.wait_for_whole_summary(a.url, b.url, documents, timeout=2.0)
+                message = str(timed_out.value)
+                assert message.startswith("timed out after 2 s waiting for P0's summary of every document at P1; "
+                                          f"last seen: P0 published version {a.node.publisher.current_version} of "
+                                          f"{documents - 1} keys (of {documents}), P1 holds version "), message
+            else:
+                await bench.wait_for_whole_summary(a.url, b.url, documents, timeout=30.0)
+                assert a.node.publisher.current_num_keys == documents
+
+    run(scenario(0.01, completes=False))
+    option, value = bench.publish_every_new_document(documents)
+    assert option == "--update-threshold"
+    run(scenario(float(value), completes=True))

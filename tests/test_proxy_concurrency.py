@@ -3,7 +3,7 @@ one URL must make one origin fetch (request collapsing)."""
 import asyncio
 import collections
 
-from proxy_support import config, eventually, get, get_checked, origin_and_proxies, run
+from proxy_support import config, get, get_checked, origin_and_proxies, run, summary_settled
 from bloomwise.proxy.origin import document_body
 
 CONCURRENCY = 16
@@ -32,9 +32,8 @@ def test_stats_equal_what_clients_saw_at_concurrency_16():
                 await get_checked(session, a.url, origin, path)
             for path in local:
                 await get_checked(session, b.url, origin, path)
-            await eventually(lambda: b.node.peer(a.url).summary is not None
-                             and all(f"GET {origin.url}{p}" in b.node.peer(a.url).summary for p in remote),
-                             what="A's summary at B")
+            await summary_settled(a, b)
+            assert all(f"GET {origin.url}{p}" in b.node.peer(a.url).summary for p in remote)
             before = b.stats()
             paths = remote + local + fresh
             order = [paths[(i * 37) % len(paths)] for i in range(len(paths))]   # interleaved kinds

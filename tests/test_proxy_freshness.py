@@ -47,8 +47,11 @@ def _summary_of(data):
 
 def test_short_lived_documents_cause_no_false_hits_at_peers():
     async def scenario():
-        # summary interval 0.6 s: sweep 0.3 s, horizon 0.3 + 0.1 + 0.6 = 1.0 s
-        configs = [config(name="A", summary_interval=0.6), config(name="B", summary_interval=0.6)]
+        # summary interval 0.6 s: sweep 0.3 s, horizon 0.3 + 0.1 + 0.6 = 1.0 s. Resizing off: A's summary keeps
+        # its starting 8 x 2,796 positions (k = 6) for at most 30 keys, a false-positive rate under 1e-12 per key,
+        # so that any false hit below is a stale copy's, not the filter's.
+        configs = [config(name="A", summary_interval=0.6, resize_tolerance=None),
+                   config(name="B", summary_interval=0.6)]
         async with origin_and_proxies(*configs) as (origin, (a, b), session):
             assert a.config.advertise_horizon == 1.0
             brief = [f"/short/{i}?ttl=1" for i in range(10)]        # never fresh beyond the horizon

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from proxy_support import config, eventually, get_checked, origin_and_proxies, run
+from proxy_support import config, get_checked, origin_and_proxies, run, summary_settled
 from bloomwise.proxy import peer_client
 from bloomwise.proxy.peer_client import PeerConnections, PeerQueryError
 
@@ -17,9 +17,7 @@ def test_remote_hits_reuse_one_connection_to_the_peer():
             paths = [f"/doc/{i}" for i in range(20)]
             for path in paths:
                 await get_checked(session, p0.url, origin, path)
-            await eventually(lambda: p1.node.peer(p0.url).summary is not None
-                             and all(f"GET {origin.url}{p}" in p1.node.peer(p0.url).summary for p in paths),
-                             what="P0's summary at P1")
+            await summary_settled(p0, p1)
             for path in paths:  # no-store: P1 keeps nothing, so each is a remote hit from P0
                 async with session.get(origin.url + path, proxy=p1.url, headers={"Cache-Control": "no-store"}) as r:
                     assert r.status == 200 and r.headers["X-Cache"].startswith("REMOTE_HIT"), (path, r.headers)

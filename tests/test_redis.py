@@ -10,7 +10,8 @@ from hypothesis import given, strategies as st
 from bloomwise import BloomFilter, CountingBloomFilter, FormatError
 from bloomwise._native.bloom import hash_many
 from bloomwise._native.served import encode_args, pack_command, positions_many
-from bloomwise._redis_server import MISSING_SERVER_MESSAGE, LocalRedisServer, find_redis_server
+from bloomwise._redis_server import LocalRedisServer
+from redis_support import keys_of, kill_during_batch, needs_server
 
 redis = pytest.importorskip("redis", reason="the redis extra (redis-py) is not installed")
 import bloomwise.redis as served  # noqa: E402
@@ -21,12 +22,7 @@ from bloomwise.redis import (  # noqa: E402
     ServerUnavailableError, from_redis, to_redis,
 )
 
-needs_server = pytest.mark.skipif(find_redis_server() is None, reason=MISSING_SERVER_MESSAGE)
 LAYOUTS = ["blocked", "classic", "partitioned"]
-
-
-def keys_of(prefix, n):
-    return [f"{prefix}{i}" for i in range(n)]
 
 
 # ---- the compiled helpers (no server) ---------------------------------------------------------------------------------
@@ -381,21 +377,6 @@ def test_wrong_password_and_unreachable_server(tmp_path):
         RedisBloomFilter.open(gone, "f")
     with pytest.raises(ServerUnavailableError, match="cannot reach"):
         f.update(["a", "b"])  # the secured server is stopped now
-
-
-def kill_during_batch(monkeypatch, redis_server, after_packs):
-    """Make the server die (SIGKILL) while the client packs command number ``after_packs`` of a batch."""
-    real = pack_command
-    calls = {"n": 0}
-
-    def packing(*args):
-        calls["n"] += 1
-        if calls["n"] == after_packs:
-            redis_server.kill()
-        return real(*args)
-
-    monkeypatch.setattr("bloomwise.redis.filters.pack_command", packing)
-    return calls
 
 
 @needs_server

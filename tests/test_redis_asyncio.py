@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from bloomwise import BloomFilter, CountingBloomFilter
-from bloomwise._native.served import pack_command
-from bloomwise._redis_server import MISSING_SERVER_MESSAGE, LocalRedisServer, find_redis_server
+from bloomwise._redis_server import LocalRedisServer
+from redis_support import keys_of, kill_during_batch, needs_server
 
 redis = pytest.importorskip("redis", reason="the redis extra (redis-py) is not installed")
 import redis.asyncio  # noqa: E402
@@ -15,13 +15,6 @@ import redis.asyncio  # noqa: E402
 import bloomwise.redis as served  # noqa: E402
 from bloomwise.redis import FilterMismatchError, FilterNotFoundError, IncompleteBatchError, from_redis  # noqa: E402
 from bloomwise.redis.asyncio import RedisBloomFilter, RedisCountingBloomFilter, open as open_async  # noqa: E402
-
-needs_server = pytest.mark.skipif(find_redis_server() is None, reason=MISSING_SERVER_MESSAGE)
-
-
-def keys_of(prefix, n):
-    return [f"{prefix}{i}" for i in range(n)]
-
 
 def run(coroutine_function, server):
     """Run coroutine_function(async client) on a fresh event loop, closing the client after."""
@@ -105,17 +98,9 @@ def test_async_batch_cut_by_a_killed_server_then_retried_exactly_once(monkeypatc
     local = CountingBloomFilter(50_000, 0.01, seed=12)
     local.update(keys)
     with LocalRedisServer(persistent=True, directory=str(tmp_path)) as srv:
-        calls = {"n": 0}
-
-        def packing(*args):
-            calls["n"] += 1
-            if calls["n"] == 25:
-                srv.kill()
-            return pack_command(*args)
-
         async def first(client):
             remote = await RedisCountingBloomFilter(client, "crash", 50_000, 0.01, seed=12)
-            monkeypatch.setattr("bloomwise.redis.filters.pack_command", packing)
+            kill_during_batch(monkeypatch, srv, after_packs=25)
             with pytest.raises(IncompleteBatchError) as caught:
                 await remote.update(keys, batch_id="nightly")
             monkeypatch.undo()

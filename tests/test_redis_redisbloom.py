@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 from bloomwise import FormatError
-from bloomwise._redis_server import (
-    MISSING_REDISBLOOM_MESSAGE, MISSING_SERVER_MESSAGE, LocalRedisServer, find_redis_server, find_redisbloom_module,
-)
+from bloomwise._redis_server import LocalRedisServer
+from redis_support import emptied_client, local_redis_server
 
 redis = pytest.importorskip("redis", reason="the redis extra (redis-py) is not installed")
 from bloomwise.redis import FilterNotFoundError, ServedFilterError, from_redisbloom  # noqa: E402
@@ -19,21 +18,14 @@ from bloomwise.redis.redisbloom import MAX_CHUNK_BYTES, read_scandump, redisbloo
 @pytest.fixture(scope="module")
 def redisbloom_server():
     """Debian's redis-server with RedisBloom loaded, on a unix socket; skips naming what is missing."""
-    if find_redis_server() is None:
-        pytest.skip(MISSING_SERVER_MESSAGE)
-    module = find_redisbloom_module()
-    if module is None:
-        pytest.skip(MISSING_REDISBLOOM_MESSAGE)
-    with LocalRedisServer(modules=[module]) as server:
+    with local_redis_server(redisbloom=True) as server:
         yield server
 
 
 @pytest.fixture
 def client(redisbloom_server):
-    c = redisbloom_server.client()
-    c.flushall()
-    yield c
-    c.close()
+    with emptied_client(redisbloom_server) as c:
+        yield c
 
 
 def mexists(client, key, keys, per_command=20_000):

@@ -17,7 +17,7 @@ import pytest
 from bloomwise.cache.simulation import SimulationConfig, simulate
 from bloomwise.cache.traces import (REAL_TRACES, FetchError, RealTrace, assigned_requests, fetch, fetched_path,
                                     open_trace)
-from bloomwise.cli import main
+from command_support import run_command as _run
 from real_traces import fetched_trace, real_trace
 
 SQUID_LINES = (b"1198298239.740    388 127.0.0.1 TCP_MISS/301 631 GET http://www.example.org/ - DIRECT/1.2.3.4 "
@@ -118,12 +118,6 @@ def test_unknown_name():
     with pytest.raises(FetchError, match="no real trace named 'twitter': choose one of twitter-cluster52, "
                                          "twitter-cluster52-10m, cloudphysics, squidview-example"):
         fetch("twitter")
-
-
-def _run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_fetch_list_and_errors(tmp_path, capsys, monkeypatch):

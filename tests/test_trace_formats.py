@@ -12,6 +12,7 @@ import pytest
 from bloomwise.cache.traces import cachesim
 from bloomwise.cache.traces import (CsvTraceReader, OracleGeneralReader, Request, TraceError, format_from_name,
                                     open_trace, parse_csv_columns, read_plain_trace, write_plain_trace)
+from command_support import oracle_general_bytes
 
 zstandard = pytest.importorskip("zstandard", reason="the zstd tests need the zstandard package (test extra)")
 
@@ -99,16 +100,9 @@ def test_csv_column_errors(text, message):
         parse_csv_columns(text)
 
 
-def _oracle_records(times, objects, sizes, nexts) -> bytes:
-    record = np.dtype([("time", "<u4"), ("object", "<u8"), ("size", "<u4"), ("next", "<i8")])
-    array = np.zeros(len(times), dtype=record)
-    array["time"], array["object"], array["size"], array["next"] = times, objects, sizes, nexts
-    return array.tobytes()
-
-
 def test_oracle_general_records(tmp_path):
     path = tmp_path / "t.oracleGeneral.bin"
-    path.write_bytes(_oracle_records([5, 5, 6], [2 ** 64 - 1, 7, 2 ** 64 - 1], [512, 1, 2 ** 32 - 1], [3, -1, -1]))
+    path.write_bytes(oracle_general_bytes([5, 5, 6], [2 ** 64 - 1, 7, 2 ** 64 - 1], [512, 1, 2 ** 32 - 1], [3, -1, -1]))
     reader = open_trace(path)
     assert isinstance(reader, OracleGeneralReader) and not reader.has_clients
     assert list(reader) == [_get(5.0, str(2 ** 64 - 1), 512, 1), _get(5.0, "7", 1, 2),
@@ -118,7 +112,7 @@ def test_oracle_general_records(tmp_path):
 
 def test_oracle_general_bad_and_truncated_records(tmp_path):
     path = tmp_path / "t.bin"
-    data = _oracle_records([1, 2, 3, 4, 5], [10, 11, 12, 13, 14], [100, 200, 300, 400, 500],
+    data = oracle_general_bytes([1, 2, 3, 4, 5], [10, 11, 12, 13, 14], [100, 200, 300, 400, 500],
                            [-1, 2, -7, 9, 2 ** 40 + 1])
     path.write_bytes(data + data[:10])
     reader = open_trace(path, format="oracle-general")
@@ -143,7 +137,7 @@ def test_oracle_general_memory_is_bounded(tmp_path, monkeypatch):
 
     def peak(count):
         path = tmp_path / f"{count}.oracleGeneral"
-        path.write_bytes(_oracle_records(np.arange(count), np.arange(count) % 1000, np.full(count, 100),
+        path.write_bytes(oracle_general_bytes(np.arange(count), np.arange(count) % 1000, np.full(count, 100),
                                          np.full(count, -1)))
         tracemalloc.start()
         try:
@@ -162,7 +156,7 @@ def test_zstd_csv_and_binary_read_as_the_uncompressed(tmp_path):
     compressor = zstandard.ZstdCompressor()
     (tmp_path / "t.csv.zst").write_bytes(compressor.compress(csv[:60]) + compressor.compress(csv[60:]))  # 2 frames
     assert list(open_trace(tmp_path / "t.csv.zst")) == list(open_trace(tmp_path / "t.csv"))
-    records = _oracle_records(np.arange(50_000), np.arange(50_000) % 77, np.full(50_000, 9), np.full(50_000, -1))
+    records = oracle_general_bytes(np.arange(50_000), np.arange(50_000) % 77, np.full(50_000, 9), np.full(50_000, -1))
     (tmp_path / "t.oracleGeneral.bin").write_bytes(records)
     (tmp_path / "t.oracleGeneral.zst").write_bytes(compressor.compress(records))
     assert list(open_trace(tmp_path / "t.oracleGeneral.zst")) == list(open_trace(tmp_path / "t.oracleGeneral.bin"))
@@ -213,7 +207,7 @@ def test_csv_and_binary_forms_of_one_trace_agree(tmp_path):
     n = 5_000
     times, objects = np.sort(rng.integers(0, 10 ** 6, n)), rng.integers(0, 2 ** 63, n)
     sizes = rng.integers(1, 10 ** 6, n)
-    (tmp_path / "t.oracleGeneral").write_bytes(_oracle_records(times, objects, sizes, np.full(n, -1)))
+    (tmp_path / "t.oracleGeneral").write_bytes(oracle_general_bytes(times, objects, sizes, np.full(n, -1)))
     lines = "".join(f"{t}, {o}, {s}, -1\n" for t, o, s in zip(times, objects, sizes))
     (tmp_path / "t.csv").write_text("# time, object, size, next_access_vtime\n" + lines)
     assert [r[:5] for r in open_trace(tmp_path / "t.csv")] == [r[:5] for r in open_trace(tmp_path / "t.oracleGeneral")]

@@ -8,6 +8,7 @@ import pytest
 
 from bloomwise.cache.simulation import SimulationConfig, replay
 from bloomwise.cache.traces import assigned_requests, open_trace
+from command_support import oracle_general_bytes
 from real_traces import real_trace
 
 libcachesim = pytest.importorskip("libcachesim", reason="the cross-check needs the libcachesim package "
@@ -23,10 +24,7 @@ def write_oracle_general(path, objects, sizes, times) -> None:
     for i in range(n - 1, -1, -1):
         nexts[i] = last_seen.get(int(objects[i]), -1)
         last_seen[int(objects[i])] = i + 1
-    record = np.dtype([("time", "<u4"), ("object", "<u8"), ("size", "<u4"), ("next", "<i8")])
-    array = np.zeros(n, dtype=record)
-    array["time"], array["object"], array["size"], array["next"] = times, objects, sizes, nexts
-    path.write_bytes(array.tobytes())
+    path.write_bytes(oracle_general_bytes(times, objects, sizes, nexts))
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import threading
 from bloomwise.cli._parse import parse_positive_int, parse_size_bytes
 from bloomwise.cli.proxy import add_proxy_options, config_from_args
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "proxy_command_options"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -47,10 +47,11 @@ def register(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _proxy_options(args) -> list[str]:
+def proxy_command_options(args) -> list[str]:
+    """The ``bloomwise proxy`` options each proxy of the cluster is started with, from the cluster's own."""
     out = ["--cache-size", args.cache_size, "--policy", args.policy, "--bits-per-entry", args.bits_per_entry,
            "--update-threshold", args.update_threshold, "--summary-kind", args.summary_kind,
-           "--mean-document-size", args.mean_document_size,
+           "--mean-document-size", args.mean_document_size, "--resize-tolerance", args.resize_tolerance,
            "--summary-interval", args.summary_interval, "--peer-timeout", args.peer_timeout,
            "--origin-cost", args.origin_cost, "--header-timeout", args.header_timeout, "--log-level", args.log_level]
     if args.parent:
@@ -100,11 +101,11 @@ def run(args) -> int:
             print(f"bloomwise cluster: --netns: {reason}", file=sys.stderr)
             return 1
         cluster = NetnsCluster(num_proxies, proxy_delays_ms=delays, origin_delay_ms=origin_delay,
-                               origin_documents=documents, mean_size=mean_size, proxy_options=_proxy_options(args),
-                               emulator=args.emulator)
+                               origin_documents=documents, mean_size=mean_size,
+                               proxy_options=proxy_command_options(args), emulator=args.emulator)
     else:
         cluster = Cluster(num_proxies, origin_documents=documents, mean_size=mean_size,
-                          proxy_options=_proxy_options(args))
+                          proxy_options=proxy_command_options(args))
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -20,7 +20,7 @@ import sys
 
 from bloomwise.cli._listen import parse_listen
 from bloomwise.cli._parse import (parse_fraction, parse_positive_int, parse_positive_size_bytes, parse_quantity,
-                                  parse_size_bytes)
+                                  parse_size_bytes, parse_tolerance)
 from bloomwise.proxy.access import ClientPolicy, DestinationPolicy
 
 __all__ = ["register", "run", "parse_listen", "parse_peer_url"]
@@ -71,8 +71,12 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
                         help="publish a new summary when the documents new since the last one reach this "
                              "fraction of the documents cached (1%% or 0.01; default 1%%)")
     parser.add_argument("--mean-document-size", default="8KiB", metavar="SIZE",
-                        help="mean document size expected: the summary is sized for cache size / this documents "
+                        help="mean document size expected: the summary starts sized for cache size / this documents "
                              "(default 8KiB)")
+    parser.add_argument("--resize-tolerance", default="10%", metavar="D",
+                        help="re-size the summary to B positions per advertised document when their number drifted "
+                             "more than this fraction from the count it was sized for (default 10%%, Squid's; off: "
+                             "never, the summary keeps the size --mean-document-size gives)")
     parser.add_argument("--summary-kind", default="bits", choices=("bits", "counters"),
                         help="what peers receive: the bit array (Summary Cache) or the 4-bit counters (needed by "
                              "the paradox policy's Theorem 2 posterior; default bits)")
@@ -89,6 +93,9 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
     parser.add_argument("--no-fast-hits", dest="fast_hits", action="store_false",
                         help="answer fresh hits with aiohttp too, not with the lean hit path (to compare; the lean "
                              "path needs httptools)")
+    parser.add_argument("--no-lean-misses", dest="lean_misses", action="store_false",
+                        help="leave misses to aiohttp: the lean path then does not ask the peers itself nor send their "
+                             "remote hits (to compare)")
     parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
 
 
@@ -130,9 +137,11 @@ def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=N
         peer_timeout=parse_quantity(args.peer_timeout, "--peer-timeout", "seconds"),
         header_timeout=parse_quantity(args.header_timeout, "--header-timeout", "seconds"),
         fast_hits=getattr(args, "fast_hits", True),
+        lean_misses=getattr(args, "lean_misses", True),
         access_log=getattr(args, "access_log", None),
         origin_cost_ms=parse_quantity(args.origin_cost, "--origin-cost", "milliseconds"),
         mean_document_size=mean_document_size,
+        resize_tolerance=parse_tolerance(args.resize_tolerance, "--resize-tolerance"),
         clients=ClientPolicy.parse(clients) if clients is not None else None,
         destinations=(DestinationPolicy.parse(args.allow_destinations) if args.allow_destinations is not None
                       else None),

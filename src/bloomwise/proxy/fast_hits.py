@@ -19,6 +19,17 @@ than a fresh hit is aiohttp's code, unchanged, and a hit answered here is byte f
 the same header code and aiohttp's own header order, and leaves three holes filled per hit (``ttl`` of
 ``Cache-Status``, ``Age``, ``Date``, the last formatted once per second). One ``writelines`` per hit.
 
+Remote hits too (``lean_miss``, given by the proxy): a plain ``GET http://...`` (kept alive, no body, a
+``Cache-Control`` the cache may answer, e.g. ``no-store``) that finds nothing stored goes to the proxy's
+:meth:`~bloomwise.proxy.server.BloomwiseProxy.lean_miss`, which does the aiohttp path's steps for it up to the peers'
+answers (destination check, node lookup, collapsed-forwarding lead, routing, peer queries over
+:mod:`bloomwise.proxy.peer_client`). The connection waits meanwhile (later pipelined bytes are buffered, reading
+pauses past :data:`MAX_BUFFERED_WHILE_ASKING`). A peer's 200 is stored as aiohttp's path stores it and sent from
+here (:class:`RemoteHitAnswer`, serialised by :func:`response_head` as aiohttp does); anything else (no peer had it,
+a peer failed, headers aiohttp would serialise otherwise) is handed over with :class:`PeersAsked`, the peers'
+outcome, which aiohttp's path finishes (the origin fetch) without asking a peer again. A request the proxy does not
+take (no peers, a refused destination, a fetch of the URL already in flight) is handed over as it came.
+
 Freshness per hit needs no header parsing (RFC 9111 section 4.2.3 as :mod:`bloomwise.proxy.http_cache` simplifies
 it): with ``L`` the freshness lifetime and ``A0`` the ``Age`` the copy arrived with, both fixed at store time,
 ``age(now) = max(0, now - stored_at) + A0`` and the copy is fresh while ``age(now) < L``, i.e. until
@@ -31,10 +42,12 @@ then reading pauses until it drains.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from email.utils import formatdate
-from typing import Callable, Optional
+from http import HTTPStatus
+from typing import Callable, Optional, Union
 from urllib.parse import urlsplit
 
 from bloomwise.cache.traces import request_key
@@ -51,7 +64,10 @@ try:
 except ImportError:  # the proxy needs aiohttp anyway: this module is used only with it
     SERVER_SOFTWARE, CIMultiDict = None, None
 
-__all__ = ["AVAILABLE", "HitPathConfig", "HitConnection", "PreparedHit", "MAX_HEAD_BYTES"]
+__all__ = ["AVAILABLE", "HitPathConfig", "HitConnection", "PreparedHit", "MAX_HEAD_BYTES", "serialisable_headers",
+           "response_head", "RemoteHitAnswer", "PeersAsked", "LeanMissOutcome"]
+
+log = logging.getLogger("bloomwise.proxy")
 
 #: httptools (and aiohttp) importable: the lean hit path can run
 AVAILABLE = httptools is not None and CIMultiDict is not None
@@ -66,6 +82,38 @@ _FORBIDDEN_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # aiohttp's h
 def _clean_header_text(text: str) -> bool:
     """ASCII without the control characters aiohttp refuses in a header."""
     return text.isascii() and _FORBIDDEN_HEADER_CHARS.search(text) is None
+
+
+def serialisable_headers(headers: dict, *more: str) -> bool:
+    """Whether :func:`response_head` serialises ``headers`` (and header values ``more``) as aiohttp would: string
+    names and values, ASCII, none of the control characters aiohttp refuses."""
+    try:
+        return _clean_header_text("".join(k + v for k, v in headers.items()) + "".join(more))
+    except TypeError:   # a name or value that is not a string
+        return False
+
+
+def _as_aiohttp_sends(headers: dict, body_length: int, date: str) -> "CIMultiDict":
+    """``headers`` given to ``web.Response`` with a body of ``body_length`` bytes, completed in aiohttp's order
+    (``Response._start`` then ``_prepare_headers``, HTTP/1.1 kept alive): Content-Length, Content-Type when the
+    body is not empty, Date (``date``) when absent, Server."""
+    merged = CIMultiDict(headers)
+    merged["Content-Length"] = str(body_length)
+    if body_length:
+        merged.setdefault("Content-Type", "application/octet-stream")
+    if "Date" not in merged:
+        merged["Date"] = date
+    merged.setdefault("Server", SERVER_SOFTWARE)
+    return merged
+
+
+def response_head(status: int, headers: dict, body_length: int, date: bytes) -> bytes:
+    """The head aiohttp sends for ``web.Response(status=status, headers=headers, body=<body_length bytes>)`` on a
+    kept-alive HTTP/1.1 connection, ``date`` (IMF-fixdate) its Date when ``headers`` has none. The headers must
+    be :func:`serialisable_headers`."""
+    merged = _as_aiohttp_sends(headers, body_length, date.decode("ascii"))
+    return (f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in merged.items())
+            + "\r\n").encode("ascii")
 
 
 class PreparedHit:
@@ -97,21 +145,14 @@ class PreparedHit:
         not empty, Date, Server)."""
         stored = doc.headers or {}
         lifetime = http_cache.freshness_lifetime(200, stored, now=doc.stored_at)
-        if lifetime is None or not all(isinstance(k, str) and isinstance(v, str) and _clean_header_text(k + v)
-                                       for k, v in stored.items()):
+        if lifetime is None or not serialisable_headers(stored):
             return None  # what aiohttp would refuse, or non-ASCII: the aiohttp path decides
         stored_age = http_cache.current_age(stored, doc.stored_at, now=doc.stored_at)
         body = doc.body or b""
         headers = client_headers(dict(stored), "HIT", "hit; ttl=\x00")
         headers["Age"] = "\x01"
-        merged = CIMultiDict(headers)
-        merged["Content-Length"] = str(len(body))
-        if body:
-            merged.setdefault("Content-Type", "application/octet-stream")
-        dated = "Date" not in merged
-        if dated:
-            merged["Date"] = "\x02"
-        merged.setdefault("Server", SERVER_SOFTWARE)
+        merged = _as_aiohttp_sends(headers, len(body), "\x02")
+        dated = merged["Date"] == "\x02"
         text = "HTTP/1.1 200 OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in merged.items()) + "\r\n"
         pieces = text.replace("\x01", "\x00").replace("\x02", "\x00").split("\x00")
         if len(pieces) != (4 if dated else 3) or not text.isascii():
@@ -121,6 +162,43 @@ class PreparedHit:
         head_parts = tuple(p.encode("ascii") for p in pieces)
         content_type = merged.get("Content-Type", "-").split(";", 1)[0].strip() or "-"
         return cls(doc, head_parts, lifetime, stored_age, content_type, dated)
+
+
+class RemoteHitAnswer:
+    """A remote hit the lean path sends itself (the proxy's ``lean_miss``): its status, the headers as aiohttp
+    would be given them, the body, the access log's hierarchy field and when the request was received
+    (perf_counter)."""
+
+    __slots__ = ("status", "headers", "body", "hierarchy", "received")
+
+    def __init__(self, status: int, headers: dict, body: bytes, hierarchy: str, received: float):
+        self.status, self.headers, self.body, self.hierarchy, self.received = status, headers, body, hierarchy, received
+
+
+class PeersAsked:
+    """A miss the lean path took as far as the peers' answers, for the aiohttp path to finish.
+
+    ``hit`` is ``(link, (status, headers, body))`` from the peer that had the document, or None (the origin is
+    next); ``leader`` is the collapsed-forwarding event this request holds; ``started``/``received`` the
+    perf_counter of the miss's start and of the request. :meth:`end` ends the miss (timed, the leader released)
+    once: the aiohttp path calls it when the response is ready, the connection's protocol when the connection
+    closed before the aiohttp path saw the request.
+    """
+
+    __slots__ = ("key", "hit", "leader", "started", "received", "_end")
+
+    def __init__(self, key: str, hit, leader, started: float, received: float, end):
+        self.key, self.hit, self.leader, self.started, self.received = key, hit, leader, started, received
+        self._end = end
+
+    def end(self) -> None:
+        if self._end is not None:
+            end, self._end = self._end, None
+            end(self.key, self.leader, self.started)
+
+
+#: what the proxy's ``lean_miss`` hands back when it took a request
+LeanMissOutcome = Union[RemoteHitAnswer, PeersAsked]
 
 
 class HitPathConfig:
@@ -136,15 +214,20 @@ class HitPathConfig:
     :param header_timeout: seconds for a request's head; ``on_header_timeout(transport)`` then.
     :param log_access: None or ``f(started_wall, elapsed, client, code, status, size, method, target, hierarchy,
         content_type)``, the access-log writer.
+    :param lean_miss: None (misses are handed over) or the proxy's ``async f(url, key, request_headers)`` that takes
+        a plain miss to its peers (:meth:`bloomwise.proxy.server.BloomwiseProxy.lean_miss`): None (not taken:
+        handed over as it came), an answer with ``status, headers, body, hierarchy, received`` to send, or a
+        state with ``end()`` that the handed-over protocol's ``resume_miss`` receives.
     """
 
     def __init__(self, *, node, counters, metrics, client_allowed, own_url, own_port, client_headers, handed_over,
-                 header_timeout, on_header_timeout, idle_timeout, log_access):
+                 header_timeout, on_header_timeout, idle_timeout, log_access, lean_miss=None):
         self.node, self.counters, self.metrics = node, counters, metrics
         self.client_allowed, self.own_url, self.own_port = client_allowed, own_url, own_port
         self.client_headers, self.handed_over = client_headers, handed_over
         self.header_timeout, self.on_header_timeout, self.idle_timeout = header_timeout, on_header_timeout, idle_timeout
         self.log_access = log_access
+        self.lean_miss = lean_miss
         self.prepared: dict = {}          # cache key -> PreparedHit
         self.connections: set = set()     # the HitConnections not handed over (closed by close_all)
         self._date_second = -1
@@ -195,7 +278,7 @@ class HitPathConfig:
 class _Head:
     """The parts of one request head the hit path looks at (httptools callbacks)."""
 
-    __slots__ = ("url", "complete", "cache_control", "via", "other")
+    __slots__ = ("url", "complete", "cache_control", "via", "other", "fields")
 
     def __init__(self):
         self.reset()
@@ -206,11 +289,13 @@ class _Head:
         self.cache_control = None
         self.via = None
         self.other = False   # a header that sends the request to aiohttp
+        self.fields = []     # every (name, value), for a miss's storing rules
 
     def on_url(self, url: bytes) -> None:
         self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self.fields.append((name, value))
         name = name.lower()
         if name == b"cache-control":
             self.cache_control = value if self.cache_control is None else self.cache_control + b"," + value
@@ -221,6 +306,19 @@ class _Head:
 
     def on_message_complete(self) -> None:
         self.complete = True
+
+
+class _Miss:
+    """A plain GET that missed here, for the proxy's ``lean_miss``: its target, key, headers and head's length."""
+
+    __slots__ = ("target", "key", "headers", "head_length")
+
+    def __init__(self, target: str, key: str, headers, head_length: int):
+        self.target, self.key, self.headers, self.head_length = target, key, headers, head_length
+
+
+#: bytes a connection buffers (pipelined requests) while its peers are asked before it stops reading
+MAX_BUFFERED_WHILE_ASKING = 4 * MAX_HEAD_BYTES
 
 
 class HitConnection(asyncio.Protocol):
@@ -238,6 +336,9 @@ class HitConnection(asyncio.Protocol):
         self.idle_deadline = None       # loop time an idle kept-alive connection is closed
         self.timer = None
         self.loop = None
+        self.asking = None              # the task asking the peers for the request at the buffer's start
+        self.eof = False                # the client ended its side while the peers were asked
+        self.held = False               # reading paused: too much buffered while the peers were asked
         self.head = _Head()                                   # one parser per connection: a head without a
         self.parser = httptools.HttpRequestParser(self.head)  # body completes its message and resets it
 
@@ -253,6 +354,12 @@ class HitConnection(asyncio.Protocol):
         self._arm(self.head_deadline)
 
     def data_received(self, data: bytes) -> None:
+        if self.asking is not None:         # pipelined behind a request whose peers are asked: kept for later
+            self.buffer += data
+            if len(self.buffer) > MAX_BUFFERED_WHILE_ASKING and not self.held:
+                self.held = True
+                self.transport.pause_reading()
+            return
         if self.head_deadline is None:      # the first byte of a request: its head has a deadline
             self.head_deadline = self.loop.time() + self.config.header_timeout
             self.idle_deadline = None
@@ -261,6 +368,9 @@ class HitConnection(asyncio.Protocol):
         self._serve_buffered()
 
     def eof_received(self):
+        if self.asking is not None:         # answered (or handed over) when the peers have
+            self.eof = True
+            return True
         if self.buffer and self.transport is not None:   # a request without its end: aiohttp answers it
             inner = self._hand_over()
             return inner.eof_received()
@@ -278,11 +388,14 @@ class HitConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        if self.transport is not None and not self.transport.is_closing():
+        if self.transport is not None and not self.transport.is_closing() and not self.held:
             self.transport.resume_reading()
-            self._serve_buffered()
+            if self.asking is None:
+                self._serve_buffered()
 
     def close(self) -> None:
+        if self.asking is not None:
+            self.asking.cancel()
         if self.transport is not None:
             self.transport.close()
 
@@ -300,9 +413,14 @@ class HitConnection(asyncio.Protocol):
                 else:
                     self.scanned = len(buffer)
                 return
-            if not self.allowed or not self._answer(buffer[start:end + 4]):
+            answer = self._answer(buffer[start:end + 4]) if self.allowed else False
+            if answer is not True:
                 self.buffer = buffer[start:]
-                self._hand_over()
+                if answer is False:
+                    self._hand_over()
+                else:   # a miss the proxy takes to its peers: this connection waits for it
+                    self.head_deadline = self.idle_deadline = None
+                    self.asking = self.loop.create_task(self._ask_peers(answer))
                 return
             start = end + 4
             self.scanned = 0
@@ -311,8 +429,9 @@ class HitConnection(asyncio.Protocol):
             self.head_deadline = None
             self.idle_deadline = self.loop.time() + self.config.idle_timeout
 
-    def _answer(self, head_bytes: bytes) -> bool:
-        """Answer one request head if it is a fresh hit; False (nothing sent) otherwise."""
+    def _answer(self, head_bytes: bytes):
+        """Answer one request head if it is a fresh hit (True); a :class:`_Miss` when it is a plain miss the
+        proxy's ``lean_miss`` may take; False (nothing sent) otherwise."""
         started = time.perf_counter()
         head, parser = self.head, self.parser
         head.reset()
@@ -325,10 +444,16 @@ class HitConnection(asyncio.Protocol):
             return False
         config = self.config
         peer_query = False
+        may_hit = True          # False: a request that the aiohttp path answers if a copy is stored
         if head.cache_control is not None:
-            if head.cache_control.strip().lower() != b"only-if-cached":
+            directives = head.cache_control.strip().lower()
+            if directives == b"only-if-cached":
+                peer_query = True
+            elif config.lean_miss is None or not http_cache.request_may_use_cache(
+                    "GET", {"Cache-Control": directives.decode("latin-1")}) or b"only-if-cached" in directives:
                 return False
-            peer_query = True
+            else:
+                may_hit = False
         if head.via is not None and (config.own_url.encode() in head.via
                                      or f"bloomwise-{config.own_port}".encode() in head.via):
             return False
@@ -340,6 +465,11 @@ class HitConnection(asyncio.Protocol):
         node = config.node
         doc = node.cache.peek(key)
         if doc is None:
+            if peer_query or config.lean_miss is None or not config.serves_target(target):
+                return False
+            headers = CIMultiDict((name.decode("latin-1"), value.decode("latin-1")) for name, value in head.fields)
+            return _Miss(target, key, headers, len(head_bytes))
+        if not may_hit:
             return False
         now = time.time()
         prepared = config.prepared_hit(key, doc)
@@ -365,20 +495,88 @@ class HitConnection(asyncio.Protocol):
                               target, "HIER_NONE/-", prepared.content_type)
         return True
 
-    def _hand_over(self):
-        """From now on aiohttp's protocol owns the connection; it gets the bytes not answered here."""
+    async def _ask_peers(self, miss: _Miss) -> None:
+        """The proxy takes ``miss`` to its peers (``lean_miss``); then its remote hit is sent from here, or the
+        connection is handed over (untouched, or with the peers' outcome for the aiohttp path to finish)."""
+        config = self.config
+        outcome = None
+        try:
+            outcome = await config.lean_miss(miss.target, miss.key, miss.headers)
+        except Exception:  # a bug: logged; the client gets a 500 and the connection closes
+            log.exception("error asking the peers for %s", miss.target[:200])
+            if self.transport is not None:
+                self.transport.write(b"HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n"
+                                     b"Content-Length: 0\r\n\r\n")
+                self.transport.close()
+            return
+        finally:
+            self.asking = None
+        transport = self.transport
+        if outcome is None:                  # not taken: aiohttp answers it from the start
+            if transport is not None:
+                self._hand_over()
+            return
+        if isinstance(outcome, PeersAsked):  # the peers' outcome, for aiohttp to finish
+            if transport is None:
+                config.counters["requests_total"] += 1
+                outcome.end()
+            else:
+                self._hand_over(outcome)
+            return
+        config.counters["requests_total"] += 1
+        config.counters["fast_remote_hits"] += 1
+        if transport is None:
+            return
+        now = time.time()
+        transport.writelines((response_head(outcome.status, outcome.headers, len(outcome.body),
+                                            config.http_date(now)), outcome.body))
+        elapsed = time.perf_counter() - outcome.received
+        config.metrics.observe_request("remote_hit", elapsed)
+        if config.log_access is not None:
+            content_type = CIMultiDict(outcome.headers).get("Content-Type", "-" if not outcome.body
+                                                            else "application/octet-stream")
+            config.log_access(now - elapsed, elapsed, self.client, "TCP_MISS", outcome.status, len(outcome.body),
+                              "GET", miss.target, outcome.hierarchy, content_type.split(";", 1)[0].strip() or "-")
+        self.buffer = self.buffer[miss.head_length:]
+        self.scanned = 0
+        if self.held:
+            self.held = False
+            if not self.writing_paused:
+                transport.resume_reading()
+        if self.buffer:
+            self.head_deadline = self.loop.time() + config.header_timeout
+            self._arm(self.head_deadline)
+            self._serve_buffered()
+        else:
+            self.idle_deadline = self.loop.time() + config.idle_timeout
+            self._arm(self.idle_deadline)
+        if self.eof and self.transport is not None:   # the client said it sends no more
+            if self.buffer:
+                self._hand_over()
+            else:
+                self.transport.close()
+
+    def _hand_over(self, peers_asked=None):
+        """From now on aiohttp's protocol owns the connection; it gets the bytes not answered here (and
+        ``peers_asked``, the peers' outcome for its first request, before them)."""
         transport, data = self.transport, self.buffer
         self._disarm()
         self.config.connections.discard(self)
         self.buffer, self.transport = b"", None
         inner = self.config.handed_over()
+        if peers_asked is not None:
+            inner.resume_miss(peers_asked)
         transport.set_protocol(inner)
         inner.connection_made(transport)
         if self.writing_paused:
             inner.pause_writing()
             transport.resume_reading()
+        elif self.held:
+            transport.resume_reading()
         if data:
             inner.data_received(data)
+        if self.eof:
+            inner.eof_received()
         return inner
 
     # -- deadlines: one timer per connection, re-armed only when it fires early ---------------------------------

@@ -131,6 +131,13 @@ def exposition(stats: Mapping, metrics: ProxyMetrics) -> str:
              [({}, stats["summaries_rejected"])])
     w.family("bloomwise_summary_version", "gauge", "The last summary version this proxy published.",
              [({}, stats["summary"]["version"])])
+    w.family("bloomwise_summary_resizes_total", "counter", "Publications that first re-sized the summary to the "
+             "documents advertised (their number had drifted past the resize tolerance).",
+             [({}, stats["summary"]["resizes"])])
+    w.family("bloomwise_summary_bits", "gauge", "Positions (bits or counters) of the summary this proxy publishes.",
+             [({}, stats["summary"]["num_bits"])])
+    w.family("bloomwise_summary_sized_for_documents", "gauge", "Documents the summary is sized for (its positions "
+             "are bits per entry times this).", [({}, stats["summary"]["sized_for_documents"])])
     w.family("bloomwise_cache_documents", "gauge", "Documents cached.", [({}, stats["cache"]["documents"])])
     w.family("bloomwise_cache_bytes", "gauge", "Bytes of documents cached.", [({}, stats["cache"]["used_bytes"])])
     w.family("bloomwise_refused_total", "counter", "Requests refused, by reason.",

@@ -3,10 +3,11 @@
 A remote hit costs the asking proxy one peer query: ``GET http://origin/path HTTP/1.1`` sent to the peer as to a
 proxy, with ``Cache-Control: only-if-cached``. aiohttp's client spends more Python per request than the peer spends
 answering it (proxy handling, request and response objects, timeouts). :class:`PeerConnections` keeps up to
-``max_idle`` open connections to one peer and reuses them; a response is parsed with httptools (``Content-Length``,
-chunked or close-delimited bodies), bounded by ``max_body`` bytes. Any failure (refused connection, garbage, a body
-over the bound, a time-out) raises :class:`PeerQueryError` and the connection is dropped. A reused connection that
-the peer closed while idle (nothing read back) is retried once on a new one.
+``max_idle`` open connections to one peer and reuses them; a response is parsed with httptools as its bytes arrive
+(an ``asyncio.Protocol`` per connection, no stream buffers; ``Content-Length``, chunked or close-delimited bodies),
+bounded by ``max_body`` bytes. Any failure (refused connection, garbage, a body over the bound, a time-out) raises
+:class:`PeerQueryError` and the connection is dropped. A reused connection that the peer closed while idle (nothing
+read back) is retried once on a new one.
 """
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ except ImportError:  # the proxy extra installs it; without, peer queries go thr
 __all__ = ["AVAILABLE", "PeerConnections", "PeerQueryError"]
 
 AVAILABLE = httptools is not None
-_timeout = getattr(asyncio, "timeout", None)  # Python 3.11+
 #: bytes of response head (status line and headers) accepted at most
 MAX_HEAD_BYTES = 65536
 
@@ -68,6 +68,89 @@ class _Response:
         self.complete = True
 
 
+class _PeerConnection(asyncio.Protocol):
+    """One kept-alive connection to a peer, one query at a time: the response's bytes go straight into its
+    httptools parser (no stream buffer), and :meth:`send`'s future ends when the response is complete, failed, or
+    the connection ended (a :class:`_ClosedWhileIdle` when nothing came back)."""
+
+    def __init__(self):
+        self.transport = None
+        self.closed = False
+        self.response: Optional[_Response] = None
+        self.parser = None
+        self.waiter = None          # the future of the query in progress
+        self.received = 0
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def usable(self) -> bool:
+        return not self.closed and not self.transport.is_closing()
+
+    def send(self, request: bytes, response: _Response, waiter) -> None:
+        self.response, self.waiter, self.received = response, waiter, 0
+        self.parser = response.parser = httptools.HttpResponseParser(response)
+        self.transport.write(request)
+
+    def data_received(self, data: bytes) -> None:
+        if self.waiter is None:     # bytes no query asked for: the connection cannot be trusted
+            self.abort()
+            return
+        self.received += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._finish(self.response.error or PeerQueryError(f"not an HTTP response: {exc}"))
+            self.abort()
+            return
+        if self.response.complete:
+            self._finish(None)
+
+    def eof_received(self) -> bool:
+        self._ended()
+        return False
+
+    def connection_lost(self, exc) -> None:
+        self._ended()
+
+    def _ended(self) -> None:
+        self.closed = True
+        if self.waiter is None:
+            return
+        response = self.response
+        if self.received == 0:
+            self._finish(_ClosedWhileIdle())
+        elif not response.delimited_by_close:   # (None: the headers were not complete)
+            self._finish(PeerQueryError("the peer closed the connection mid-response"))
+        else:
+            response.keep_alive = False   # a body delimited by the connection's end, now complete
+            self._finish(None)
+
+    def _finish(self, error) -> None:
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+
+    def abort(self) -> None:
+        self.closed = True
+        self.waiter = None
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _expire(waiter) -> None:
+    if not waiter.done():
+        waiter.set_exception(asyncio.TimeoutError())
+
+
 class PeerConnections:
     """Kept-alive connections to one peer (``http://host:port``) for its queries."""
 
@@ -75,71 +158,55 @@ class PeerConnections:
         parts = urlsplit(peer_url)
         self.host, self.port = parts.hostname, parts.port or 80
         self.max_idle = max_idle
-        self.idle: list = []         # (reader, writer) pairs ready for a request
+        self.idle: list = []         # _PeerConnections ready for a request
         self.opened = 0              # connections opened, over the pool's life (the tests read it)
 
     async def query(self, url: str, headers: dict, *, timeout: float, max_body: int):
         """``GET url`` through the peer: (status, headers, body). PeerQueryError (or OSError) on failure,
         asyncio.TimeoutError after ``timeout`` seconds."""
-        if _timeout is None:
-            return await asyncio.wait_for(self._query(url, headers, max_body), timeout)
-        async with _timeout(timeout):  # no task of its own, unlike wait_for
-            return await self._query(url, headers, max_body)
-
-    async def _query(self, url: str, headers: dict, max_body: int):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         host = urlsplit(url).netloc
         request = (f"GET {url} HTTP/1.1\r\nHost: {host}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
                    + "\r\n").encode("latin-1")
         while self.idle:
-            reader, writer = self.idle.pop()
-            if writer.is_closing() or reader.at_eof():
-                writer.close()
+            connection = self.idle.pop()
+            if not connection.usable():
+                connection.close()
                 continue
             try:
-                return await self._exchange(reader, writer, request, max_body)
+                return await self._exchange(loop, connection, request, max_body, deadline)
             except _ClosedWhileIdle:
                 continue   # the peer closed it meanwhile: another, or a new one
-        reader, writer = await asyncio.open_connection(self.host, self.port)
+        _, connection = await asyncio.wait_for(loop.create_connection(_PeerConnection, self.host, self.port),
+                                               max(0.0, deadline - loop.time()))
         self.opened += 1
         try:
-            return await self._exchange(reader, writer, request, max_body)
+            return await self._exchange(loop, connection, request, max_body, deadline)
         except _ClosedWhileIdle as exc:
             raise PeerQueryError("the peer closed the connection without answering") from exc
 
-    async def _exchange(self, reader, writer, request: bytes, max_body: int):
+    async def _exchange(self, loop, connection: _PeerConnection, request: bytes, max_body: int, deadline: float):
         response = _Response(max_body)
-        parser = response.parser = httptools.HttpResponseParser(response)
-        received = 0
+        waiter = loop.create_future()
+        connection.send(request, response, waiter)
+        timer = loop.call_at(deadline, _expire, waiter)
         try:
-            writer.write(request)
-            while not response.complete:
-                data = await reader.read(65536)
-                if not data:
-                    if received == 0:
-                        raise _ClosedWhileIdle()
-                    if not response.delimited_by_close:  # (None: the headers were not complete)
-                        raise PeerQueryError("the peer closed the connection mid-response")
-                    response.keep_alive = False   # a body delimited by the connection's end, now complete
-                    break
-                received += len(data)
-                parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            writer.close()
-            if response.error is not None:
-                raise response.error from None
-            raise PeerQueryError(f"not an HTTP response: {exc}") from exc
-        except BaseException:
-            writer.close()
+            await waiter
+        except BaseException:      # failed, timed out or cancelled: the connection is not reused
+            connection.abort()
             raise
-        if response.keep_alive and len(self.idle) < self.max_idle and not reader.at_eof():
-            self.idle.append((reader, writer))
+        finally:
+            timer.cancel()
+        if response.keep_alive and connection.usable() and len(self.idle) < self.max_idle:
+            self.idle.append(connection)
         else:
-            writer.close()
-        return parser.get_status_code(), response.headers, b"".join(response.body)
+            connection.close()
+        return response.parser.get_status_code(), response.headers, b"".join(response.body)
 
     def close(self) -> None:
-        for _, writer in self.idle:
-            writer.close()
+        for connection in self.idle:
+            connection.close()
         self.idle.clear()
 
 

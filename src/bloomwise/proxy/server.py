@@ -57,6 +57,7 @@ from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, Cache
 from bloomwise.cache.store import DocumentCache
 from bloomwise.cache.traces import request_key
 from bloomwise.proxy import fast_hits, http_cache, peer_client
+from bloomwise.proxy.fast_hits import LeanMissOutcome, PeersAsked, RemoteHitAnswer
 from bloomwise.cache.summary import SummaryPublisher
 from bloomwise.proxy.access import ClientPolicy, DestinationPolicy, GuardedResolver
 from bloomwise.proxy.advertised import AdvertisedSet
@@ -97,6 +98,9 @@ class ProxyConfig:
     min_publish_interval: float = 0.1    # seconds between two summary publications, at least
     expected_entries: Optional[int] = None
     mean_document_size: int = 8192       # sizes the summary: expected documents = cache_size / this
+    #: re-size the summary to bits_per_entry positions per advertised document when their number drifts more than
+    #: this fraction from the count it was sized for (SummaryPublisher's rule, Squid's 10%); None: never
+    resize_tolerance: Optional[float] = 0.1
     header_timeout: float = 10.0         # seconds for a request's headers, from its first byte (or the connection)
     access_log: Optional[str] = None     # a file: one line per client request, in Squid's native format
     #: who may use the proxy (None: loopback only) and where it may fetch (None: anything but loopback,
@@ -105,6 +109,9 @@ class ProxyConfig:
     destinations: Optional[DestinationPolicy] = None
     #: fresh hits answered by the lean hit path (bloomwise.proxy.fast_hits; needs httptools), not by aiohttp
     fast_hits: bool = True
+    #: with fast_hits, plain misses routed to a peer are asked by the lean path too, which answers remote hits
+    #: itself (BloomwiseProxy.lean_miss); False: the lean path hands every miss to aiohttp
+    lean_misses: bool = True
 
     @property
     def expiry_sweep(self) -> float:
@@ -143,14 +150,15 @@ class BloomwiseProxy:
         # (bloomwise.proxy.advertised): the node's publisher summarises that set instead of the cache.
         self.advertised = AdvertisedSet(cache)
         self.node.publisher = SummaryPublisher(self.advertised, kind=config.summary_kind,
-                                               update_threshold=config.update_threshold)
+                                               update_threshold=config.update_threshold,
+                                               resize_tolerance=config.resize_tolerance)
         self.links: dict[str, PeerLink] = {}
         self.counters = {key: 0 for key in (
             "requests_total", "pass_through", "cache_bypassed", "peer_failures", "summaries_rejected",
             "notifies_sent", "notifies_received", "digests_served", "loops_refused", "summaries_served",
             "clients_refused", "destinations_refused", "connect_refused", "collapsed_requests", "purges",
             "peer_queries_sent", "header_timeouts", "bad_requests", "withdrawn_expiring",
-            "access_log_errors", "fast_hits")}
+            "access_log_errors", "fast_hits", "fast_remote_hits")}
         #: where a miss's time goes: the summary decision (node.route) against the whole miss (peers + origin)
         self.timing = {"misses": 0, "miss_seconds": 0.0, "route_seconds": 0.0}
         self.session = None          # to peers and the parent (configured by the operator)
@@ -171,6 +179,7 @@ class BloomwiseProxy:
         self._tasks: set = set()
         #: the URLs being fetched now (collapsed forwarding): key -> an Event set when the fetch ended
         self._in_flight: dict = {}
+        self._peer_details: dict = {}   # peer URL -> its Cache-Status detail
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     @property
@@ -181,6 +190,11 @@ class BloomwiseProxy:
     @property
     def name(self) -> str:
         return self.node.name
+
+    @property
+    def fetches_in_flight(self) -> int:
+        """The misses being fetched now (peers, then the origin) that concurrent requests for their URL wait for."""
+        return len(self._in_flight)
 
     @property
     def _status_name(self) -> str:
@@ -218,7 +232,8 @@ class BloomwiseProxy:
                 own_url=self.url, own_port=self.config.port, client_headers=self._client_headers,
                 handed_over=aiohttp_connection, header_timeout=self.config.header_timeout,
                 on_header_timeout=self._header_timed_out, idle_timeout=IDLE_CONNECTION_TIMEOUT,
-                log_access=self.log_access if self.config.access_log else None)
+                log_access=self.log_access if self.config.access_log else None,
+                lean_miss=self.lean_miss if self.config.lean_misses else None)
         self.config.destinations.add_own_endpoints(s.getsockname()[:2] for s in sockets)
         if not self.config.name:
             self.node.name = self.url
@@ -354,14 +369,21 @@ class BloomwiseProxy:
         """Every request: the deadline guard is told the headers arrived, then _dispatch answers; the answer is
         timed, logged (client requests only) and given a Cache-Status when it has none."""
         guard = request.transport.get_protocol() if request.transport is not None else None
+        started = time.perf_counter()
+        peers_asked = None
         if isinstance(guard, HeaderDeadline):
             guard.request_started()
-        started = time.perf_counter()
+            peers_asked = guard.take_peers_asked()
+            if peers_asked is not None:  # the lean path asked the peers of this request (its first on the connection)
+                request[_PEERS_ASKED_KEY] = peers_asked
+                started = peers_asked.received
         try:
             response = await self._dispatch(request)
         finally:
             if isinstance(guard, HeaderDeadline):
                 guard.request_finished()
+            if peers_asked is not None:  # ended by the miss it resumed; else here (idempotent)
+                peers_asked.end()
         elapsed = time.perf_counter() - started
         if "Cache-Status" not in response.headers and not response.prepared:
             response.headers["Cache-Status"] = f"{self._status_name}; fwd=bypass"
@@ -526,6 +548,12 @@ class BloomwiseProxy:
         else:
             self._publish_timer = asyncio.get_running_loop().call_later(wait, self._deferred_publish)
 
+    @property
+    def publication_scheduled(self) -> bool:
+        """Whether changes wait for a publication that ``min_publish_interval`` deferred (False: every change that
+        made a summary due is published)."""
+        return self._publish_timer is not None
+
     def _deferred_publish(self) -> None:
         self._publish_timer = None
         if self.node.publisher.pending_changes:
@@ -564,6 +592,13 @@ class BloomwiseProxy:
     async def _proxy(self, request, url: str):
         method = request.method
         headers = request.headers
+        peers_asked = request.get(_PEERS_ASKED_KEY)
+        if peers_asked is not None:  # the lean path did everything up to the peers' answers (lean_miss)
+            if peers_asked.key == request_key(method, url):
+                _log_as(request, "TCP_MISS")
+                return await self._lead_miss(request, url, peers_asked.key, peers_asked.leader, peers_asked.started,
+                                             "uri-miss", peers_asked)
+            peers_asked.end()  # not this request's (cannot happen: the connection's first request is the one asked)
         via = headers.get("Via", "")
         if self.url in via or f"bloomwise-{self.config.port}" in via:
             self.counters["loops_refused"] += 1
@@ -611,17 +646,27 @@ class BloomwiseProxy:
             leader = None      # its answer could not be shared: this request fetches its own
         else:
             leader = self._in_flight[key] = asyncio.Event()
-        miss_started = time.perf_counter()
+        return await self._lead_miss(request, url, key, leader, time.perf_counter(), forwarded_because)
+
+    async def _lead_miss(self, request, url: str, key: str, leader: Optional[asyncio.Event], started: float,
+                         forwarded_because: str, peers_asked: Optional[PeersAsked] = None):
+        """A miss from ``started`` to its end (timed; ``leader``, the collapsed-forwarding event, set at the end)."""
         try:
-            return await self._miss(request, url, key, miss_started, forwarded_because)
+            return await self._miss(request, url, key, started, forwarded_because, peers_asked)
         finally:
-            timing = self.timing
-            timing["misses"] += 1
-            timing["miss_seconds"] += time.perf_counter() - miss_started
-            if leader is not None:
-                if self._in_flight.get(key) is leader:
-                    del self._in_flight[key]
-                leader.set()
+            if peers_asked is not None:
+                peers_asked.end()
+            else:
+                self._end_miss(key, leader, started)
+
+    def _end_miss(self, key: str, leader: Optional[asyncio.Event], started: float) -> None:
+        timing = self.timing
+        timing["misses"] += 1
+        timing["miss_seconds"] += time.perf_counter() - started
+        if leader is not None:
+            if self._in_flight.get(key) is leader:
+                del self._in_flight[key]
+            leader.set()
 
     async def _follow(self, request, key: str, leader: asyncio.Event):
         """A miss for a URL another request is fetching: its stored answer when it comes (counted as collapsed),
@@ -637,9 +682,26 @@ class BloomwiseProxy:
         _log_as(request, "TCP_CF_MISS")
         return self._respond_document(doc, "MISS", "fwd=uri-miss; fwd-status=200; collapsed")
 
-    async def _miss(self, request, url: str, key: str, started: float, forwarded_because: str):
-        """A local miss: the peers the policy names (the summary decision, timed), then the origin."""
-        node, method, headers = self.node, request.method, request.headers
+    async def _miss(self, request, url: str, key: str, started: float, forwarded_because: str,
+                    peers_asked: Optional[PeersAsked] = None):
+        """A local miss: the peers the policy names (the summary decision, timed), then the origin.
+        ``peers_asked``: the lean path asked them already (its outcome is used; no peer is asked twice)."""
+        from aiohttp import web
+
+        hit = await self._ask_peers(url, key, started) if peers_asked is None else peers_asked.hit
+        if hit is not None:
+            link, (status, reply_headers, body) = hit
+            headers = self._remote_hit_headers(key, request.method, request.headers, link, status, reply_headers,
+                                               body, forwarded_because)
+            _log_as(request, "TCP_MISS", f"SIBLING_HIT/{urlsplit(link.url).hostname}")
+            return web.Response(status=status, body=body, headers=headers)
+        self.node.record_origin_fetch(key)
+        return await self._fetch_and_respond(request, url, key, store=True, forwarded_because=forwarded_because)
+
+    async def _ask_peers(self, url: str, key: str, started: float):
+        """The routing decision (timed from ``started``) and the peers it names, asked as it says: ``(link,
+        (status, headers, body))`` of the first that has ``url``, or None (each answer is recorded)."""
+        node = self.node
         order = node.route(key)
         self.timing["route_seconds"] += time.perf_counter() - started
         links = [self.links[p] for p in order if p in self.links]
@@ -650,20 +712,67 @@ class BloomwiseProxy:
                 answers.append(await self._ask_peer(link, url, key, state))
                 if answers[-1] is not None:
                     break
+        elif len(links) == 1:  # (one peer: asked without gather's task)
+            answers = [await self._ask_peer(links[0], url, key, state)]
         else:  # icp, summary: every listed peer at once
             answers = await asyncio.gather(*(self._ask_peer(link, url, key, state) for link in links))
         for link, answer in zip(links, answers):
             if answer is not None:
-                status, reply_headers, body = answer
-                stored = self._store(key, method, headers, status, reply_headers, body)
-                _log_as(request, "TCP_MISS", f"SIBLING_HIT/{urlsplit(link.url).hostname}")
-                cache_status = (f"fwd={forwarded_because}; fwd-status={status}{'; stored' if stored else ''}; "
-                                f"detail={_sf_string('peer ' + link.url)}")
-                response = self._respond(status, reply_headers, body, "REMOTE_HIT", cache_status)
-                response.headers["X-Bloomwise-Peer"] = link.url
-                return response
-        node.record_origin_fetch(key)
-        return await self._fetch_and_respond(request, url, key, store=True, forwarded_because=forwarded_because)
+                return link, answer
+        return None
+
+    def _remote_hit_headers(self, key: str, method: str, request_headers, link: PeerLink, status: int,
+                            reply_headers: dict, body: bytes, forwarded_because: str) -> dict:
+        """A peer's answer to a miss: stored when the request and the reply allow it; the client's headers."""
+        stored = self._store(key, method, request_headers, status, reply_headers, body)
+        cache_status = (f"fwd={forwarded_because}; fwd-status={status}{'; stored' if stored else ''}; "
+                        f"detail={self._peer_detail(link.url)}")
+        headers = self._client_headers(reply_headers, "REMOTE_HIT", cache_status)
+        headers["X-Bloomwise-Peer"] = link.url
+        return headers
+
+    async def lean_miss(self, url: str, key: str, request_headers) -> Optional[LeanMissOutcome]:
+        """A plain ``GET url`` that missed in the lean path (bloomwise.proxy.fast_hits), taken as far as the
+        peers: the aiohttp path's steps for it, in its order, without its request and response objects.
+
+        None: not taken, nothing counted (no peers, a destination refused, a fetch of ``url`` in flight already,
+        a copy stored meanwhile): the aiohttp path answers the request from the start. Otherwise the request is
+        counted by the node, leads the collapsed forwarding of ``key`` and the peers are asked once:
+        a :class:`RemoteHitAnswer` (stored if allowed, the miss ended) for the lean path to send, or
+        :class:`PeersAsked` (no peer had it, or its reply is for aiohttp to serialise) for the aiohttp path to
+        finish (``_miss`` with the peers' outcome: the origin fetch, or the response).
+
+        :param request_headers: the client's request headers (a case-insensitive mapping; storing rules read it).
+        """
+        received = time.perf_counter()
+        if not self.links:
+            return None
+        parts = urlsplit(url)
+        try:
+            port = parts.port or 80
+        except ValueError:
+            return None
+        refusal, _ = await self.config.destinations.check(parts.hostname, port)
+        if refusal is not None or key in self._in_flight or self.node.cache.peek(key) is not None:
+            return None
+        self.node.lookup(key)        # counts the request and its local miss, as the aiohttp path does
+        leader = self._in_flight[key] = asyncio.Event()
+        started = time.perf_counter()
+        try:
+            hit = await self._ask_peers(url, key, started)
+        except BaseException:
+            self._end_miss(key, leader, started)
+            raise
+        if hit is not None:
+            link, (status, reply_headers, body) = hit
+            if fast_hits.serialisable_headers(reply_headers, link.url):
+                try:
+                    headers = self._remote_hit_headers(key, "GET", request_headers, link, status, reply_headers, body,
+                                                       "uri-miss")
+                finally:
+                    self._end_miss(key, leader, started)
+                return RemoteHitAnswer(status, headers, body, f"SIBLING_HIT/{urlsplit(link.url).hostname}", received)
+        return PeersAsked(key, hit, leader, started, received, self._end_miss)
 
     async def _ask_peer(self, link: PeerLink, url: str, key: str, state: RequestState):
         """Ask one peer for ``url`` with only-if-cached: (status, headers, body) on a hit, None otherwise."""
@@ -824,6 +933,13 @@ class BloomwiseProxy:
         self._after_change()
         return key in self.node.cache
 
+    def _peer_detail(self, peer_url: str) -> str:
+        """The Cache-Status detail naming a peer that served a remote hit (formatted once per peer)."""
+        detail = self._peer_details.get(peer_url)
+        if detail is None:
+            detail = self._peer_details[peer_url] = _sf_string("peer " + peer_url)
+        return detail
+
     def _client_headers(self, headers: dict, cache_state: str, cache_status: str) -> dict:
         """The reply's end-to-end headers with this proxy's X-Cache, its Cache-Status entry (RFC 9211: appended
         after those of the caches nearer the origin) and Via."""
@@ -873,9 +989,7 @@ class BloomwiseProxy:
             "cache": {"documents": self.node.cache.num_documents, "used_bytes": self.node.cache.used_bytes,
                       "capacity_bytes": self.node.cache.capacity_bytes},
             "advertised_documents": len(self.advertised),
-            "summary": {"version": self.node.publisher.current_version,
-                        "num_keys": self.node.publisher.current_num_keys,
-                        "origin": f"{self.node.publisher.origin:016x}", "kind": self.config.summary_kind},
+            "summary": self._summary_stats(),
         })
         out.update(self.counters)
         timing = self.timing
@@ -883,6 +997,16 @@ class BloomwiseProxy:
                          "route_seconds": round(timing["route_seconds"], 6),
                          "route_share": timing["route_seconds"] / timing["miss_seconds"] if timing["misses"] else None}
         return out
+
+    def _summary_stats(self) -> dict:
+        """The published summary: version, keys, origin, kind, its positions ``num_bits`` and the documents it was
+        sized for, the re-sizes so far and the tolerance that triggers them (None: off)."""
+        publisher, filt = self.node.publisher, self.advertised.filter
+        return {"version": publisher.current_version, "num_keys": publisher.current_num_keys,
+                "origin": f"{publisher.origin:016x}", "kind": self.config.summary_kind,
+                "num_bits": filt.num_cells, "num_hashes": filt.num_hashes,
+                "sized_for_documents": self.advertised.expected_entries, "resizes": publisher.resizes,
+                "resize_tolerance": publisher.resize_tolerance}
 
 
 async def _read_body(reply, limit: int, *, strict: bool = True):
@@ -913,8 +1037,9 @@ async def _read_body(reply, limit: int, *, strict: bool = True):
 try:  # a request's access-log fields: [Squid result code, hierarchy/peer]
     from aiohttp.web import RequestKey
     _LOG_KEY = RequestKey("bloomwise_log", list)
+    _PEERS_ASKED_KEY = RequestKey("bloomwise_peers_asked", PeersAsked)
 except ImportError:  # aiohttp before 3.12 (or none: this module is imported only with it)
-    _LOG_KEY = "bloomwise_log"
+    _LOG_KEY, _PEERS_ASKED_KEY = "bloomwise_log", "bloomwise_peers_asked"
 #: Squid result code -> the outcome label of the request-duration histogram (a SIBLING_HIT is a remote hit)
 _OUTCOMES = {"TCP_HIT": "hit", "TCP_CF_MISS": "collapsed", "TCP_MISS": "miss", "TCP_REFRESH_MISS": "miss",
              "TCP_CLIENT_REFRESH_MISS": "miss"}
@@ -945,6 +1070,15 @@ class HeaderDeadline(asyncio.Protocol):
         self._active = 0
         self._data_while_active = False
         self._transport = None
+        self._peers_asked: Optional[PeersAsked] = None  # the first request's, when the lean path asked its peers
+
+    def resume_miss(self, peers_asked: PeersAsked) -> None:
+        """The lean path hands over a connection whose first request's peers it asked (before the bytes)."""
+        self._peers_asked = peers_asked
+
+    def take_peers_asked(self) -> Optional[PeersAsked]:
+        peers_asked, self._peers_asked = self._peers_asked, None
+        return peers_asked
 
     def _start_deadline(self) -> None:
         if self._deadline is None:
@@ -995,6 +1129,8 @@ class HeaderDeadline(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
         self._transport = None
+        if self._peers_asked is not None:  # closed before aiohttp read the request: its miss ends here
+            self.take_peers_asked().end()
         self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:

@@ -1,0 +1,309 @@
+"""Remote hits answered by the lean path (BloomwiseProxy.lean_miss with bloomwise.proxy.fast_hits): byte for byte
+what the aiohttp path sends (but Date and Age), the same stored copy, counters, metrics and access log; the counters
+equal what clients saw at concurrency 32; and a peer that dies mid-answer, answers garbage or says miss is asked
+once, the origin fetched once, the client served the origin's document."""
+import asyncio
+import collections
+import re
+import socket
+import struct
+
+import pytest
+
+from proxy_support import (config, eventually, get_checked, origin_and_proxies, origin_served, run,
+                           summary_settled)
+from bloomwise.cache import DocumentCache, SummaryPublisher
+from bloomwise.proxy import fast_hits
+from bloomwise.proxy.origin import document_body
+from bloomwise.proxy.peers import SUMMARY_CONTENT_TYPE
+
+pytestmark = pytest.mark.skipif(not fast_hits.AVAILABLE, reason="the lean path needs httptools (proxy extra)")
+
+CONCURRENCY = 32
+
+
+async def read_response(reader):
+    """One response with a Content-Length: (head bytes, body bytes)."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    length = re.search(rb"\r\nContent-Length: (\d+)\r\n", head, re.I)
+    body = await asyncio.wait_for(reader.readexactly(int(length.group(1))), 10) if length else b""
+    return head, body
+
+
+async def exchange(port, raw: bytes, responses: int):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(raw)
+        return [await read_response(reader) for _ in range(responses)]
+    finally:
+        writer.close()
+
+
+def get_line(url, *headers):
+    return (f"GET {url} HTTP/1.1\r\nHost: x\r\n" + "".join(h + "\r\n" for h in headers) + "\r\n").encode()
+
+
+def normalised(head: bytes, proxy) -> bytes:
+    """A head with the asking proxy's URL, Date, Age and the ttl of Cache-Status replaced (what differs between two
+    proxies and two moments)."""
+    head = head.replace(proxy.url.encode(), b"PROXY")
+    head = re.sub(rb"\r\nDate: [^\r]+", b"\r\nDate: D", head)
+    head = re.sub(rb"\r\nAge: \d+", b"\r\nAge: A", head)
+    return re.sub(rb"ttl=\d+", b"ttl=T", head)
+
+
+def x_cache(head: bytes) -> str:
+    return re.search(rb"\r\nX-Cache: (\w+)", head).group(1).decode()
+
+
+async def summary_holds(asker, holder, urls):
+    await summary_settled(holder, asker)   # a key in a summary of a few documents may be a false positive
+    assert all(f"GET {u}" in asker.node.peer(holder.url).summary for u in urls)
+
+
+def test_remote_hits_of_the_lean_path_are_byte_for_byte_the_aiohttp_paths(tmp_path):
+    async def scenario():
+        logs = {"lean": tmp_path / "lean.log", "plain": tmp_path / "plain.log"}
+        async with origin_and_proxies(config(name="holder"), config(name="asker", access_log=str(logs["lean"])),
+                                      config(name="asker", access_log=str(logs["plain"]), lean_misses=False),
+                                      documents=50, link_all=False) as (origin, (holder, lean, plain), session):
+            paths = ["/doc/1", "/doc/2", "/doc/3"]
+            for path in paths:
+                await get_checked(session, holder.url, origin, path)
+            for asker in (lean, plain):
+                asker.add_peer(holder.url)
+                await summary_holds(asker, holder, [origin.url + p for p in paths])
+            seen = {}
+            for asker in (lean, plain):
+                # a remote hit stored, one not stored (the client says no-store), then the stored copy as a hit,
+                # pipelined on one connection
+                raw = (get_line(origin.url + paths[0]) + get_line(origin.url + paths[1], "Cache-Control: no-store")
+                       + get_line(origin.url + paths[0]) + get_line(origin.url + paths[2]))
+                seen[asker] = await exchange(asker.config.port, raw, 4)
+            for (lean_head, lean_body), (plain_head, plain_body), path in zip(seen[lean], seen[plain],
+                                                                              paths[:2] + paths[:1] + paths[2:]):
+                assert lean_body == plain_body == document_body(path, origin.mean_size)
+                assert normalised(lean_head, lean) == normalised(plain_head, plain), (lean_head, plain_head)
+            assert [x_cache(h) for h, _ in seen[lean]] == ["REMOTE_HIT", "REMOTE_HIT", "HIT", "REMOTE_HIT"]
+            assert b"; stored; detail=" in seen[lean][0][0] and b"; stored" not in seen[lean][1][0]
+            assert b"X-Bloomwise-Peer: " + holder.url.encode() in seen[lean][0][0]
+            # the same copies stored, the same counters
+            for path, stored in zip(paths, (True, False, True)):
+                key = f"GET {origin.url}{path}"
+                assert (key in lean.node.cache) is (key in plain.node.cache) is stored
+                if stored:
+                    assert lean.node.cache.peek(key).headers == plain.node.cache.peek(key).headers
+            stats_lean, stats_plain = lean.stats(), plain.stats()
+            assert stats_lean["fast_remote_hits"] == 3 and stats_plain["fast_remote_hits"] == 0
+            for name in ("requests", "local_hits", "remote_hits", "origin_fetches", "peer_queries", "false_hits",
+                         "requests_total", "peer_queries_sent", "collapsed_requests", "advertised_documents"):
+                assert stats_lean[name] == stats_plain[name], name
+            assert stats_lean["timing"]["misses"] == stats_plain["timing"]["misses"] == 3
+            for asker in (lean, plain):
+                assert sum(asker.metrics.requests["remote_hit"].counts) == 3
+            await eventually(lambda: all(len(p.read_text().splitlines()) == 4 for p in logs.values()),
+                             what="the access logs flushed (every second)")
+            lines = {name: [line.split()[2:] for line in path.read_text().splitlines()] for name, path in logs.items()}
+            assert lines["lean"] == lines["plain"] and len(lines["lean"]) == 4
+            assert lines["lean"][0][1:] == ["TCP_MISS/200", str(len(document_body(paths[0], origin.mean_size))), "GET",
+                                            origin.url + paths[0], "-", "SIBLING_HIT/127.0.0.1", "application/octet-stream"]
+
+    run(scenario())
+
+
+def test_counters_equal_what_clients_saw_at_concurrency_32():
+    async def scenario():
+        async with origin_and_proxies(config(name="holder"), config(name="asker"), documents=400) as (
+                origin, (holder, asker), session):
+            remote = [f"/doc/{i}" for i in range(48)]         # held by the holder only
+            fresh = [f"/doc/{i}" for i in range(200, 216)]    # held by nobody
+            for path in remote:
+                await get_checked(session, holder.url, origin, path)
+            await summary_holds(asker, holder, [origin.url + p for p in remote])
+            # each remote document asked by two connections at once (collapsed forwarding meets the lean path),
+            # some with no-store; the fresh ones once
+            requests = [(p, i % 3 == 0) for i, p in enumerate(remote + remote)] + [(p, False) for p in fresh]
+            order = [requests[(i * 37) % len(requests)] for i in range(len(requests))]
+            gate = asyncio.Semaphore(CONCURRENCY)
+
+            async def one(path, no_store):
+                async with gate:
+                    [(head, body)] = await exchange(asker.config.port, get_line(
+                        origin.url + path, *(["Cache-Control: no-store"] if no_store else [])), 1)
+                assert body == document_body(path, origin.mean_size)
+                return head
+
+            heads = await asyncio.gather(*(one(p, s) for p, s in order))
+            seen = collections.Counter(x_cache(h) for h in heads)
+            collapsed = sum(b"collapsed" in h for h in heads)
+            stats = asker.stats()
+            assert stats["requests"] == len(order) == sum(seen.values())
+            assert (stats["local_hits"], stats["remote_hits"], stats["origin_fetches"] + stats["collapsed_requests"]) \
+                == (seen["HIT"], seen["REMOTE_HIT"], seen["MISS"]), (stats, seen)
+            assert stats["collapsed_requests"] == collapsed
+            assert stats["fast_remote_hits"] > 0 and stats["remote_hits"] >= len(remote)
+            assert sum(asker.metrics.requests["remote_hit"].counts) == seen["REMOTE_HIT"]
+
+    run(scenario())
+
+
+SLOW_BODY = b"the peer's copy " * 64
+
+
+class ScriptedPeer:
+    """A peer over raw sockets: its summary lists ``keys``; its answer to a peer query is ``mode``: "die" (the head
+    and half the body, then the connection closes), "garbage" (bytes that are not HTTP), "miss" (504) or "slow-hit"
+    (a cacheable 200 with ``SLOW_BODY``, after 0.5 s)."""
+
+    def __init__(self, mode: str, keys):
+        cache = DocumentCache(2**20, bits_per_entry=8, expected_entries=200)
+        for key in keys:
+            cache.put(key, 100)
+        self.summary = SummaryPublisher(cache).whole_summary().to_bytes()
+        self.mode = mode
+        self.queries = collections.Counter()    # the absolute URLs asked
+        self.server = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def start(self):
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def _serve(self, reader, writer):
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            method, target = head.split(b" ", 2)[:2]
+            length = re.search(rb"\r\ncontent-length: (\d+)", head, re.I)
+            if length:
+                await reader.readexactly(int(length.group(1)))
+            if target.startswith(b"/bloomwise/summary"):
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: " + SUMMARY_CONTENT_TYPE.encode()
+                             + b"\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(self.summary)
+                             + self.summary)
+            elif method == b"GET" and target.startswith(b"http://"):
+                self.queries[target.decode()] += 1
+                if self.mode == "die":
+                    writer.write(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Length: 1000\r\n\r\n"
+                                 + b"x" * 500)
+                elif self.mode == "garbage":
+                    writer.write(b"\x00\x17garbage that is not HTTP\r\n\r\n\xff\xfe")
+                elif self.mode == "slow-hit":
+                    await asyncio.sleep(0.5)
+                    writer.write(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nConnection: close\r\n"
+                                 b"Content-Length: %d\r\n\r\n" % len(SLOW_BODY) + SLOW_BODY)
+                else:
+                    writer.write(b"HTTP/1.1 504 Gateway Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+            else:
+                writer.write(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+            await writer.drain()
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def stop(self):
+        self.server.close()
+
+
+@pytest.mark.parametrize("mode", ["die", "garbage", "miss"])
+def test_a_peer_that_fails_or_misses_is_asked_once_and_the_origin_fetched_once(mode):
+    async def scenario():
+        async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
+                origin, (asker,), session):
+            paths = ["/doc/5", "/doc/6"]
+            peer = await ScriptedPeer(mode, [f"GET {origin.url}{p}" for p in paths]).start()
+            try:
+                asker.add_peer(peer.url)
+                await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+                served_before = await origin_served(session, origin)
+                [(head, body)] = await exchange(asker.config.port, get_line(origin.url + paths[0]), 1)
+                assert head.startswith(b"HTTP/1.1 200") and x_cache(head) == "MISS"
+                assert body == document_body(paths[0], origin.mean_size)
+                assert peer.queries == {origin.url + paths[0]: 1}            # asked once
+                served = await origin_served(session, origin)
+                assert served["doc"] - served_before["doc"] == 1              # fetched once
+                stats = asker.stats()
+                assert stats["origin_fetches"] == 1 and stats["remote_hits"] == 0 and stats["requests"] == 1
+                assert stats["requests_total"] == 1 and stats["fast_remote_hits"] == 0
+                assert stats["peer_queries_sent"] == 1 and stats["timing"]["misses"] == 1
+                if mode == "miss":
+                    assert stats["false_hits"] == 1 and stats["peers"][peer.url]["healthy"] is True
+                else:
+                    assert stats["peer_failures"] == 1 and stats["peers"][peer.url]["healthy"] is False
+                assert f"GET {origin.url}{paths[0]}" in asker.node.cache       # the origin's copy stored
+                assert asker.fetches_in_flight == 0                                        # the miss ended
+                # the next one on the same connection kind: still served, the peer asked again only if healthy
+                [(head, body)] = await exchange(asker.config.port, get_line(origin.url + paths[1]), 1)
+                assert body == document_body(paths[1], origin.mean_size)
+                assert peer.queries[origin.url + paths[1]] == (1 if mode == "miss" else 0)
+            finally:
+                await peer.stop()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("leaving", ["fin", "reset"])
+def test_a_client_that_leaves_while_the_peers_are_asked_leaves_no_fetch_in_flight(leaving):
+    async def scenario():
+        async with origin_and_proxies(config(name="asker", summary_interval=30.0, peer_timeout=0.5), documents=50) as (
+                origin, (asker,), session):
+            url = origin.url + "/doc/7"
+            peer = await ScriptedPeer("miss", [f"GET {url}"]).start()
+            try:
+                asker.add_peer(peer.url)
+                await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+                reader, writer = await asyncio.open_connection("127.0.0.1", asker.config.port)
+                writer.write(get_line(url))
+                await writer.drain()
+                if leaving == "reset":    # a close with SO_LINGER 0 sends RST: the proxy loses the connection
+                    writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                                               struct.pack("ii", 1, 0))
+                writer.close()            # gone before the peers answered
+                await eventually(lambda: peer.queries[url] == 1, what="the peer query")
+                await eventually(lambda: asker.fetches_in_flight == 0, what="the miss to end")
+                [(head, body)] = await exchange(asker.config.port, get_line(url), 1)   # not waiting on a lost leader
+                assert body == document_body("/doc/7", origin.mean_size)
+            finally:
+                await peer.stop()
+
+    run(scenario())
+
+
+def test_concurrent_misses_for_one_url_held_by_a_peer_make_one_peer_query():
+    async def scenario():
+        async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
+                origin, (asker,), session):
+            url = origin.url + "/doc/8"
+            peer = await ScriptedPeer("slow-hit", [f"GET {url}"]).start()
+            try:
+                asker.add_peer(peer.url)
+                await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+                served_before = await origin_served(session, origin)
+                # the first leads (its peer answers after 0.5 s); the nine others wait for it (collapsed forwarding)
+                answers = await asyncio.gather(*(exchange(asker.config.port, get_line(url), 1) for _ in range(10)))
+                heads = [head for [(head, body)] in answers]
+                assert all(body == SLOW_BODY for [(head, body)] in answers)
+                assert collections.Counter(x_cache(h) for h in heads) == {"REMOTE_HIT": 1, "MISS": 9}
+                assert sum(b"collapsed" in h for h in heads) == 9
+                assert peer.queries == {url: 1}
+                assert (await origin_served(session, origin)) == served_before
+                stats = asker.stats()
+                assert (stats["remote_hits"], stats["collapsed_requests"], stats["origin_fetches"]) == (1, 9, 0)
+                assert stats["fast_remote_hits"] == 1 and stats["requests"] == 10
+            finally:
+                await peer.stop()
+
+    run(scenario())
+
+
+def test_no_lean_misses_leaves_the_peers_to_aiohttp():
+    import argparse
+
+    from bloomwise.cli import proxy as proxy_cli
+
+    parser = proxy_cli.register(argparse.ArgumentParser().add_subparsers())
+    assert proxy_cli.config_from_args(parser.parse_args([])).lean_misses is True
+    assert proxy_cli.config_from_args(parser.parse_args(["--no-lean-misses"])).lean_misses is False
