@@ -39,20 +39,20 @@ def test_a_proxy_filled_past_its_configured_entries_advertises_a_summary_sized_f
             assert len(a.advertised) == HELD and summary["resize_tolerance"] == 0.1
             sized_for = summary["sized_for_documents"]
             assert abs(HELD - sized_for) <= 0.1 * sized_for, summary
-            assert summary["num_bits"] == BITS_PER_ENTRY * sized_for and summary["resizes"] >= 1
-            assert summary["num_hashes"] == theory.optimal_num_hashes(summary["num_bits"], sized_for,
+            assert summary["num_cells"] == BITS_PER_ENTRY * sized_for and summary["resizes"] >= 1
+            assert summary["num_hashes"] == theory.optimal_num_hashes(summary["num_cells"], sized_for,
                                                                       layout="partitioned")
             async with session.get(a.url + "/metrics") as reply:
                 families = {f.name: f for f in parser.text_string_to_metric_families(await reply.text())}
             [resizes] = families["bloomwise_summary_resizes"].samples
             assert resizes.name == "bloomwise_summary_resizes_total" and resizes.value == summary["resizes"]
-            assert families["bloomwise_summary_bits"].samples[0].value == summary["num_bits"]
+            assert families["bloomwise_summary_bits"].samples[0].value == summary["num_cells"]
             assert families["bloomwise_summary_sized_for_documents"].samples[0].value == sized_for
 
             # B: its copy of A's summary is that one, about B bits per document A holds
             held = b.node.peer(a.url).summary
             num_bits, num_hashes = held.filter.num_cells, held.filter.num_hashes
-            assert (num_bits, num_hashes, held.num_keys) == (summary["num_bits"], summary["num_hashes"], HELD)
+            assert (num_bits, num_hashes, held.num_keys) == (summary["num_cells"], summary["num_hashes"], HELD)
             assert BITS_PER_ENTRY / 1.1 <= num_bits / HELD <= BITS_PER_ENTRY / 0.9
             # its false-positive rate is the one of B bits per document: keys A never held, checked against the
             # partitioned filter's exact rate; |measured - p| <= 5 standard deviations of a binomial proportion
@@ -92,15 +92,15 @@ def test_a_resize_goes_out_whole_and_peers_replace_their_copy():
                 await get_checked(session, a.url, origin, f"/doc/{i}")
             await summary_settled(a, b)
             after = a.stats()["summary"]
-            assert after["resizes"] > before["resizes"] and after["num_bits"] > before["num_bits"]
+            assert after["resizes"] > before["resizes"] and after["num_cells"] > before["num_cells"]
             origin_id = after["origin"]
             async with session.get(a.url + f"/bloomwise/summary?since={before['version']}&origin={origin_id}") \
                     as reply:
                 update = SummaryUpdate.from_bytes(await reply.read())
             assert not update.is_delta and update.version == after["version"]
-            assert update.num_bits == after["num_bits"] == BITS_PER_ENTRY * after["sized_for_documents"]
+            assert update.num_cells == after["num_cells"] == BITS_PER_ENTRY * after["sized_for_documents"]
             held = b.node.peer(a.url).summary
-            assert held.filter is not old_copy and held.filter.num_cells == after["num_bits"]
+            assert held.filter is not old_copy and held.filter.num_cells == after["num_cells"]
             assert all(f"GET {origin.url}/doc/{i}" in held for i in range(len(a.advertised)))
     run(scenario())
 
@@ -114,7 +114,7 @@ def test_resize_off_keeps_the_configured_size():
             await summary_settled(a, b)
             summary = a.stats()["summary"]
             assert summary["resizes"] == 0 and summary["resize_tolerance"] is None
-            assert summary["num_bits"] == b.node.peer(a.url).summary.filter.num_cells == BITS_PER_ENTRY * 64
+            assert summary["num_cells"] == b.node.peer(a.url).summary.filter.num_cells == BITS_PER_ENTRY * 64
     run(scenario())
 
 
@@ -160,6 +160,6 @@ def test_a_counters_summary_is_re_sized_the_same_way():
             assert abs(100 - summary["sized_for_documents"]) <= 0.1 * summary["sized_for_documents"]
             held = b.node.peer(a.url).summary
             assert held.kind == "counters" and held.num_keys == 100
-            assert held.filter.num_cells == summary["num_bits"] == BITS_PER_ENTRY * summary["sized_for_documents"]
+            assert held.filter.num_cells == summary["num_cells"] == BITS_PER_ENTRY * summary["sized_for_documents"]
             assert all(f"GET {origin.url}/doc/{i}" in held for i in range(100))
     run(scenario())

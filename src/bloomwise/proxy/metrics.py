@@ -135,7 +135,7 @@ def exposition(stats: Mapping, metrics: ProxyMetrics) -> str:
              "documents advertised (their number had drifted past the resize tolerance).",
              [({}, stats["summary"]["resizes"])])
     w.family("bloomwise_summary_bits", "gauge", "Positions (bits or counters) of the summary this proxy publishes.",
-             [({}, stats["summary"]["num_bits"])])
+             [({}, stats["summary"]["num_cells"])])
     w.family("bloomwise_summary_sized_for_documents", "gauge", "Documents the summary is sized for (its positions "
              "are bits per entry times this).", [({}, stats["summary"]["sized_for_documents"])])
     w.family("bloomwise_cache_documents", "gauge", "Documents cached.", [({}, stats["cache"]["documents"])])

@@ -999,12 +999,12 @@ class BloomwiseProxy:
         return out
 
     def _summary_stats(self) -> dict:
-        """The published summary: version, keys, origin, kind, its positions ``num_bits`` and the documents it was
+        """The published summary: version, keys, origin, kind, its positions ``num_cells`` and the documents it was
         sized for, the re-sizes so far and the tolerance that triggers them (None: off)."""
         publisher, filt = self.node.publisher, self.advertised.filter
         return {"version": publisher.current_version, "num_keys": publisher.current_num_keys,
                 "origin": f"{publisher.origin:016x}", "kind": self.config.summary_kind,
-                "num_bits": filt.num_cells, "num_hashes": filt.num_hashes,
+                "num_cells": filt.num_cells, "num_hashes": filt.num_hashes,
                 "sized_for_documents": self.advertised.expected_entries, "resizes": publisher.resizes,
                 "resize_tolerance": publisher.resize_tolerance}
 
