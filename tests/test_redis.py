@@ -313,8 +313,8 @@ def test_open_by_name_alone(redis_client):
 
 @needs_server
 @pytest.mark.parametrize("field, value, message", [
-    ("format_version", "2", "format_version '2'"),
-    ("num_bits", "12x", "num_bits must be a non-negative integer"),
+    ("format_version", "3", "format_version '3'; this bloomwise reads versions 1, 2"),
+    ("num_cells", "12x", "num_cells must be a non-negative integer"),
     ("layout", "round", "impossible filter"),
     ("format", "other", "not the metadata of a bloomwise filter"),
     ("part_bytes", "100", "multiple of 64"),
@@ -324,6 +324,22 @@ def test_damaged_metadata_is_a_format_error(redis_client, field, value, message)
     redis_client.hset("d:meta", field, value)
     with pytest.raises(FormatError, match=message):
         served.open(redis_client, "d")
+
+
+@needs_server
+def test_metadata_of_storage_version_1_is_read(redis_client):
+    """Version 1 named m ``num_bits``; version 2 ``num_cells``: a filter stored by version 1 opens unchanged."""
+    f = RedisBloomFilter(redis_client, "v1", 1000, 0.01, seed=3)
+    f.update(keys_of("k", 500))
+    assert redis_client.hget("v1:meta", "format_version") == b"2"
+    m = redis_client.hget("v1:meta", "num_cells")
+    redis_client.hdel("v1:meta", "num_cells")
+    redis_client.hset("v1:meta", mapping={"format_version": "1", "num_bits": m})
+    again = served.open(redis_client, "v1")
+    assert again.num_cells == f.num_cells == int(m) and again.contains_many(keys_of("k", 500)).all()
+    redis_client.hdel("v1:meta", "num_bits")
+    with pytest.raises(FormatError, match="lacks the field.*num_bits"):
+        served.open(redis_client, "v1")
 
 
 @needs_server

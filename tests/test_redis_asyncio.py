@@ -143,7 +143,7 @@ def test_async_construction_errors(redis_server):
         with pytest.raises(FilterNotFoundError):
             await open_async(client, "none")
         await RedisBloomFilter(client, "taken", 1000, 0.01)
-        with pytest.raises(FilterMismatchError, match="num_bits"):
+        with pytest.raises(FilterMismatchError, match="num_cells"):
             await RedisBloomFilter(client, "taken", 9000, 0.01)
         with pytest.raises(FilterMismatchError, match="not a counting"):
             await RedisCountingBloomFilter.open(client, "taken")
