@@ -917,7 +917,7 @@ class RedisBloomFilter(_Served):
 
     def read_part(self, index: int, doing: str):
         """Part ``index`` of the payload as a uint8 array of its full length (``GETRANGE`` slices of at most
-        READ_SLICE_BYTES, pipelined; bytes never written read as 0)."""
+        READ_SLICE_BYTES, pipelined; bytes never written read as 0). Read-only when it came in one reply."""
         length = self._g.part_length(index)
         key = self._parts[index].encode()
         starts = list(range(0, length, READ_SLICE_BYTES))
@@ -926,6 +926,8 @@ class RedisBloomFilter(_Served):
                                       str(min(starts[i] + READ_SLICE_BYTES, length) - 1).encode()]),
             len(starts), doing, [0] * len(starts))
         _raise_error_replies(replies, doing, server_address(self._client))
+        if len(replies) == 1 and isinstance(replies[0], bytes) and len(replies[0]) == length:
+            return np.frombuffer(replies[0], dtype=np.uint8)  # the whole part at once: no copy (read-only)
         part = np.zeros(length, dtype=np.uint8)
         for start, data in zip(starts, replies):
             expected = min(READ_SLICE_BYTES, length - start)
@@ -943,10 +945,13 @@ class RedisBloomFilter(_Served):
         if isinstance(keys, (str, bytes, bytearray, memoryview)):
             raise TypeError(f"a batch must be an iterable of keys, got one {type(keys).__name__}: "
                             "wrap a single key in a list")
-        payload = np.zeros(self._g.nbytes, dtype=np.uint8)
-        for index in range(len(self._parts)):
-            part = yield from self.read_part(index, doing)
-            payload[index * self._g.part_bytes:index * self._g.part_bytes + part.size] = part
+        if len(self._parts) == 1:
+            payload = yield from self.read_part(0, doing)  # copied once, by from_payload
+        else:
+            payload = np.zeros(self._g.nbytes, dtype=np.uint8)
+            for index in range(len(self._parts)):
+                part = yield from self.read_part(index, doing)
+                payload[index * self._g.part_bytes:index * self._g.part_bytes + part.size] = part
         geometry = StorageGeometry("bloom", self._g.layout, self._g.num_cells, self._g.num_hashes, self._g.seed,
                                    self._g.hash_scheme)
         return BloomFilter.from_payload(geometry, payload).contains_many(keys, threads=threads)
