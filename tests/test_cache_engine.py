@@ -254,7 +254,7 @@ def test_corruption_is_format_error(kind, delta):
 PREFIX_FIELDS = ("kind", "counter_bits", "encoding", "reserved", "origin", "version", "base", "changes")
 
 
-def forge(prefix=None, content=None, num_bits=None, meta=None, **header_changes):
+def forge(prefix=None, content=None, num_cells=None, meta=None, **header_changes):
     """A checksummed update with chosen fields (what a buggy or hostile peer could send)."""
     from bloomwise import _format
     from bloomwise.cache.summary import _PREFIX
@@ -264,8 +264,8 @@ def forge(prefix=None, content=None, num_bits=None, meta=None, **header_changes)
     fields.update(prefix or {})
     body = _PREFIX.pack(*fields.values()) + (bytes(body[_PREFIX.size:]) if content is None else content)
     header_fields = dict(structure=header.structure, layout=header.layout, hash_scheme=header.hash_scheme,
-                         seed=header.seed, num_bits=num_bits or header.num_bits, num_hashes=header.num_hashes,
-                         keys_added=header.keys_added, payload_length=len(body), meta=meta or {})
+                         seed=header.seed, num_cells=num_cells or header.num_cells, num_hashes=header.num_hashes,
+                         num_keys=header.num_keys, payload_length=len(body), meta=meta or {})
     header_fields.update(header_changes)
     return _format.dumps(_format.Header(**header_fields), body)
 
@@ -285,7 +285,7 @@ def test_forge_unchanged_is_valid():
     (dict(prefix={"encoding": 0}), "whole summary has base version 0"),
     (dict(prefix={"changes": 10**9}), "number of changes must be in"),
     (dict(prefix={"changes": 1}), "do not decode|values"),
-    (dict(num_bits=2**40), "over the limit"),
+    (dict(num_cells=2**40), "over the limit"),
     (dict(prefix={"changes": 1}, content=b"\x80" * 8 + b"\x01\x01"), "gap takes 9 bytes"),
     (dict(prefix={"changes": 2}, content=b"\xff\xff\x7f\x00\x11"), "outside the summary"),
     (dict(prefix={"changes": 2}, content=b"\x05\x00\x11\x10"), "do not decode"),
@@ -299,7 +299,7 @@ def test_forged_updates_rejected(forged, message):
         header, _ = _format.loads(forge())
         data = _format.dumps(_format.Header(structure=header.structure, layout=header.layout,
                                             hash_scheme=header.hash_scheme, seed=header.seed,
-                                            num_bits=header.num_bits, num_hashes=header.num_hashes,
+                                            num_cells=header.num_cells, num_hashes=header.num_hashes,
                                             payload_length=10), bytes(10))
     else:
         data = forge(**forged)
@@ -310,13 +310,13 @@ def test_forged_updates_rejected(forged, message):
 def test_forged_whole_payload_size_and_padding():
     from bloomwise.cache.summary import _PREFIX
     good = SummaryUpdate.from_bytes(valid_update_bytes("bits", False))
-    assert good.num_bits % 64 == 0
+    assert good.num_cells % 64 == 0
     with pytest.raises(FormatError, match="has 64 bytes of payload, the update has 63"):
         SummaryUpdate.from_bytes(forge(prefix=dict(kind=1, counter_bits=0, encoding=0, base=0, changes=0),
-                                       content=bytes(63), num_bits=512))
+                                       content=bytes(63), num_cells=512))
     with pytest.raises(FormatError, match="padding after the summary's last position"):
         SummaryUpdate.from_bytes(forge(prefix=dict(kind=1, counter_bits=0, encoding=0, base=0, changes=0),
-                                       content=bytes(63) + b"\x80", num_bits=500))
+                                       content=bytes(63) + b"\x80", num_cells=500))
     assert _PREFIX.size == 40
 
 
@@ -561,27 +561,27 @@ def test_summary_resized_from_the_measured_load():
     for i in range(100):
         cache.put(url(i), 100)
     first = pub.publish()
-    assert (cache.expected_entries, first.num_bits, first.is_delta) == (100, 800, False)
+    assert (cache.expected_entries, first.num_cells, first.is_delta) == (100, 800, False)
     assert all(url(i) in cache.filter for i in range(100))
     peer = PeerSummary()
     peer.apply(first)
     for i in range(100, 110):
         cache.put(url(i), 100)  # 110 documents: 10% more, within the tolerance
     second = pub.publish()
-    assert second.is_delta and second.num_bits == 800
+    assert second.is_delta and second.num_cells == 800
     peer.apply(second)
     cache.put(url(110), 100)  # 111: more than 10% over 100
     third = pub.publish()
-    assert (third.is_delta, third.num_bits, cache.expected_entries) == (False, 888, 111)
+    assert (third.is_delta, third.num_cells, cache.expected_entries) == (False, 888, 111)
     peer.apply(third)
     assert peer.filter.num_cells == 888 and all(peer.may_contain(url(i)) for i in range(111))
-    assert pub.delta_since(2).num_bits == 888 and not pub.delta_since(2).is_delta  # another geometry: whole
+    assert pub.delta_since(2).num_cells == 888 and not pub.delta_since(2).is_delta  # another geometry: whole
     # positions and documents at each publication: 800 for 100, 800 for 110, 888 for 111
     assert (pub.published_positions, pub.published_documents) == (800 + 800 + 888, 100 + 110 + 111)
     assert pub.mean_positions_per_document == 2488 / 321
     fixed = SummaryPublisher(filled_cache(40), origin=2)  # no tolerance: the cache's own sizing stays
     assert fixed.mean_positions_per_document is None
-    assert fixed.publish().num_bits == 8 * 64 and fixed.mean_positions_per_document == 512 / 40
+    assert fixed.publish().num_cells == 8 * 64 and fixed.mean_positions_per_document == 512 / 40
 
 
 def test_resize_tolerance_checked():

@@ -44,7 +44,7 @@ def test_build_query_info(tmp_path, keys_file, capsys):
     assert code == 0 and "classic" in out and "estimated FPR" in out and "capacity        1,001" in out
     code, out, _ = run(capsys, "info", out_path, "--json")
     info = json.loads(out)
-    assert info["num_hashes"] == f.num_hashes and info["keys_added"] == 1001
+    assert info["num_hashes"] == f.num_hashes and info["num_keys"] == 1001 and "keys_added" not in info and "num_bits" not in info
     assert abs(info["estimated_keys"] - 1001) < 60 and info["estimated_fpr"] < 0.002
 
 

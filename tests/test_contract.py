@@ -76,6 +76,20 @@ def test_names_of_earlier_releases_are_gone(cls, old):
     assert not hasattr(cls.from_size(4096, 3, 1) if cls is GBF else cls.from_size(4096, 3), old)
 
 
+def test_the_explicit_hash_filter_and_the_selective_wrappers_speak_of_num_cells():
+    functions = [lambda x: x % 5, lambda x: (2 * x + 3) % 5]
+    assert BloomFilter.from_hash_functions(num_cells=5, functions=functions).num_cells == 5
+    with pytest.raises(TypeError, match="unexpected keyword argument 'num_bits'"):
+        BloomFilter.from_hash_functions(num_bits=5, functions=functions)
+
+    class OldCounting:  # a duck-typed counting filter that still says num_counters
+        num_counters, num_hashes = 64, 3
+        add = update = remove = counters = counters_many = contains_many = __contains__ = None
+
+    with pytest.raises(TypeError, match=r"it has no num_cells\)"):
+        SelectiveCountingBloomFilter(OldCounting(), prior=0.5, cost=1.0)
+
+
 def test_scalable_and_selective_names_of_earlier_releases_are_gone():
     with pytest.raises(TypeError, match="unexpected keyword argument 'initial_capacity'"):
         ScalableBloomFilter(initial_capacity=100, fpr=0.01)

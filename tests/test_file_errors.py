@@ -105,3 +105,25 @@ def test_pickles_of_every_protocol_get_the_pickle_hint(tmp_path, protocol):
         BloomFilter.load(path)
     with pytest.raises(FormatError, match="looks like a Python pickle"):
         fmt.loads(pickle.dumps({"a": 1}, protocol=protocol))
+
+
+@pytest.mark.parametrize("make, cells, bits", [
+    (lambda: CountingBloomFilter.from_size(100, 3, counter_bits=4, layout="classic"), "counters", 4),
+    (lambda: VICBF.from_size(100, 3, layout="classic"), "positions", None),
+])
+def test_a_counting_payload_of_the_wrong_size_or_padding_is_refused_by_load_and_open(tmp_path, make, cells, bits):
+    f = make()
+    header, payload = f._header(), bytes(f.payload_view())
+    bits = bits or header.meta["fixed_bits"] + header.meta["variable_bits"]
+    expected = (100 * bits + 63) // 64 * 8
+    short = dataclasses.replace(header, payload_length=expected - 8)
+    with pytest.raises(FormatError, match=rf"payload holds {expected - 8} bytes; 100 {cells} of {bits} bits need "
+                                          rf"{expected}"):
+        type(f).from_bytes(fmt.dumps(short, payload[:-8]))
+    padded = bytearray(payload)
+    padded[-1] |= 0x80  # past the last cell (100 cells end before the last byte)
+    path = tmp_path / "padded.bloom"
+    path.write_bytes(_valid_checksums(header, bytes(padded)))
+    for read in (lambda: type(f).load(path), lambda: type(f).open(path, "r"), lambda: type(f).open(path, "r+")):
+        with pytest.raises(FormatError, match="the padding after the last counter is not zero"):
+            read()

@@ -25,13 +25,13 @@ from bloomwise.errors import FormatError
 
 # An independent description of the header (docs/format.md), so the tests do not just echo the implementation.
 HEADER = struct.Struct("<8sHBBBBHQQIIQQQ")
-FIELDS = ("magic", "version", "structure", "layout", "hash", "flags", "meta_length", "seed", "num_bits",
-          "num_hashes", "header_crc", "keys_added", "payload_length", "payload_checksum")
+FIELDS = ("magic", "version", "structure", "layout", "hash", "flags", "meta_length", "seed", "num_cells",
+          "num_hashes", "header_crc", "num_keys", "payload_length", "payload_checksum")
 
 
 def make_header(**changes) -> Header:
     fields = dict(structure=Structure.BLOOM, layout=Layout.BLOCKED, hash_scheme=HashScheme.XXH64_V1,
-                  seed=0x0123456789ABCDEF, num_bits=1024, num_hashes=7, payload_length=128, keys_added=42,
+                  seed=0x0123456789ABCDEF, num_cells=1024, num_hashes=7, payload_length=128, num_keys=42,
                   meta={"note": "h\u00e9", "counter_bits": 4})
     fields.update(changes)
     return Header(**fields)
@@ -89,7 +89,7 @@ def test_ids_are_append_only():
 def test_schema_bytes():
     """The exact bytes of one file: any change to the layout, the encodings or the checksums fails here."""
     header = Header(structure=Structure.COUNTING, layout=Layout.PARTITIONED, hash_scheme=HashScheme.XXH64_V1,
-                    seed=5, num_bits=100, num_hashes=3, payload_length=16, keys_added=2, meta={"counter_bits": 4},
+                    seed=5, num_cells=100, num_hashes=3, payload_length=16, num_keys=2, meta={"counter_bits": 4},
                     flags=Flags.KEYED)
     data = fmt.dumps(header, bytes(range(16)))
     assert data.hex() == (
@@ -106,8 +106,8 @@ def test_layout_matches_the_documented_offsets():
     assert fields["magic"] == fmt.MAGIC and fields["version"] == 1
     assert (fields["structure"], fields["layout"], fields["hash"], fields["flags"]) == (1, 3, 1, 0)
     assert fields["meta_length"] == len(meta) and SMALL[64:64 + len(meta)] == meta
-    assert (fields["seed"], fields["num_bits"], fields["num_hashes"]) == (0x0123456789ABCDEF, 1024, 7)
-    assert (fields["keys_added"], fields["payload_length"]) == (42, 128)
+    assert (fields["seed"], fields["num_cells"], fields["num_hashes"]) == (0x0123456789ABCDEF, 1024, 7)
+    assert (fields["num_keys"], fields["payload_length"]) == (42, 128)
     assert fields["payload_checksum"] == xxhash.xxh64_intdigest(PAYLOAD)
     assert len(SMALL) == 128 + 128 and SMALL[128:] == PAYLOAD  # payload at the next multiple of 64
     zeroed = SMALL[:36] + bytes(4) + SMALL[40:128]
@@ -155,13 +155,13 @@ def test_payload_may_be_any_contiguous_buffer():
 @pytest.mark.parametrize("change, error, message", [
     (dict(structure=9), ValueError, "structure must be one of"),
     (dict(layout=7), ValueError, "layout must be one of"),
-    (dict(num_bits=0), ValueError, r"num_bits must be in \[1, 281474976710656\], got 0"),
-    (dict(num_bits=2**48 + 1), ValueError, "num_bits"),
-    (dict(num_bits=10.0), TypeError, "num_bits must be an int, got float"),
+    (dict(num_cells=0), ValueError, r"num_cells must be in \[1, 281474976710656\], got 0"),
+    (dict(num_cells=2**48 + 1), ValueError, "num_cells"),
+    (dict(num_cells=10.0), TypeError, "num_cells must be an int, got float"),
     (dict(num_hashes=65), ValueError, "num_hashes"),
     (dict(seed=-1), ValueError, "seed"),
     (dict(seed=2**64), ValueError, "seed"),
-    (dict(keys_added=-1), ValueError, "keys_added"),
+    (dict(num_keys=-1), ValueError, "num_keys"),
     (dict(flags=Flags.OPEN_FOR_WRITING), ValueError, "flags may only contain Flags.KEYED"),
     (dict(flags=4), ValueError, "flags may only contain Flags.KEYED"),
     (dict(meta={"x": float("nan")}), ValueError, "meta must be JSON-serializable"),
@@ -181,7 +181,7 @@ def test_header_is_immutable_and_hashable():
     with pytest.raises(TypeError):
         header.meta["x"] = 1
     assert hash(header) == hash(make_header())
-    assert dataclasses.replace(header, keys_added=1) != header
+    assert dataclasses.replace(header, num_keys=1) != header
     assert pickle.loads(pickle.dumps(header)) == header
 
 
@@ -255,9 +255,9 @@ def test_unknown_version():
     (dict(hash=5), "unknown hash id 5"),
     (dict(flags=4), "reserved flag bits set: flags are 0x04"),
     (dict(flags=0x80), "reserved flag bits"),
-    (dict(num_bits=0), "num_bits is 0"),
-    (dict(num_bits=2**48 + 1), "num_bits is 281474976710657"),
-    (dict(num_bits=2**64 - 1), "num_bits"),
+    (dict(num_cells=0), "num_cells is 0"),
+    (dict(num_cells=2**48 + 1), "num_cells is 281474976710657"),
+    (dict(num_cells=2**64 - 1), "num_cells"),
     (dict(num_hashes=0), "num_hashes is 0"),
     (dict(num_hashes=65), "num_hashes is 65"),
     (dict(meta=b"{not json"), "not valid UTF-8 JSON"),
@@ -370,8 +370,8 @@ json_values = st.recursive(
 headers = st.builds(
     Header,
     structure=st.sampled_from(Structure), layout=st.sampled_from(Layout), hash_scheme=st.sampled_from(HashScheme),
-    seed=st.integers(0, 2**64 - 1), num_bits=st.integers(1, 2**48), num_hashes=st.integers(1, 64),
-    payload_length=st.just(0), keys_added=st.integers(0, 2**64 - 1),
+    seed=st.integers(0, 2**64 - 1), num_cells=st.integers(1, 2**48), num_hashes=st.integers(1, 64),
+    payload_length=st.just(0), num_keys=st.integers(0, 2**64 - 1),
     meta=st.dictionaries(st.text(max_size=8), json_values, max_size=4), flags=st.sampled_from([Flags(0), Flags.KEYED]))
 
 
@@ -412,7 +412,7 @@ def assert_untouched(path: Path):
 
 
 def test_interrupted_save_keeps_the_old_file(saved, monkeypatch):
-    new_header, new_payload = make_header(keys_added=1000), bytes(128)
+    new_header, new_payload = make_header(num_keys=1000), bytes(128)
 
     real_write = os.write
 
@@ -445,7 +445,7 @@ def test_interrupted_save_keeps_the_old_file(saved, monkeypatch):
     assert_untouched(saved)
 
     fmt.save(saved, new_header, new_payload)  # and a save that completes replaces it
-    assert fmt.load(saved)[0].keys_added == 1000
+    assert fmt.load(saved)[0].num_keys == 1000
     assert os.listdir(saved.parent) == [saved.name]
 
 
@@ -460,8 +460,8 @@ def test_save_permissions_and_symlinks(tmp_path):
     assert stat.S_IMODE(new.stat().st_mode) == 0o640
     link = tmp_path / "link"
     link.symlink_to(new)
-    fmt.save(link, make_header(keys_added=5), PAYLOAD)
-    assert link.is_symlink() and fmt.load(new)[0].keys_added == 5
+    fmt.save(link, make_header(num_keys=5), PAYLOAD)
+    assert link.is_symlink() and fmt.load(new)[0].num_keys == 5
 
 
 def test_save_does_not_disturb_a_reader_of_the_old_file(saved):
@@ -526,11 +526,11 @@ def test_writable_map_protocol(saved):
             assert reader.payload[4] == ord("e")
         with pytest.raises(BlockingIOError, match="already open for writing"):
             fmt.open_mapped(saved, writable=True)
-        writer.flush(keys_added=43)
+        writer.flush(num_keys=43)
         assert HEADER.unpack_from(saved.read_bytes())[11] == 43
     assert HEADER.unpack_from(saved.read_bytes())[5] == 0  # flag cleared on close
     header, payload = fmt.load(saved)
-    assert header == make_header(keys_added=43) and payload.tobytes() == b"abcde" + PAYLOAD[5:]
+    assert header == make_header(num_keys=43) and payload.tobytes() == b"abcde" + PAYLOAD[5:]
 
 
 def test_writer_that_dies_leaves_a_file_that_is_refused_until_repaired(saved):
@@ -566,7 +566,7 @@ def test_unclosed_writer_is_closed_by_the_garbage_collector(saved):
 def _child_writer(path, changed, seen):
     with fmt.open_mapped(path, writable=True) as writer:
         writer.payload[:5] = b"hello"
-        writer.flush(keys_added=7)
+        writer.flush(num_keys=7)
         changed.set()
         assert seen.wait(10)
 
@@ -601,7 +601,7 @@ def test_map_shared_between_two_processes(saved, fork):
             child.join(10)
         assert child.exitcode == 0
     header, payload = fmt.load(saved)
-    assert header.keys_added == 7 and payload.tobytes() == b"hello" + PAYLOAD[5:]
+    assert header.num_keys == 7 and payload.tobytes() == b"hello" + PAYLOAD[5:]
 
 
 def test_writer_process_that_dies(saved, fork):

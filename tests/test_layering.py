@@ -25,7 +25,9 @@ its own test, so the lists only shrink.
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -379,3 +381,73 @@ def test_the_cycle_detector_detects():
                      "    importlib.import_module('bloomwise.plot')\n")
     assert sorted(source for source, _, _ in imports_of("bloomwise.x", tree)) == [
         "bloomwise.cache.store", "bloomwise.plot", "bloomwise.theory"]
+
+
+# ---- function-level imports ------------------------------------------------------------------------------------------
+def commented_lines(source: str) -> tuple[set[int], set[int]]:
+    """(lines holding a comment, lines holding only a comment), read with tokenize."""
+    with_comment, comment_only = set(), set()
+    lines = source.splitlines()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            number = token.start[0]
+            with_comment.add(number)
+            if lines[number - 1].lstrip().startswith("#"):
+                comment_only.add(number)
+    return with_comment, comment_only
+
+
+def uncommented_function_imports(module: str, source: str, tree: ast.AST) -> list[tuple[str, int]]:
+    """(imported bloomwise module, line) of each import inside a function body that says nothing of why: no comment
+    on its lines, nor on a comment line right above it or above the run of imports it continues."""
+    with_comment, comment_only = commented_lines(source)
+    imports = {}
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            imports.update({id(node): node for node in ast.walk(function)
+                            if isinstance(node, (ast.Import, ast.ImportFrom))})
+    found, run_ends = [], set()  # the last lines of the runs of imports under a comment line
+    for node in sorted(imports.values(), key=lambda node: node.lineno):
+        if node.lineno - 1 in comment_only | run_ends:
+            run_ends.add(node.end_lineno)
+            continue
+        if any(line in with_comment for line in range(node.lineno, node.end_lineno + 1)):
+            continue
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names if alias.name.split(".")[0] == "bloomwise"]
+        else:
+            source_module = resolve_from(module, node)
+            targets = [source_module] if source_module.split(".")[0] == "bloomwise" else []
+        if targets:
+            found.append((targets[0], node.lineno))
+    return found
+
+
+def test_every_function_level_import_of_bloomwise_says_why():
+    """An import of a bloomwise module inside a function hides an edge of the graph: it is at the top of the module
+    unless it avoids an optional or heavy dependency (matplotlib, aiohttp, Dask; the cache system when a command
+    only registers its options) or a real cycle, and then a comment says which."""
+    found = []
+    for name, (path, tree) in MODULES.items():
+        for imported, line in uncommented_function_imports(name, path.read_text(), tree):
+            found.append(f"  {path.relative_to(PACKAGE.parent)}:{line}: {imported}")
+    assert not found, ("function-level imports of bloomwise modules without a comment saying why (move them to the "
+                       "top, or say which dependency or cycle they avoid):\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("def f():\n    from bloomwise.cache import store\n", [("bloomwise.cache", 2)]),
+    ("def f():\n    import bloomwise.plot\n", [("bloomwise.plot", 2)]),
+    ("async def f():\n    from . import units\n", [("bloomwise", 2)]),
+    ("def f():\n    from bloomwise.cache import store  # heavy: numpy\n", []),
+    ("def f():\n    # aiohttp, the web extra\n    from bloomwise.web import server\n", []),
+    ("def f():\n    import json\n    from typing import Any\n", []),
+    ("from bloomwise import units\nif True:\n    from bloomwise import theory\n", []),
+    ("def f():\n    def g():\n        from bloomwise import theory\n", [("bloomwise", 3)]),
+    ("def f():\n    import json  # stdlib\n    from bloomwise import theory\n", [("bloomwise", 3)]),
+    ("def f():\n    # the web extra\n    import aiohttp\n    from bloomwise.web import server\n", []),
+    ("def f():\n    # the web extra\n    import aiohttp\n\n    from bloomwise.web import server\n",
+     [("bloomwise.web", 5)]),
+])
+def test_the_function_import_detector_detects(source, expected):
+    assert uncommented_function_imports("bloomwise.example", source, ast.parse(source)) == expected

@@ -26,13 +26,13 @@ class ReferenceCBF:
     """A tiny partitioned counting filter in pure Python (a test double with the CountingBloomFilter API)."""
 
     def __init__(self, num_counters, num_hashes, counter_bits=4):
-        self.num_counters, self.num_hashes, self.counter_bits = num_counters, num_hashes, counter_bits
+        self.num_cells, self.num_hashes, self.counter_bits = num_counters, num_hashes, counter_bits
         self.layout = "partitioned"
         self.c = [0] * num_counters
         self.top = (1 << counter_bits) - 1
 
     def _pos(self, key):
-        m, k = self.num_counters, self.num_hashes
+        m, k = self.num_cells, self.num_hashes
         digest = hashlib.blake2b(repr(key).encode(), digest_size=8 * k).digest()
         out = []
         for i in range(k):
@@ -169,7 +169,6 @@ class ReferenceVICBF(ReferenceCBF):
 
     def __init__(self, num_positions, num_hashes):
         super().__init__(num_positions, num_hashes, counter_bits=8)
-        self.num_positions = num_positions
         self.num_keys = 0
         self.a = [[] for _ in range(num_positions)]  # the multiset of increments at each position
 

@@ -31,7 +31,7 @@ def random_bytes(n: int, seed: int = 7) -> bytes:
 
 def raw_header(payload_length: int, **changes) -> fmt.Header:
     return fmt.Header(structure=fmt.Structure.BLOOM, layout=fmt.Layout.CLASSIC, hash_scheme=fmt.HashScheme.XXH3_V1,
-                      seed=3, num_bits=max(1, 8 * payload_length), num_hashes=4, payload_length=payload_length,
+                      seed=3, num_cells=max(1, 8 * payload_length), num_hashes=4, payload_length=payload_length,
                       **changes)
 
 

@@ -110,7 +110,7 @@ def test_round_trips(tmp_path):
     assert ScalableBloomFilter.load(tmp_path / "f.sbf") == f
     header, payload = _format.loads(f.to_bytes())
     assert header.structure == _format.Structure.SCALABLE and header.layout == _format.Layout.PARTITIONED
-    assert header.meta["capacities"] == [50, 100, 200, 400] and header.keys_added == sum(f._stage_keys)
+    assert header.meta["capacities"] == [50, 100, 200, 400] and header.num_keys == sum(f._stage_keys)
     offset = 0
     for stage in f.stages:  # each stage's bits start at a multiple of 64 bytes
         assert offset % 64 == 0 and bytes(payload[offset:offset + stage.nbytes]) == bytes(stage.payload_view())

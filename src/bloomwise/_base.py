@@ -22,7 +22,8 @@ from __future__ import annotations
 import warnings
 from bloomwise.errors import CapacityWarning
 from bloomwise.theory import _validate
-from bloomwise.theory._validate import MAX_NUM_CELLS, check_positive_int
+from bloomwise._checks import check_positive_int
+from bloomwise.theory._validate import MAX_NUM_CELLS
 
 __all__ = [
     "LAYOUTS", "LAYOUT_NAMES", "COUNTING_LAYOUTS", "layout_id", "check_capacity", "check_target_fpr",
@@ -46,9 +47,9 @@ def layout_id(layout, allowed: dict = LAYOUTS) -> int:
     return allowed[layout]
 
 
-def check_capacity(capacity, name: str = "capacity") -> int:
-    """An int >= 1, else TypeError/ValueError naming the parameter and its value."""
-    return check_positive_int(name, capacity)
+def check_capacity(capacity) -> int:
+    """``capacity``: an int >= 1, else TypeError/ValueError naming the parameter and its value."""
+    return check_positive_int("capacity", capacity)
 
 
 def check_target_fpr(fpr) -> float:

@@ -12,10 +12,10 @@ A file is a 64-byte little-endian header, optional JSON metadata padded to a mul
     13     1    flags          (Flags)
     14     2    meta length    (u16)
     16     8    seed (u64)
-    24     8    num_bits (u64)
+    24     8    num_cells (u64): m, bits, counters or positions
     32     4    num_hashes (u32)
     36     4    header checksum: CRC32 of bytes [0, P) with this field zeroed
-    40     8    keys added (u64)
+    40     8    num_keys (u64): every key added, repeats included
     48     8    payload length (u64)
     56     8    payload checksum: XXH64 (seed 0) of the payload
     64     ...  meta: UTF-8 JSON object, zero-padded to P, the next multiple of 64
@@ -77,8 +77,8 @@ MAX_NUM_BITS = 2**48
 MAX_NUM_HASHES = 64
 _U64 = 2**64
 
-# magic, version, structure, layout, hash, flags, meta length, seed, num_bits, num_hashes, header crc,
-# keys added, payload length, payload checksum
+# magic, version, structure, layout, hash, flags, meta length, seed, num_cells, num_hashes, header crc,
+# num_keys, payload length, payload checksum
 _HEADER = struct.Struct("<8sHBBBBHQQIIQQQ")
 assert _HEADER.size == HEADER_SIZE
 _CRC_OFFSET = 36
@@ -231,7 +231,7 @@ class Header:
     is the memory-map protocol's state, not a property of the structure.
 
     >>> h = Header(structure=Structure.BLOOM, layout=Layout.BLOCKED, hash_scheme=HashScheme.XXH64_V1,
-    ...            seed=7, num_bits=512, num_hashes=8, payload_length=64)
+    ...            seed=7, num_cells=512, num_hashes=8, payload_length=64)
     >>> loads(dumps(h, bytes(64)))[0] == h
     True
     """
@@ -240,10 +240,10 @@ class Header:
     layout: Layout
     hash_scheme: HashScheme
     seed: int
-    num_bits: int
+    num_cells: int
     num_hashes: int
     payload_length: int
-    keys_added: int = 0
+    num_keys: int = 0
     meta: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False)
     flags: Flags = Flags(0)
 
@@ -257,10 +257,10 @@ class Header:
                 known = ", ".join(f"{m.value} {m.name}" for m in enum_type)
                 raise ValueError(f"{name} must be one of {known}; got {value!r}") from None
         _check_int("seed", self.seed, 0, _U64 - 1)
-        _check_int("num_bits", self.num_bits, 1, MAX_NUM_BITS)
+        _check_int("num_cells", self.num_cells, 1, MAX_NUM_BITS)
         _check_int("num_hashes", self.num_hashes, 1, MAX_NUM_HASHES)
         _check_int("payload_length", self.payload_length, 0, _U64 - 1)
-        _check_int("keys_added", self.keys_added, 0, _U64 - 1)
+        _check_int("num_keys", self.num_keys, 0, _U64 - 1)
         _check_int("flags", self.flags, 0, 255)
         if self.flags & ~int(Flags.KEYED):
             raise ValueError(f"flags may only contain Flags.KEYED, got {self.flags!r}")
@@ -288,7 +288,7 @@ def _pack_header(header: Header, meta: bytes, payload_checksum: int, flags: int)
     """Header, meta and padding: every byte before the payload, with the header checksum filled in."""
     unsigned = _HEADER.pack(
         MAGIC, FORMAT_VERSION, header.structure, header.layout, header.hash_scheme, flags, len(meta),
-        header.seed, header.num_bits, header.num_hashes, 0, header.keys_added, header.payload_length,
+        header.seed, header.num_cells, header.num_hashes, 0, header.num_keys, header.payload_length,
         payload_checksum)
     tail = meta + bytes(payload_offset(len(meta)) - HEADER_SIZE - len(meta))
     crc = _header_crc(unsigned, tail)
@@ -372,8 +372,8 @@ def _parse(buf: memoryview, *, structure: Optional[Structure], file_size: Option
         raise FormatError(f"not a bloomwise file (expected it to start with {MAGIC!r}): {_describe_start(start)}")
     if len(start) < HEADER_SIZE:
         raise FormatError(f"truncated: the file has {size} bytes, less than the {HEADER_SIZE}-byte header")
-    (_, version, structure_id, layout_id, hash_id, flag_bits, meta_length, seed, num_bits, num_hashes, stored_crc,
-     keys_added, payload_length, payload_checksum) = _HEADER.unpack(start)
+    (_, version, structure_id, layout_id, hash_id, flag_bits, meta_length, seed, num_cells, num_hashes, stored_crc,
+     num_keys, payload_length, payload_checksum) = _HEADER.unpack(start)
     if version not in SUPPORTED_VERSIONS:
         raise FormatError(f"unknown format version {version}; this bloomwise reads version(s) "
                           f"{', '.join(map(str, SUPPORTED_VERSIONS))}. Upgrade bloomwise, or the file is corrupted")
@@ -392,8 +392,8 @@ def _parse(buf: memoryview, *, structure: Optional[Structure], file_size: Option
     structure_found = _check_enum(Structure, structure_id, "structure")
     layout = _check_enum(Layout, layout_id, "layout")
     hash_scheme = _check_enum(HashScheme, hash_id, "hash")
-    if not 1 <= num_bits <= MAX_NUM_BITS:
-        raise FormatError(f"num_bits is {num_bits}; expected 1 to 2**48")
+    if not 1 <= num_cells <= MAX_NUM_BITS:
+        raise FormatError(f"num_cells is {num_cells}; expected 1 to 2**48")
     if not 1 <= num_hashes <= MAX_NUM_HASHES:
         raise FormatError(f"num_hashes is {num_hashes}; expected 1 to {MAX_NUM_HASHES}")
     meta_bytes = bytes(buf[HEADER_SIZE:HEADER_SIZE + meta_length])
@@ -415,8 +415,8 @@ def _parse(buf: memoryview, *, structure: Optional[Structure], file_size: Option
                           f"{expected_size} bytes, the file has {size}")
     try:
         header = Header(structure=structure_found, layout=layout, hash_scheme=hash_scheme, seed=seed,
-                        num_bits=num_bits, num_hashes=num_hashes, payload_length=payload_length,
-                        keys_added=keys_added, meta=meta, flags=Flags(flag_bits & Flags.KEYED))
+                        num_cells=num_cells, num_hashes=num_hashes, payload_length=payload_length,
+                        num_keys=num_keys, meta=meta, flags=Flags(flag_bits & Flags.KEYED))
     except (TypeError, ValueError, RecursionError) as exc:  # e.g. metadata that no longer fits once canonical
         raise FormatError(f"invalid header: {exc}") from None
     return header, offset, payload_checksum, bool(flag_bits & Flags.OPEN_FOR_WRITING)
@@ -467,7 +467,7 @@ def dumps(header: Header, payload) -> bytes:
     """Serialize ``header`` and ``payload`` (any C-contiguous buffer of ``header.payload_length`` bytes).
 
     >>> h = Header(structure=Structure.BLOOM, layout=Layout.CLASSIC, hash_scheme=HashScheme.XXH64_V1,
-    ...            seed=0, num_bits=64, num_hashes=3, payload_length=8)
+    ...            seed=0, num_cells=64, num_hashes=3, payload_length=8)
     >>> data = dumps(h, bytes(8))
     >>> len(data), data[:8]
     (72, b'\\x89BLOOMW\\n')
@@ -757,7 +757,7 @@ class MappedFile:
     whether the payload checksum was checked on opening.
 
     Writer protocol: opening takes an exclusive ``flock`` on the file (one writer at a time) and sets the
-    ``OPEN_FOR_WRITING`` flag in the file's header; :meth:`flush` writes the payload checksum and ``keys_added``
+    ``OPEN_FOR_WRITING`` flag in the file's header; :meth:`flush` writes the payload checksum and ``num_keys``
     and syncs (the flag stays set, since writes may continue); :meth:`close` flushes, clears the flag and
     releases the lock. A reader that finds the flag set probes the lock: held means a live writer (a read-only
     map is allowed, unverified); free means the writer died without closing, and the file is refused unless
@@ -786,8 +786,8 @@ class MappedFile:
     def closed(self) -> bool:
         return self._mm is None
 
-    def _write_header(self, *, keys_added: int, checksum: int, open_flag: bool) -> None:
-        self.header = dataclasses.replace(self.header, keys_added=keys_added)
+    def _write_header(self, *, num_keys: int, checksum: int, open_flag: bool) -> None:
+        self.header = dataclasses.replace(self.header, num_keys=num_keys)
         flags = int(self.header.flags) | (Flags.OPEN_FOR_WRITING if open_flag else 0)
         data = _pack_header(self.header, self._meta, checksum, flags)
         os.pwrite(self._fd, data[:HEADER_SIZE], 0)  # the map sees it too: one page cache
@@ -795,10 +795,10 @@ class MappedFile:
 
     def _mark_open_for_writing(self) -> None:
         stored_checksum = struct.unpack_from("<Q", self._mm, 56)[0]
-        self._write_header(keys_added=self.header.keys_added, checksum=stored_checksum, open_flag=True)
+        self._write_header(num_keys=self.header.num_keys, checksum=stored_checksum, open_flag=True)
 
-    def flush(self, *, keys_added: Optional[int] = None) -> None:
-        """Sync the payload, then write its checksum (one pass over it) and ``keys_added`` into the header.
+    def flush(self, *, num_keys: Optional[int] = None) -> None:
+        """Sync the payload, then write its checksum (one pass over it) and ``num_keys`` into the header.
 
         A no-op for a read-only map. The file stays flagged open for writing until :meth:`close`.
         """
@@ -806,10 +806,10 @@ class MappedFile:
             raise ValueError(f"{self.path}: the memory map is closed")
         if self.writable:
             self._mm.flush()
-            self._write_header(keys_added=self.header.keys_added if keys_added is None else keys_added,
+            self._write_header(num_keys=self.header.num_keys if num_keys is None else num_keys,
                                checksum=_xxh64(self.payload, 0), open_flag=True)
 
-    def close(self, *, keys_added: Optional[int] = None) -> None:
+    def close(self, *, num_keys: Optional[int] = None) -> None:
         """Unmap; a writer first syncs, writes the final checksum and clears the open-for-writing flag. Idempotent.
 
         Raises BufferError, and stays open, while something still uses the payload's memory (a numpy array made
@@ -831,7 +831,7 @@ class MappedFile:
         self._mm = None
         try:
             if self.writable:
-                self._write_header(keys_added=self.header.keys_added if keys_added is None else keys_added,
+                self._write_header(num_keys=self.header.num_keys if num_keys is None else num_keys,
                                    checksum=checksum, open_flag=False)
         finally:
             os.close(self._fd)  # also releases the writer lock

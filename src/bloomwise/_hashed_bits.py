@@ -9,6 +9,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from bloomwise import _format, _positions
+from bloomwise._checks import check_int_range
 from bloomwise._base import LAYOUTS, check_threads, layout_id
 from bloomwise._compatibility import Compatible
 from bloomwise._persistence import Persistent, check_keyed, header_flags, meta_capacity, meta_fpr
@@ -24,16 +25,6 @@ def check_layout(layout) -> None:
     layout_id(layout, CLASSIC_ONLY)
 
 
-def check_int_range(name: str, value, low: int, high: int) -> int:
-    """An int in [low, high] (TypeError for another type, ValueError outside the range; both name the value)."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    value = value.__index__()
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
-    return value
-
-
 class HashedBits(Persistent, Compatible):
     """m bits as little-endian uint64 words, keys hashed as every bloomwise filter hashes them.
 
@@ -42,20 +33,20 @@ class HashedBits(Persistent, Compatible):
     _STRUCTURE: _format.Structure
 
     def _init_bits(self, num_bits, seed, key, hash_scheme) -> None:
-        self._num_bits = check_int_range("num_cells", num_bits, 1, 2**40)
+        self._num_cells = check_int_range("num_cells", num_bits, 1, 2**40)
         self._seed = check_int_range("seed", seed, 0, 2**64 - 1)
         if key is not None and not callable(key):
             raise TypeError(f"key must be a function key -> bytes, got {type(key).__name__}")
         self._key = key
         self._hash_scheme_id = _format.hash_scheme_id(hash_scheme) if isinstance(hash_scheme, str) else hash_scheme
-        self._words = np.zeros((self._num_bits + 63) // 64, dtype=np.uint64)
-        self._keys_added = 0
+        self._words = np.zeros((self._num_cells + 63) // 64, dtype=np.uint64)
+        self._num_keys = 0
 
     # -- description ------------------------------------------------------------------------------------------
     @property
     def num_cells(self) -> int:
         """m: the number of bits."""
-        return self._num_bits
+        return self._num_cells
 
     @property
     def layout(self) -> str:
@@ -70,7 +61,7 @@ class HashedBits(Persistent, Compatible):
     @property
     def num_keys(self) -> int:
         """Keys inserted (every insertion counts, a repeated key too)."""
-        return self._keys_added
+        return self._num_keys
 
     @property
     def capacity(self) -> Optional[int]:
@@ -95,7 +86,7 @@ class HashedBits(Persistent, Compatible):
     @property
     def fill_ratio(self) -> float:
         """The fraction of bits set."""
-        return self.count_set_bits() / self._num_bits
+        return self.count_set_bits() / self._num_cells
 
     def count_set_bits(self) -> int:
         """The number of bits set."""
@@ -103,13 +94,13 @@ class HashedBits(Persistent, Compatible):
 
     def bits(self) -> np.ndarray:
         """A copy of the bits, one uint8 (0 or 1) per bit."""
-        return _positions.words_to_bits(self._words, self._num_bits).copy()
+        return _positions.words_to_bits(self._words, self._num_cells).copy()
 
     def _bit_reader(self):
         """A function positions -> bool array over the current bits: through one byte per bit (unpacked once) for
         arrays up to 2^28 bits, through the words beyond (no 8x copy of a large array)."""
-        if self._num_bits <= 1 << 28:
-            unpacked = _positions.words_to_bits(self._words, self._num_bits).view(bool)
+        if self._num_cells <= 1 << 28:
+            unpacked = _positions.words_to_bits(self._words, self._num_cells).view(bool)
             return lambda pos: unpacked[pos.astype(np.intp)]
         return lambda pos: _positions.get_bits(self._words, pos)
 
@@ -163,7 +154,7 @@ class HashedBits(Persistent, Compatible):
 
     def _restore_counts(self, header: _format.Header) -> None:
         """Keys added, capacity and target rate from a checked header (the last step of ``_from_parts``)."""
-        self._keys_added = header.keys_added
+        self._num_keys = header.num_keys
         self._capacity = meta_capacity(header)
         self._fpr = meta_fpr(header)
 
@@ -175,7 +166,7 @@ class HashedBits(Persistent, Compatible):
     def _base_header(self, num_hashes: int, meta: dict, payload_length: int) -> _format.Header:
         return _format.Header(structure=self._STRUCTURE, layout=_format.Layout.CLASSIC,
                               hash_scheme=_format.HashScheme(self._hash_scheme_id), seed=self._seed,
-                              num_bits=self._num_bits, num_hashes=num_hashes, keys_added=self._keys_added,
+                              num_cells=self._num_cells, num_hashes=num_hashes, num_keys=self._num_keys,
                               payload_length=payload_length, meta=meta, flags=header_flags(self._key))
 
     @staticmethod
@@ -191,8 +182,8 @@ class HashedBits(Persistent, Compatible):
         if len(payload) < offset + nbytes:
             raise FormatError(f"the payload holds {len(payload)} bytes, the bit array alone needs {nbytes}")
         self._words[:] = np.frombuffer(bytes(payload[offset:offset + nbytes]), dtype="<u8")
-        extra = self._num_bits % 64
+        extra = self._num_cells % 64
         if extra and int(self._words[-1]) >> extra:
-            raise FormatError(f"bits past num_bits ({self._num_bits}) are set in the last word: "
+            raise FormatError(f"bits past num_bits ({self._num_cells}) are set in the last word: "
                               f"the payload is damaged")
         return offset + nbytes

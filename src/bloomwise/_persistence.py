@@ -115,7 +115,7 @@ def cell_array_header(f, meta: dict) -> _format.Header:
     return _format.Header(
         structure=_format.Structure[geometry.structure.upper()], layout=_format.Layout[geometry.layout.upper()],
         hash_scheme=_format.HashScheme(_format.hash_scheme_id(geometry.hash_scheme)), seed=geometry.seed,
-        num_bits=geometry.num_cells, num_hashes=geometry.num_hashes, keys_added=f.num_keys, payload_length=f.nbytes,
+        num_cells=geometry.num_cells, num_hashes=geometry.num_hashes, num_keys=f.num_keys, payload_length=f.nbytes,
         meta=meta, flags=header_flags(f.key_function))
 
 
@@ -126,6 +126,18 @@ def check_cell_array_header(header: _format.Header, key, what: str) -> int:
     if header.layout not in (_format.Layout.CLASSIC, _format.Layout.PARTITIONED):
         raise FormatError(f"{what} has the classic or partitioned layout, the file says {header.layout.name}")
     return scheme
+
+
+def check_cell_payload(header: _format.Header, payload, cell_bits: int, cells: str, *, copy: bool) -> None:
+    """A counting structure's payload holds exactly ``header.num_cells`` cells of ``cell_bits`` bits in 64-bit words
+    (FormatError naming the ``cells``, e.g. "counters", otherwise); one to be used in place (``copy`` False) has its
+    padding checked now, before the structure holds it (a memory map must stay closable)."""
+    expected = (header.num_cells * cell_bits + 63) // 64 * 8
+    if header.payload_length != expected:
+        raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_cells} {cells} of "
+                          f"{cell_bits} bits need {expected}")
+    if not copy:
+        check_cell_padding(payload, header.num_cells * cell_bits)
 
 
 def check_cell_padding(payload, used_bits: int) -> None:
@@ -164,14 +176,14 @@ class Mapped:
 
     def flush(self) -> None:
         """Write the checksum and key count of the current cells to the file (mode ``"r+"``)."""
-        self._mapped.flush(keys_added=self.num_keys)
+        self._mapped.flush(num_keys=self.num_keys)
 
     def close(self) -> None:
         """Flush (mode ``"r+"``) and unmap. The structure must not be used afterwards."""
         if not self._mapped.closed:
-            keys_added = self.num_keys if self._is_writable else None
+            num_keys = self.num_keys if self._is_writable else None
             self._release_storage()
-            self._mapped.close(keys_added=keys_added)
+            self._mapped.close(num_keys=num_keys)
 
     def __repr__(self) -> str:
         mapped = getattr(self, "_mapped", None)  # (unset while open() is still building the structure)

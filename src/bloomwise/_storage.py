@@ -12,7 +12,7 @@ call them; they are not part of the documented user API (docs/architecture.md, "
   and how wide a cell is); ``Cls.from_payload(geometry, payload)`` rebuilds the structure from it.
 - **payload**: ``payload_view()`` (a read-only memoryview of the cells, exactly the bytes of the file format's
   payload) and ``replace_payload(payload)`` (overwrite every cell).
-- **counts and capacity**: ``num_keys`` (the contract's count, saved in the file header as ``keys_added``),
+- **counts and capacity**: ``num_keys`` (the contract's count, saved in the file header),
   ``keys_counted`` (the count the capacity warning compares with ``capacity``: keys that set a new bit in a
   ``BloomFilter``, keys stored in a counting filter) and ``set_target(capacity, fpr)`` (the target and its warning
   limit, for a structure built from a payload).

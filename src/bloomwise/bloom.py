@@ -96,10 +96,10 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
         return self
 
     @classmethod
-    def from_hash_functions(cls, num_bits, functions: Sequence[Callable[[object], int]]) -> "BloomFilter":
+    def from_hash_functions(cls, num_cells, functions: Sequence[Callable[[object], int]]) -> "BloomFilter":
         """A teaching filter whose k index functions are given explicitly (evaluated in Python).
 
-        Each function maps a key to an int in [0, num_bits). The CS 170 example (m = 5):
+        Each function maps a key to an int in [0, num_cells), m = num_cells bits. The CS 170 example (m = 5):
 
         >>> f = BloomFilter.from_hash_functions(5, [lambda x: x % 5, lambda x: (2 * x + 3) % 5])
         >>> f.add(9); f.add(11)
@@ -114,7 +114,7 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
         if not functions or not all(callable(fn) for fn in functions):
             raise TypeError("functions must be a non-empty sequence of callables key -> int")
         self = _ExplicitHashBloomFilter.__new__(_ExplicitHashBloomFilter)
-        self._init_core(num_bits, len(functions), LAYOUTS["classic"], 0)
+        self._init_core(num_cells, len(functions), LAYOUTS["classic"], 0)
         self._capacity = None
         self._fpr = None
         self._functions = functions
@@ -266,8 +266,8 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
             meta["fpr"] = self._fpr
         return _format.Header(
             structure=self._STRUCTURE, layout=_format.Layout(self._layout_id), hash_scheme=self._hash_scheme,
-            seed=self.seed, num_bits=self.num_cells, num_hashes=self.num_hashes,
-            keys_added=self._insertions_count, payload_length=self.nbytes, meta=meta,
+            seed=self.seed, num_cells=self.num_cells, num_hashes=self.num_hashes,
+            num_keys=self._insertions_count, payload_length=self.nbytes, meta=meta,
             flags=header_flags(self._key_function))
 
     @classmethod
@@ -286,33 +286,33 @@ class BloomFilter(Persistent, FillStatistics, Compatible, StoredCells, BloomCore
             if functions is None:
                 raise ValueError("this filter was built from explicit hash functions: "
                                  "pass the same functions=[...] to load it")
-            self = cls.from_hash_functions(header.num_bits, functions)
+            self = cls.from_hash_functions(header.num_cells, functions)
             copy = True  # it has storage of its own: the bits are copied into it
             if self.num_hashes != header.num_hashes:
                 raise ValueError(f"the file has {header.num_hashes} hash functions, {len(functions)} were given")
         else:
             check_keyed(header, key)
-            if header.layout == _format.Layout.BLOCKED and header.num_bits % 512:
+            if header.layout == _format.Layout.BLOCKED and header.num_cells % 512:
                 raise FormatError(f"a blocked filter needs num_bits divisible by 512, the file says "
-                                  f"{header.num_bits}")
-            expected = (header.num_bits + 63) // 64 * 8
+                                  f"{header.num_cells}")
+            expected = (header.num_cells + 63) // 64 * 8
             if header.payload_length != expected:
-                raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} bits "
+                raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_cells} bits "
                                   f"need {expected}")
             scheme = _format.keyed_hash_scheme(header, "a Bloom filter")
             # Every check before the filter takes the payload: with copy=False it would hold the file's memory
             # map, which then could not be closed while an error is raised.
-            _check_padding(header.num_bits, payload)
+            _check_padding(header.num_cells, payload)
             meta_capacity(header)
             self = cls.__new__(cls)
             try:
-                self._init_core(header.num_bits, header.num_hashes, int(header.layout), header.seed,
-                                storage=None if copy else payload, num_keys=header.keys_added, key=key,
+                self._init_core(header.num_cells, header.num_hashes, int(header.layout), header.seed,
+                                storage=None if copy else payload, num_keys=header.num_keys, key=key,
                                 hash_scheme=scheme)
             except (ValueError, TypeError) as exc:
                 self._release_storage()
                 raise FormatError(f"the file describes an impossible filter: {exc}") from None
-        _check_padding(header.num_bits, payload)
+        _check_padding(header.num_cells, payload)
         if copy:
             self._copy_bits_from(payload)
         self._capacity, self._fpr = meta_capacity(header), meta_fpr(header)

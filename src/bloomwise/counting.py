@@ -18,7 +18,7 @@ from bloomwise._base import (
     COUNTING_LAYOUTS, check_capacity, check_threads, layout_id, size_arguments, warn_over_capacity,
 )
 from bloomwise._persistence import (
-    Mapped, Persistent, cell_array_header, check_cell_array_header, check_cell_padding, meta_capacity, meta_fpr,
+    Mapped, Persistent, cell_array_header, check_cell_array_header, check_cell_payload, meta_capacity, meta_fpr,
     open_structure,
 )
 from bloomwise._statistics import FillStatistics
@@ -361,16 +361,11 @@ class CountingBloomFilter(Persistent, FillStatistics, Compatible, StoredCells, C
         if counter_bits not in (4, 8, 16) or isinstance(counter_bits, bool):
             raise FormatError(f"meta counter_bits must be 4, 8 or 16, the file says {counter_bits!r}")
         capacity, fpr = meta_capacity(header), meta_fpr(header)
-        expected = (header.num_bits * counter_bits + 63) // 64 * 8
-        if header.payload_length != expected:
-            raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} counters of "
-                              f"{counter_bits} bits need {expected}")
-        if not copy:  # checked before the filter holds the payload (a memory map must stay closable)
-            check_cell_padding(payload, header.num_bits * counter_bits)
+        check_cell_payload(header, payload, counter_bits, "counters", copy=copy)
         self = cls.__new__(cls)
         try:
-            self._init_counting(header.num_bits, header.num_hashes, int(header.layout), counter_bits, header.seed,
-                                header.keys_added, key, hash_scheme=scheme, storage=None if copy else payload)
+            self._init_counting(header.num_cells, header.num_hashes, int(header.layout), counter_bits, header.seed,
+                                header.num_keys, key, hash_scheme=scheme, storage=None if copy else payload)
             if copy:
                 self._copy_cells_from(payload)
         except (ValueError, TypeError) as exc:

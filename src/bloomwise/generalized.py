@@ -18,7 +18,8 @@ import numpy as np
 
 from bloomwise import _format, _positions
 from bloomwise._base import check_capacity, check_target_fpr, check_threads
-from bloomwise._hashed_bits import HashedBits, check_int_range, check_layout
+from bloomwise._checks import check_int_range
+from bloomwise._hashed_bits import HashedBits, check_layout
 from bloomwise.errors import FormatError
 from bloomwise.theory._validate import check_reachable
 from bloomwise.theory.generalized import gbf_error_rates, gbf_false_positive_rate
@@ -102,7 +103,7 @@ class GeneralizedBloomFilter(HashedBits):
         if initial == "random":
             rng = np.random.default_rng(self._seed)
             self._words[:] = rng.integers(0, 2**64, size=self._words.size, dtype=np.uint64)
-            extra = self._num_bits % 64
+            extra = self._num_cells % 64
             if extra:
                 self._words[-1] &= np.uint64((1 << extra) - 1)
 
@@ -129,7 +130,7 @@ class GeneralizedBloomFilter(HashedBits):
 
     def false_positive_rate(self) -> float:
         """The model's FPR after the keys inserted so far (:func:`~bloomwise.theory.generalized.gbf_error_rates`)."""
-        return gbf_false_positive_rate(self._num_bits, self._keys_added, self._k1, self._k0,
+        return gbf_false_positive_rate(self._num_cells, self._num_keys, self._k1, self._k0,
                                        initial_ones=self._initial_fraction)
 
     def estimated_fpr(self) -> float:
@@ -139,15 +140,15 @@ class GeneralizedBloomFilter(HashedBits):
 
     def false_negative_rate(self) -> float:
         """The model's FNR over the keys inserted so far."""
-        return gbf_error_rates(self._num_bits, self._keys_added, self._k1, self._k0)[1]
+        return gbf_error_rates(self._num_cells, self._num_keys, self._k1, self._k0)[1]
 
     def __repr__(self) -> str:
-        return (f"<GeneralizedBloomFilter m={self._num_bits} k1={self._k1} k0={self._k0} keys={self._keys_added} "
+        return (f"<GeneralizedBloomFilter m={self._num_cells} k1={self._k1} k0={self._k0} keys={self._num_keys} "
                 f"fill={self.fill_ratio:.3f}>")
 
     # -- operations -------------------------------------------------------------------------------------------
     def _probes(self, hashes: np.ndarray) -> np.ndarray:
-        return _positions.classic_positions(hashes, self._num_bits, self._k0 + self._k1)
+        return _positions.classic_positions(hashes, self._num_cells, self._k0 + self._k1)
 
     def _apply(self, probes: np.ndarray) -> None:
         """Insert keys in row order: each bit ends as the last key touching it left it (reset wins in one key)."""
@@ -166,10 +167,10 @@ class GeneralizedBloomFilter(HashedBits):
         last[:-1] = pos_sorted[1:] != pos_sorted[:-1]
         final_pos = pos_sorted[last]
         final_val = value[order][last]
-        bits = _positions.words_to_bits(self._words, self._num_bits).copy()
+        bits = _positions.words_to_bits(self._words, self._num_cells).copy()
         bits[final_pos.astype(np.int64)] = final_val
         self._words[:] = _positions.bits_to_words(bits)
-        self._keys_added += nkeys
+        self._num_keys += nkeys
 
     def _test(self, probes: np.ndarray, read) -> np.ndarray:
         """A key is in when its k0 reset bits are 0 and its k1 set bits are 1."""
@@ -199,7 +200,7 @@ class GeneralizedBloomFilter(HashedBits):
             self._apply(self._probes(hashes))
 
     def _parameters(self) -> dict:
-        return {"num_cells": self._num_bits, "num_set_hashes": self._k1, "num_reset_hashes": self._k0,
+        return {"num_cells": self._num_cells, "num_set_hashes": self._k1, "num_reset_hashes": self._k0,
                 "seed": self._seed, "hash_scheme": self.hash_scheme}
 
     def __or__(self, other):
@@ -237,12 +238,12 @@ class GeneralizedBloomFilter(HashedBits):
         initial = header.meta.get("initial")
         if initial not in _INITIAL:
             raise FormatError(f"meta initial must be 'zeros' or 'random', the file says {initial!r}")
-        expected = (header.num_bits + 63) // 64 * 8
+        expected = (header.num_cells + 63) // 64 * 8
         if header.payload_length != expected:
-            raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} bits need {expected}")
+            raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_cells} bits need {expected}")
         self = cls.__new__(cls)
         try:
-            self._init_bits(header.num_bits, header.seed, key, scheme)
+            self._init_bits(header.num_cells, header.seed, key, scheme)
             self._k1, self._k0 = header.num_hashes - k0, k0
         except (ValueError, TypeError) as exc:
             raise FormatError(f"the file describes an impossible filter: {exc}") from None

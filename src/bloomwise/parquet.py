@@ -40,6 +40,8 @@ import struct
 from typing import Iterable, Optional, Sequence, Union
 
 from bloomwise import _thrift
+from bloomwise._checks import check_multiple
+from bloomwise._native.hashes import xxh64
 from bloomwise.errors import FormatError
 
 __all__ = ["SplitBlockBloomFilter", "NoBloomFilter", "read_bloom_filters", "row_groups_that_may_contain",
@@ -67,7 +69,6 @@ _HEADER_PROBE = 256  # bytes read first when a writer did not record bloom_filte
 
 
 def _xxh64(data) -> int:
-    from bloomwise._native.hashes import xxh64
     return xxh64(data, 0)
 
 
@@ -102,7 +103,7 @@ def false_positive_rate(num_bytes, num_values) -> float:
     >>> round(false_positive_rate(2048, 1000), 5)
     0.00116
     """
-    blocks = _check_num_bytes(num_bytes, "num_bytes") // BLOCK_BYTES
+    blocks = check_multiple("num_bytes", num_bytes, BLOCK_BYTES, BLOCK_BYTES, MAX_BYTES) // BLOCK_BYTES
     n = int(num_values)
     if n < 0:
         raise ValueError(f"num_values must be >= 0, got {num_values!r}")
@@ -122,15 +123,6 @@ def false_positive_rate(num_bytes, num_values) -> float:
                        + (n - j) * log_rest)
         total += math.exp(log_pmf) * (1.0 - (31.0 / 32.0) ** j) ** 8
     return total
-
-
-def _check_num_bytes(num_bytes, what: str) -> int:
-    if isinstance(num_bytes, bool) or not isinstance(num_bytes, int):
-        raise TypeError(f"{what} must be an int, got {type(num_bytes).__name__}")
-    if num_bytes < BLOCK_BYTES or num_bytes % BLOCK_BYTES or num_bytes > MAX_BYTES:
-        raise ValueError(f"{what} must be a multiple of {BLOCK_BYTES} between {BLOCK_BYTES} and {MAX_BYTES}, "
-                         f"got {num_bytes}")
-    return num_bytes
 
 
 # ---- the value encoding ------------------------------------------------------------------------------------------
@@ -284,7 +276,7 @@ class SplitBlockBloomFilter:
 
     def __init__(self, num_bytes, physical_type="BYTE_ARRAY", *, type_length=None, bit_width=None, signed=True):
         import numpy as np
-        num_bytes = _check_num_bytes(num_bytes, "num_bytes")
+        num_bytes = check_multiple("num_bytes", num_bytes, BLOCK_BYTES, BLOCK_BYTES, MAX_BYTES)
         self._encoding = _Encoding(physical_type, type_length, bit_width, signed)
         self._words = np.zeros((num_bytes // BLOCK_BYTES, 8), dtype="<u4")
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 import os
 from typing import Iterable, Union
 
+from bloomwise.reproduce.figures import draw_figure4
+from bloomwise.reproduce.summary_cache import figure4_data
+
 __all__ = ["plot_figure4"]
 
 _FORMATS = {".png": "png", ".svg": "svg"}
@@ -34,9 +37,6 @@ def plot_figure4(path: Union[str, os.PathLike], *, bits_per_item: Iterable[int] 
     :raises ValueError: for another suffix.
     :raises ImportError: if matplotlib is not installed.
     """
-    from bloomwise.reproduce.figures import draw_figure4
-    from bloomwise.reproduce.summary_cache import figure4_data
-
     path = os.fspath(path)
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in _FORMATS:

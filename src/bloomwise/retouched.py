@@ -29,7 +29,8 @@ import numpy as np
 
 from bloomwise import _format, _positions, theory
 from bloomwise._base import check_capacity, check_target_fpr, check_threads
-from bloomwise._hashed_bits import HashedBits, check_int_range, check_layout
+from bloomwise._checks import check_int_range
+from bloomwise._hashed_bits import HashedBits, check_layout
 from bloomwise.errors import FormatError
 from bloomwise.theory._validate import check_reachable
 from bloomwise.theory.retouched import rbf_random_clearing_rates
@@ -145,21 +146,21 @@ class RetouchedBloomFilter(HashedBits):
 
     def random_clearing_rates(self, cleared_bits: int, set_bits: Optional[int] = None) -> tuple[float, float]:
         """``(fpr, fnr)`` the model predicts after clearing ``cleared_bits`` of the set bits at random."""
-        return rbf_random_clearing_rates(self._num_bits, self._keys_added, self._k, cleared_bits,
+        return rbf_random_clearing_rates(self._num_cells, self._num_keys, self._k, cleared_bits,
                                          set_bits=set_bits)
 
     def estimated_fpr(self) -> float:
         """The false-positive rate now, from the bits set (``theory.fpr_from_fill``, classic layout): a retouch
         lowers it."""
-        return theory.fpr_from_fill(self._num_bits, self._k, self.count_set_bits(), layout="classic")
+        return theory.fpr_from_fill(self._num_cells, self._k, self.count_set_bits(), layout="classic")
 
     def __repr__(self) -> str:
-        return (f"<RetouchedBloomFilter m={self._num_bits} k={self._k} keys={self._keys_added} "
+        return (f"<RetouchedBloomFilter m={self._num_cells} k={self._k} keys={self._num_keys} "
                 f"fill={self.fill_ratio:.3f}>")
 
     # -- operations -------------------------------------------------------------------------------------------
     def _probes(self, hashes):
-        return _positions.classic_positions(hashes, self._num_bits, self._k)
+        return _positions.classic_positions(hashes, self._num_cells, self._k)
 
     def _insert_hashes(self, hashes: np.ndarray) -> None:
         pos = self._probes(hashes).ravel()
@@ -167,7 +168,7 @@ class RetouchedBloomFilter(HashedBits):
         masks = np.left_shift(np.uint64(1), pos & np.uint64(63))
         np.bitwise_or.at(self._words, words.astype(np.int64), masks)
         self._members.append(hashes.copy())
-        self._keys_added += int(hashes.size)
+        self._num_keys += int(hashes.size)
 
     def add(self, key, /) -> bool:
         """Insert one key (set its k bits). True when it was certainly not present before (one of its bits was 0),
@@ -184,7 +185,7 @@ class RetouchedBloomFilter(HashedBits):
             self._insert_hashes(hashes)
 
     def _parameters(self) -> dict:
-        return {"num_cells": self._num_bits, "num_hashes": self._k, "seed": self._seed,
+        return {"num_cells": self._num_cells, "num_hashes": self._k, "seed": self._seed,
                 "hash_scheme": self.hash_scheme}
 
     def __ior__(self, other):
@@ -194,7 +195,7 @@ class RetouchedBloomFilter(HashedBits):
         self._check_compatible(other, "union")
         self._words |= other._words
         self._members.append(other.member_hashes().copy())
-        self._keys_added += other.num_keys
+        self._num_keys += other.num_keys
         return self
 
     def union(self, *others) -> "RetouchedBloomFilter":
@@ -235,7 +236,7 @@ class RetouchedBloomFilter(HashedBits):
         if not isinstance(max_ratio, (int, float)) or not max_ratio > 0:
             raise ValueError(f"max_ratio must be a number > 0 (math.inf: always clear), got {max_ratio!r}")
         rng = np.random.default_rng(check_int_range("seed", seed, 0, 2**64 - 1))
-        m, k = self._num_bits, self._k
+        m, k = self._num_cells, self._k
         fp_pos = self._positive_probes(self._chunks(false_positives))
         members = self.member_hashes()
         mem_pos = self._positive_probes(members[lo:lo + _PROBE_CHUNK] for lo in range(0, len(members), _PROBE_CHUNK))
@@ -288,7 +289,7 @@ class RetouchedBloomFilter(HashedBits):
     def _positive_probes(self, hash_chunks) -> np.ndarray:
         """The probes (rows of k positions, ``index_dtype(m)``) of the hashes that test positive now, chunk by chunk
         so that only one chunk's uint64 probes exist at a time."""
-        index = index_dtype(self._num_bits)
+        index = index_dtype(self._num_cells)
         rows = [np.zeros((0, self._k), dtype=index)]
         for hashes in hash_chunks:
             probes = self._probes(hashes)
@@ -310,14 +311,14 @@ class RetouchedBloomFilter(HashedBits):
         members = header.meta.get("members")
         if isinstance(members, bool) or not isinstance(members, int) or not 0 <= members <= 2**40:
             raise FormatError(f"meta members must be an int in [0, 2**40], the file says {members!r}")
-        nbytes = (header.num_bits + 63) // 64 * 8
+        nbytes = (header.num_cells + 63) // 64 * 8
         expected = nbytes + 8 * members
         if header.payload_length != expected or len(payload) != expected:
-            raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} bits and "
+            raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_cells} bits and "
                               f"{members} member hashes need {expected}")
         self = cls.__new__(cls)
         try:
-            self._setup(header.num_bits, header.num_hashes, header.seed, key, scheme)
+            self._setup(header.num_cells, header.num_hashes, header.seed, key, scheme)
         except (ValueError, TypeError) as exc:
             raise FormatError(f"the file describes an impossible filter: {exc}") from None
         end = self._load_words(payload)

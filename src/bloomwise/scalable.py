@@ -101,7 +101,7 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
 
     def _configure(self, initial_capacity, fpr, growth, ratio, layout, seed, key, scheme, derived) -> None:
         """Check and set the parameters; no stage yet."""
-        self._initial_capacity = check_capacity(initial_capacity, "capacity")
+        self._initial_capacity = check_capacity(initial_capacity)
         self._fpr = check_target_fpr(fpr)
         self._growth = _real("growth", growth, 1.0, 1e6, low_open=False, high_open=False)
         self._ratio = _real("ratio", ratio, 0.0, 1.0, low_open=True, high_open=True)
@@ -390,8 +390,8 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
             scheme = _format.STAGE_HASH_SCHEMES[scheme]
         return _format.Header(
             structure=self._STRUCTURE, layout=_format.Layout(LAYOUTS[self._layout]),
-            hash_scheme=scheme, seed=self._seed, num_bits=self.num_cells,
-            num_hashes=self._stages[0].num_hashes, keys_added=sum(keys),
+            hash_scheme=scheme, seed=self._seed, num_cells=self.num_cells,
+            num_hashes=self._stages[0].num_hashes, num_keys=sum(keys),
             payload_length=sum(_aligned(stage.nbytes) for stage in self._stages), meta=meta,
             flags=header_flags(self._key))
 
@@ -433,7 +433,7 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
         sizes = [_aligned((bits + 63) // 64 * 8) for bits in num_bits]
         if sum(sizes) != header.payload_length:
             raise FormatError(f"the stages need {sum(sizes)} bytes, the payload holds {header.payload_length}")
-        if sum(num_bits) != header.num_bits or sum(keys) != header.keys_added:
+        if sum(num_bits) != header.num_cells or sum(keys) != header.num_keys:
             raise FormatError("the header's bit or key totals do not match the stages")
         stage_class = _DerivedStage if derived else BloomFilter
         offset = 0
@@ -451,8 +451,8 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
             stage._set_capacity_limit(capacity)
             self._append_stage(stage, capacity, count)
             offset += size
-        insertions = meta.get("num_keys", header.keys_added)
-        if isinstance(insertions, bool) or not isinstance(insertions, int) or insertions < header.keys_added:
+        insertions = meta.get("num_keys", header.num_keys)
+        if isinstance(insertions, bool) or not isinstance(insertions, int) or insertions < header.num_keys:
             raise FormatError(f"meta num_keys must be an int >= the keys of the stages, the file says {insertions!r}")
         self._set_insertions(insertions)
         return self

@@ -16,6 +16,8 @@ what would have been accepted. Numbers beyond 10^40 are refused before any arith
 - **Sizes in bytes** (cache sizes): the same syntax, but a bare number (or one with a prefix and no unit) is
   bytes: ``64MiB``, ``64Mi``, ``1e9``, ``512KB``; a size given in bits must be a whole number of bytes.
 - **Fractions** (thresholds): like probabilities, but 1 (``100%``) is allowed: ``1%``, ``0.01``, ``1``.
+- **Tolerances**: a fraction > 0 where more than 100% makes sense (``10%``, ``0.1``, ``1.5``), or ``off``.
+- **Plain numbers** (costs, exponents, seconds): a finite decimal number, ``1.5``, ``2e-3``; no suffixes.
 - **Probabilities** (p): ``0.01``, ``1e-6``, ``1%``, ``0.5 %``, ``1 in 10000``, ``1/10000``, ``1 in 1e6``. The
   result must lie strictly between 0 and 1.
 """
@@ -24,8 +26,8 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["parse_count", "parse_size_bits", "parse_size_bytes", "parse_probability", "parse_fraction",
-           "parse_positive_int", "format_bytes"]
+__all__ = ["parse_count", "parse_size_bits", "parse_size_bytes", "parse_positive_size_bytes", "parse_probability",
+           "parse_fraction", "parse_tolerance", "parse_positive_int", "parse_real", "parse_quantity", "format_bytes"]
 
 _NUMBER = r"[+-]?(?:\d[\d_,]*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _COUNT_SUFFIXES = {"": 1, "k": 10 ** 3, "K": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12}
@@ -205,13 +207,27 @@ def parse_size_bytes(text: str, what: str = "size") -> int:
     return bits // 8
 
 
-def parse_fraction(text: str, what: str = "fraction") -> float:
-    """A fraction in (0, 1]: ``1%``, ``0.01``, ``10 %``, ``1``.
+def parse_positive_size_bytes(text: str, what: str = "size") -> int:
+    """A memory size in bytes (:func:`parse_size_bytes`) of at least one byte.
 
-    >>> parse_fraction("1%"), parse_fraction("0.05"), parse_fraction("100%")
-    (0.01, 0.05, 1.0)
+    >>> parse_positive_size_bytes("8KiB")
+    8192
+    """
+    value = parse_size_bytes(text, what)
+    if value < 1:
+        raise ValueError(f"{what} {text!r} must be at least 1 byte")
+    return value
+
+
+def parse_fraction(text: str, what: str = "fraction", *, allow_zero: bool = False) -> float:
+    """A fraction in (0, 1]: ``1%``, ``0.01``, ``10 %``, ``1``; with ``allow_zero``, also exactly ``0``/``0%``.
+
+    >>> parse_fraction("1%"), parse_fraction("0.05"), parse_fraction("100%"), parse_fraction("0", allow_zero=True)
+    (0.01, 0.05, 1.0, 0.0)
     """
     raw = str(text).strip()
+    if allow_zero and raw in ("0", "0%", "0.0"):
+        return 0.0
     try:
         if match := _PERCENT_RE.match(raw):
             value = _number(match.group(1)) / 100.0
@@ -221,6 +237,54 @@ def parse_fraction(text: str, what: str = "fraction") -> float:
         raise ValueError(f"{what} {text!r} is not a fraction (examples: 1%, 0.01, 10%)") from None
     if not 0.0 < value <= 1.0:  # also rejects NaN
         raise ValueError(f"{what} {text!r} must lie in (0, 1] (examples: 1%, 0.01, 10%)")
+    return value
+
+
+def parse_tolerance(text: str, what: str = "tolerance"):
+    """A fraction > 0, more than 100% allowed (``10%``, ``0.1``, ``1.5``), or None for ``off``.
+
+    >>> parse_tolerance("10%"), parse_tolerance("1.5"), parse_tolerance("off")
+    (0.1, 1.5, None)
+    """
+    raw = str(text).strip()
+    if raw == "off":
+        return None
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a fraction (10%, 0.1) nor 'off'") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{what} {text!r} must be a fraction > 0 (10%, 0.1) or 'off'")
+    return value
+
+
+def parse_real(text: str, what: str = "number", *, allow_zero: bool = False) -> float:
+    """A finite number > 0 (``allow_zero``: >= 0): ``1.5``, ``2e-3``.
+
+    >>> parse_real("1.5"), parse_real(" 2e-3 "), parse_real("0", allow_zero=True)
+    (1.5, 0.002, 0.0)
+    """
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a number") from None
+    if not (value >= 0 if allow_zero else value > 0) or value == float("inf"):  # also rejects NaN
+        raise ValueError(f"{what} {text!r} must be a finite number {'>=' if allow_zero else '>'} 0")
+    return value
+
+
+def parse_quantity(text: str, what: str, unit: str) -> float:
+    """A finite number > 0 of ``unit`` (seconds, milliseconds): ``2``, ``0.5``; the message names the unit.
+
+    >>> parse_quantity("0.5", "--peer-timeout", "seconds")
+    0.5
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{what} {text!r} must be a positive number of {unit}")
     return value
 
 

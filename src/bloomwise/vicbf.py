@@ -21,13 +21,14 @@ from bloomwise._base import (
     warn_over_capacity,
 )
 from bloomwise._persistence import (
-    Mapped, Persistent, cell_array_header, check_cell_array_header, check_cell_padding, meta_capacity, meta_fpr,
+    Mapped, Persistent, cell_array_header, check_cell_array_header, check_cell_payload, meta_capacity, meta_fpr,
     open_structure,
 )
 from bloomwise._statistics import FillStatistics
 from bloomwise._storage import StorageGeometry, StoredCells
 from bloomwise.errors import FormatError
-from bloomwise.theory._validate import check_probability, check_reachable
+from bloomwise._checks import check_probability
+from bloomwise.theory._validate import check_reachable
 from bloomwise.theory.counting import (
     DEFAULT_INCREMENTS, MAX_BH_ORDER, bh_order, check_increments, dl_false_positive_rate, dl_increments, multisets,
     table_rows, vicbf_false_positive_rate, vicbf_optimal_size,
@@ -380,16 +381,11 @@ class VariableIncrementCountingBloomFilter(Persistent, FillStatistics, Compatibl
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"invalid variable-increment metadata {dict(meta)!r}: {exc}") from None
         capacity, fpr = meta_capacity(header), meta_fpr(header)
-        expected = (header.num_bits * (fixed_bits + variable_bits) + 63) // 64 * 8
-        if header.payload_length != expected:
-            raise FormatError(f"payload holds {header.payload_length} bytes; {header.num_bits} positions of "
-                              f"{fixed_bits + variable_bits} bits need {expected}")
-        if not copy:  # checked before the filter holds the payload (a memory map must stay closable)
-            check_cell_padding(payload, header.num_bits * (fixed_bits + variable_bits))
+        check_cell_payload(header, payload, fixed_bits + variable_bits, "positions", copy=copy)
         self = cls.__new__(cls)
         try:
-            self._setup(header.num_bits, header.num_hashes, LAYOUT_NAMES[int(header.layout)], increments,
-                        fixed_bits, variable_bits, header.seed, header.keys_added, key, scheme,
+            self._setup(header.num_cells, header.num_hashes, LAYOUT_NAMES[int(header.layout)], increments,
+                        fixed_bits, variable_bits, header.seed, header.num_keys, key, scheme,
                         None if copy else payload)
             if copy:
                 self._copy_cells_from(payload)

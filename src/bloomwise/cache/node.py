@@ -29,8 +29,8 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, PeerState, RoutingPolicy, positive_cost,
-                                     make_policy)
+from bloomwise._checks import check_finite_positive
+from bloomwise.cache.routing import DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, PeerState, RoutingPolicy, make_policy
 from bloomwise.cache.store import Document, DocumentCache
 from bloomwise.cache.summary import PeerSummary, SummaryPublisher, SummaryUpdate
 
@@ -74,8 +74,8 @@ class CacheNode:
             raise TypeError(f"cache must be a DocumentCache, got {type(cache).__name__}")
         self.name = name
         self.cache = cache
-        self.origin_cost = positive_cost("origin_cost", origin_cost)
-        self.peer_cost = positive_cost("peer_cost", peer_cost)
+        self.origin_cost = check_finite_positive("origin_cost", origin_cost)
+        self.peer_cost = check_finite_positive("peer_cost", peer_cost)
         if isinstance(policy, str):
             policy = make_policy(policy, origin_cost=self.origin_cost, node_name=name)
         elif not isinstance(policy, RoutingPolicy):
@@ -98,7 +98,7 @@ class CacheNode:
             raise ValueError(f"a node cannot be its own peer ({peer_id!r})")
         if peer_id in self._peers:
             raise ValueError(f"peer {peer_id!r} is already known")
-        state = PeerState(peer_id, None, self.peer_cost if cost is None else positive_cost("cost", cost), True)
+        state = PeerState(peer_id, None, self.peer_cost if cost is None else check_finite_positive("cost", cost), True)
         self._peers[peer_id] = state
         self._peer_list.append(state)
         return state
@@ -116,7 +116,7 @@ class CacheNode:
         return self._peers[peer_id]
 
     def set_peer_cost(self, peer_id, tau: float) -> None:
-        self._peers[peer_id].cost = positive_cost("tau", tau)
+        self._peers[peer_id].cost = check_finite_positive("tau", tau)
 
     def set_peer_health(self, peer_id, healthy: bool) -> None:
         self._peers[peer_id].healthy = bool(healthy)

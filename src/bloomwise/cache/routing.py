@@ -52,8 +52,9 @@ counters are strong evidence is still asked, and an estimate of 0 needs thousand
 """
 from __future__ import annotations
 
-import math
 from typing import Optional, Sequence
+
+from bloomwise._checks import check_finite_positive
 
 __all__ = ["PeerState", "RoutingPolicy", "NoCooperation", "IcpPolicy", "SummaryPolicy", "ParadoxPolicy", "CarpPolicy",
            "OnlinePrior", "make_policy", "POLICY_NAMES", "PRIOR_ESTIMATORS", "DEFAULT_PEER_COST", "DEFAULT_ORIGIN_COST",
@@ -80,13 +81,6 @@ class PeerState:
 
     def __repr__(self) -> str:
         return f"PeerState({self.peer_id!r}, summary={self.summary!r}, cost={self.cost}, healthy={self.healthy})"
-
-
-def positive_cost(name: str, value) -> float:
-    """A cost as a float: a finite number > 0, else ValueError naming ``name`` (routing's costs and node's)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value > 0.0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
 
 
 class RoutingPolicy:
@@ -326,7 +320,7 @@ class ParadoxPolicy(RoutingPolicy):
 
     def __init__(self, *, origin_cost: float = DEFAULT_ORIGIN_COST, prior_window: float = 1000.0,
                  initial_prior: float = 1.0, prior_estimator: str = "mixture"):
-        self.origin_cost = positive_cost("origin_cost", origin_cost)
+        self.origin_cost = check_finite_positive("origin_cost", origin_cost)
         if prior_estimator not in PRIOR_ESTIMATORS:
             raise ValueError(f"prior_estimator must be one of {', '.join(PRIOR_ESTIMATORS)}, got {prior_estimator!r}")
         self.prior_estimator = prior_estimator

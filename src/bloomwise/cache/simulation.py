@@ -43,6 +43,8 @@ import dataclasses
 import time
 from typing import Callable, Iterable, Optional, Sequence
 
+from bloomwise._checks import (check_fraction, check_positive_int, check_positive_number,
+                               check_tolerance)
 from bloomwise.cache.fast_replay import choose_engine, replay_independent
 from bloomwise.cache.node import CacheNode
 from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, POLICY_NAMES, PRIOR_ESTIMATORS,
@@ -104,29 +106,18 @@ class SimulationConfig:
     wire: bool = False
 
     def __post_init__(self):
-        def whole(name, minimum=1):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-            if value < minimum:
-                raise ValueError(f"{name} must be at least {minimum}, got {value}")
+        def whole(name, minimum=1):  # stored as a Python int (a numpy integer is accepted)
+            object.__setattr__(self, name, check_positive_int(name, getattr(self, name), minimum))
         whole("num_proxies")
         whole("cache_size")
         whole("bits_per_entry")
         whole("seed", 0)
         if self.expected_entries is not None:
             whole("expected_entries")
-        t = self.update_threshold
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 < t <= 1.0:
-            raise ValueError(f"update_threshold must be a fraction in (0, 1], got {t!r}")
+        check_fraction("update_threshold", self.update_threshold)
         for name in ("mean_document_size", "peer_cost", "origin_cost"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{name} must be a number > 0, got {value!r}")
-        tolerance = self.resize_tolerance
-        if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
-                                      or not 0 < tolerance < float("inf")):
-            raise ValueError(f"resize_tolerance must be a fraction > 0 or None, got {tolerance!r}")
+            check_positive_number(name, getattr(self, name))
+        check_tolerance("resize_tolerance", self.resize_tolerance)
         if self.summary_kind not in ("auto",) + SUMMARY_KINDS:
             raise ValueError(f"summary_kind must be 'auto', 'bits' or 'counters', got {self.summary_kind!r}")
         if self.prior_estimator not in PRIOR_ESTIMATORS:

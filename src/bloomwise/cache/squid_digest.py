@@ -52,6 +52,7 @@ import time
 from typing import Iterable, Optional
 
 from bloomwise.errors import FormatError
+from bloomwise.paradox.posterior import posterior
 
 __all__ = [
     "CBLOCK_SIZE",
@@ -379,6 +380,5 @@ class SquidDigestSummary:
         ``P / (P + (1 - P) FPR)`` (the Bloom paradox, section IV.A)."""
         if not self.may_contain(key):
             return 0.0
-        from bloomwise.paradox.posterior import posterior
 
         return posterior(prior, self._fpr)

@@ -25,6 +25,7 @@ from collections import OrderedDict
 from typing import Optional
 
 from bloomwise import theory
+from bloomwise._checks import check_positive_int
 from bloomwise.counting import CountingBloomFilter
 
 __all__ = ["AVERAGE_DOCUMENT_SIZE", "Document", "DocumentCache", "EvictionPolicy", "LRUPolicy", "FIFOPolicy",
@@ -113,14 +114,6 @@ class FIFOPolicy(LRUPolicy):
 EVICTION_POLICIES = {"lru": LRUPolicy, "fifo": FIFOPolicy}
 
 
-def _positive_int(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
-    return value
-
-
 class DocumentCache:
     """A cache of documents bounded by their total size in bytes, with its counting Bloom filter.
 
@@ -146,11 +139,11 @@ class DocumentCache:
 
     def __init__(self, capacity_bytes: int, *, eviction="lru", bits_per_entry: int = 8,
                  expected_entries: Optional[int] = None, seed: int = 0, layout: str = "partitioned"):
-        self._capacity = _positive_int("capacity_bytes", capacity_bytes)
-        self.bits_per_entry = _positive_int("bits_per_entry", bits_per_entry)
+        self._capacity = check_positive_int("capacity_bytes", capacity_bytes)
+        self.bits_per_entry = check_positive_int("bits_per_entry", bits_per_entry)
         if expected_entries is None:
             expected_entries = max(1, self._capacity // AVERAGE_DOCUMENT_SIZE)
-        self.expected_entries = _positive_int("expected_entries", expected_entries)
+        self.expected_entries = check_positive_int("expected_entries", expected_entries)
         if isinstance(eviction, EvictionPolicy):
             self._policy = eviction
         elif eviction in EVICTION_POLICIES:
@@ -178,7 +171,7 @@ class DocumentCache:
         """Rebuild the counting filter for ``expected_entries`` documents (``bits_per_entry`` counters each, k optimal
         for that load) holding exactly the cached keys. ``filter`` becomes a new object: holders of the old one (a
         summary publisher's journal mark) must start over. O(documents cached), in compiled code."""
-        expected_entries = _positive_int("expected_entries", expected_entries)
+        expected_entries = check_positive_int("expected_entries", expected_entries)
         fresh = self._new_filter(expected_entries)
         if self._docs:
             fresh.update(list(self._docs))

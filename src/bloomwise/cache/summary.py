@@ -15,7 +15,7 @@ the last publication (a *delta*) or the whole summary, whichever is smaller. Two
 
 The wire form of a :class:`SummaryUpdate` is a bloomwise file (``bloomwise._format``; docs/format.md), structure id 5
 ``SUMMARY_UPDATE``, without metadata: the 64-byte header carries the filter's geometry (layout, hash scheme, seed,
-``num_bits`` = m positions, ``num_hashes`` = k, ``keys_added`` = the keys in the summary) and both checksums (CRC32 of
+``num_cells`` = m positions, ``num_hashes`` = k, ``num_keys`` = the keys in the summary) and both checksums (CRC32 of
 the header, XXH64 of the payload). The payload starts with a 40-byte little-endian record (fixed-size, so that a
 small delta does not pay for a JSON object padded to 64 bytes)::
 
@@ -56,8 +56,9 @@ from typing import Optional
 import numpy as np
 
 from bloomwise import _format
+from bloomwise._checks import check_fraction, check_tolerance
 from bloomwise.bloom import BloomFilter
-from bloomwise.counting import CountingBloomFilter
+from bloomwise.counting import CountingBloomFilter, net_changes
 from bloomwise.errors import FormatError
 
 __all__ = ["SummaryUpdate", "SummaryPublisher", "PeerSummary", "SummaryGap", "SUMMARY_KINDS",
@@ -112,7 +113,7 @@ def _encode_positions(positions: np.ndarray) -> bytes:
     return out.tobytes()
 
 
-def _decode_positions(data: np.ndarray, count: int, num_bits: int) -> np.ndarray:
+def _decode_positions(data: np.ndarray, count: int, num_cells: int) -> np.ndarray:
     """The inverse of :func:`_encode_positions`; FormatError unless exactly ``count`` increasing positions < m."""
     ends = np.flatnonzero(data < 0x80)
     if ends.size != count or (count and ends[-1] != data.size - 1) or (not count and data.size):
@@ -133,8 +134,8 @@ def _decode_positions(data: np.ndarray, count: int, num_bits: int) -> np.ndarray
         gaps[sel] |= (data[starts[sel] + j] & 0x7F).astype(np.uint64) << np.uint64(7 * j)
     positions = np.cumsum(gaps + np.uint64(1), dtype=np.uint64) - np.uint64(1)
     # each step adds 1..2**49: a wrap-around of 2**64 would make a position smaller than the one before
-    if (count > 1 and not bool(np.all(positions[1:] > positions[:-1]))) or int(positions[-1]) >= num_bits:
-        raise FormatError(f"a delta names a position outside the summary's {num_bits} positions")
+    if (count > 1 and not bool(np.all(positions[1:] > positions[:-1]))) or int(positions[-1]) >= num_cells:
+        raise FormatError(f"a delta names a position outside the summary's {num_cells} positions")
     return positions
 
 
@@ -143,7 +144,6 @@ def _net_flips(entries: np.ndarray) -> np.ndarray:
     the first entry, sorted. A bit's first transition leaves the value it had; it ends changed iff its last
     transition sets the same value. (``counting.net_changes`` does this with numpy; most deltas are small.)"""
     if entries.size > 512:
-        from bloomwise.counting import net_changes
         return net_changes(entries, 0, 0).positions
     first: dict = {}
     last: dict = {}
@@ -169,16 +169,16 @@ def _unpack_nibbles(data: np.ndarray, count: int) -> np.ndarray:
     return out[:count]
 
 
-def _bits_payload_size(num_bits: int) -> int:
-    return (num_bits + 63) // 64 * 8
+def _bits_payload_size(num_cells: int) -> int:
+    return (num_cells + 63) // 64 * 8
 
 
-def _counters_payload_size(num_bits: int) -> int:
-    return (num_bits * 4 + 63) // 64 * 8
+def _counters_payload_size(num_cells: int) -> int:
+    return (num_cells * 4 + 63) // 64 * 8
 
 
-def _state_size(kind: str, num_bits: int) -> int:
-    return _bits_payload_size(num_bits) if kind == "bits" else _counters_payload_size(num_bits)
+def _state_size(kind: str, num_cells: int) -> int:
+    return _bits_payload_size(num_cells) if kind == "bits" else _counters_payload_size(num_cells)
 
 
 # ---- the update ------------------------------------------------------------------------------------------------------
@@ -186,16 +186,16 @@ class SummaryUpdate:
     """One summary publication: a whole summary (``base_version is None``) or a delta against ``base_version``.
 
     Attributes: ``kind`` ("bits" | "counters"), ``version``, ``base_version``, ``origin`` (int, 64 bits), the
-    filter's parameters ``num_bits`` (m positions), ``num_hashes`` (k), ``layout``, ``seed``, ``hash_scheme``,
+    filter's parameters ``num_cells`` (m positions), ``num_hashes`` (k), ``layout``, ``seed``, ``hash_scheme``,
     ``num_keys`` (keys in the summary), and the content: ``payload`` (bytes, whole) or ``positions`` (numpy uint64,
     increasing) and, counters kind, ``values`` (numpy uint8, the new counters). ``to_bytes()`` is the exact wire
     form; ``nbytes`` its length (computed once).
     """
 
-    __slots__ = ("kind", "version", "base_version", "origin", "num_bits", "num_hashes", "layout", "seed",
+    __slots__ = ("kind", "version", "base_version", "origin", "num_cells", "num_hashes", "layout", "seed",
                  "hash_scheme", "num_keys", "payload", "positions", "values", "_wire", "_body")
 
-    def __init__(self, *, kind, version, base_version, origin, num_bits, num_hashes, layout, seed, hash_scheme,
+    def __init__(self, *, kind, version, base_version, origin, num_cells, num_hashes, layout, seed, hash_scheme,
                  num_keys, payload=None, positions=None, values=None):
         if kind not in SUMMARY_KINDS:
             raise ValueError(f"kind must be 'bits' or 'counters', got {kind!r}")
@@ -203,7 +203,7 @@ class SummaryUpdate:
         self.version = version
         self.base_version = base_version
         self.origin = origin
-        self.num_bits = num_bits
+        self.num_cells = num_cells
         self.num_hashes = num_hashes
         self.layout = layout
         self.seed = seed
@@ -227,7 +227,7 @@ class SummaryUpdate:
     @property
     def geometry(self) -> tuple:
         """What must match between a delta and the summary it applies to."""
-        return (self.kind, self.num_bits, self.num_hashes, self.layout, self.seed, self.hash_scheme)
+        return (self.kind, self.num_cells, self.num_hashes, self.layout, self.seed, self.hash_scheme)
 
     def _payload_bytes(self) -> bytes:
         prefix = _PREFIX.pack(_KIND_IDS[self.kind], 4 if self.kind == "counters" else 0, int(self.is_delta),
@@ -245,8 +245,8 @@ class SummaryUpdate:
             payload = self._body if self._body is not None else self._payload_bytes()
             header = _format.Header(
                 structure=_format.Structure.SUMMARY_UPDATE, layout=_LAYOUTS[self.layout],
-                hash_scheme=_format.hash_scheme_id(self.hash_scheme), seed=self.seed, num_bits=self.num_bits,
-                num_hashes=self.num_hashes, keys_added=self.num_keys, payload_length=len(payload))
+                hash_scheme=_format.hash_scheme_id(self.hash_scheme), seed=self.seed, num_cells=self.num_cells,
+                num_hashes=self.num_hashes, num_keys=self.num_keys, payload_length=len(payload))
             self._wire = _format.dumps(header, payload)
         return self._wire
 
@@ -298,15 +298,15 @@ class SummaryUpdate:
         scheme = _format.keyed_hash_scheme(header, "a summary")
         if header.flags:
             raise FormatError("a summary cannot need a key function (the KEYED flag is set)")
-        m, k = header.num_bits, header.num_hashes
+        m, k = header.num_cells, header.num_hashes
         if header.layout == _format.Layout.PARTITIONED and k > m:
             raise FormatError(f"a partitioned summary needs at least k={k} positions, the update says m={m}")
         if _state_size(kind, m) > max_size:
             raise FormatError(f"the summary has {m} positions: holding it takes {_state_size(kind, m)} bytes, over "
                               f"the limit of {max_size}")
-        fields = dict(kind=kind, version=version, base_version=base, origin=origin, num_bits=m,
+        fields = dict(kind=kind, version=version, base_version=base, origin=origin, num_cells=m,
                       num_hashes=k, layout=_LAYOUT_NAMES[header.layout], seed=header.seed,
-                      hash_scheme=_format.hash_scheme_name(scheme), num_keys=header.keys_added)
+                      hash_scheme=_format.hash_scheme_name(scheme), num_keys=header.num_keys)
         raw = np.frombuffer(payload, dtype=np.uint8)
         if base is None:
             expected = _state_size(kind, m)
@@ -336,7 +336,7 @@ class SummaryUpdate:
     def __repr__(self) -> str:
         what = f"delta {self.base_version}->{self.version}, {self.num_changes} changes" if self.is_delta \
             else f"whole v{self.version}"
-        return (f"<SummaryUpdate {self.kind} {what}: m={self.num_bits} k={self.num_hashes} keys={self.num_keys} "
+        return (f"<SummaryUpdate {self.kind} {what}: m={self.num_cells} k={self.num_hashes} keys={self.num_keys} "
                 f"origin={self.origin:016x}>")
 
 
@@ -368,16 +368,10 @@ class SummaryPublisher:
                  origin: Optional[int] = None, resize_tolerance: Optional[float] = None):
         if kind not in SUMMARY_KINDS:
             raise ValueError(f"summary kind must be 'bits' or 'counters', got {kind!r}")
-        if isinstance(update_threshold, bool) or not isinstance(update_threshold, (int, float)) \
-                or not 0.0 < update_threshold <= 1.0:
-            raise ValueError(f"update_threshold must be a fraction in (0, 1], got {update_threshold!r}")
+        check_fraction("update_threshold", update_threshold)
         if isinstance(history, bool) or not isinstance(history, int) or history < 1:
             raise ValueError(f"history must be an int >= 1, got {history!r}")
-        if resize_tolerance is not None and (isinstance(resize_tolerance, bool)
-                                             or not isinstance(resize_tolerance, (int, float))
-                                             or not 0.0 < resize_tolerance < math.inf):
-            raise ValueError(f"resize_tolerance must be a fraction > 0 or None, got {resize_tolerance!r}")
-        self.resize_tolerance = resize_tolerance
+        self.resize_tolerance = check_tolerance("resize_tolerance", resize_tolerance)
         self.cache = cache
         self.kind = kind
         self.update_threshold = float(update_threshold)
@@ -396,7 +390,7 @@ class SummaryPublisher:
         self.resizes = 0
 
     def _geometry_of(self, filt) -> dict:
-        return dict(kind=self.kind, num_bits=filt.num_cells, num_hashes=filt.num_hashes, layout=filt.layout,
+        return dict(kind=self.kind, num_cells=filt.num_cells, num_hashes=filt.num_hashes, layout=filt.layout,
                     seed=filt.seed, hash_scheme=filt.hash_scheme)
 
     @property
@@ -497,7 +491,7 @@ class SummaryPublisher:
         if self._states[base][2] != geometry:  # the filter was re-sized in between: no delta exists
             return self._whole(version)
         delta = self._delta(base, version)
-        whole_size = _format.HEADER_SIZE + _PREFIX.size + _state_size(self.kind, geometry["num_bits"])
+        whole_size = _format.HEADER_SIZE + _PREFIX.size + _state_size(self.kind, geometry["num_cells"])
         return delta if delta.nbytes <= whole_size else self._whole(version)
 
     def publish(self, *, whole: bool = False) -> SummaryUpdate:
@@ -513,7 +507,7 @@ class SummaryPublisher:
         self._version = version
         self._changes_at_publication = cache.changes
         self._new_at_publication = cache.new_documents
-        self.published_positions += self._geometry["num_bits"]
+        self.published_positions += self._geometry["num_cells"]
         self.published_documents += len(cache)
         if whole or resized or version - 1 not in self._states:
             return self._whole(version)
@@ -589,8 +583,8 @@ class PeerSummary:
                 raise SummaryGap("a delta for a summary of other parameters than the one held")
             self._apply_delta(update)
         else:
-            if _state_size(update.kind, update.num_bits) > self.max_size:
-                raise FormatError(f"a summary of {update.num_bits} positions exceeds the limit of {self.max_size} bytes")
+            if _state_size(update.kind, update.num_cells) > self.max_size:
+                raise FormatError(f"a summary of {update.num_cells} positions exceeds the limit of {self.max_size} bytes")
             self._apply_whole(update)
         self.kind = update.kind
         self.version = update.version
@@ -601,9 +595,9 @@ class PeerSummary:
 
     def _new_filter(self, update: SummaryUpdate):
         if update.kind == "bits":
-            return BloomFilter.from_size(update.num_bits, update.num_hashes, layout=update.layout, seed=update.seed,
+            return BloomFilter.from_size(update.num_cells, update.num_hashes, layout=update.layout, seed=update.seed,
                                          hash_scheme=update.hash_scheme)
-        return CountingBloomFilter.from_size(update.num_bits, update.num_hashes, counter_bits=4,
+        return CountingBloomFilter.from_size(update.num_cells, update.num_hashes, counter_bits=4,
                                              layout=update.layout, seed=update.seed, hash_scheme=update.hash_scheme)
 
     def _apply_whole(self, update: SummaryUpdate) -> None:

@@ -5,6 +5,10 @@ Each subcommand is a module with ``register(subparsers)`` (adds its parser, sets
 with ``| head``), 1 a runtime failure (a file that cannot be read or written, a corrupted filter), 2 a usage
 error (bad arguments), 130 interrupted by Ctrl-C (SIGINT), 143 terminated by SIGTERM. SIGTERM is handled like
 Ctrl-C: a filter being saved is left as it was and the temporary file is removed.
+
+Every command registers every subcommand, so a subcommand's module imports at its top only what its options need;
+what it runs (the compiled core, the cache system, the proxy, the page, the papers' engine) is imported in the
+function that runs it, each such import marked ``# on use`` (``bloomwise --help`` loads neither numpy nor the core).
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ import signal
 import sys
 import threading
 from typing import Optional, Sequence
+
+from bloomwise import __version__
 
 SUBCOMMANDS = ("build", "query", "info", "plan", "trace", "simulate", "proxy", "cluster", "serve", "reproduce")
 
@@ -88,8 +94,6 @@ class CommandParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from bloomwise import __version__
-
     parser = CommandParser(
         prog="bloomwise", description="Build, query and size Bloom filters.",
         epilog="Run `bloomwise COMMAND --help` for the options of a command.")

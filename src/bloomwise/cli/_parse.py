@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import argparse
 
-from bloomwise.units import (parse_count, parse_fraction, parse_positive_int, parse_probability, parse_size_bits,
-                             parse_size_bytes)
+from bloomwise.units import (parse_count, parse_fraction, parse_positive_int, parse_positive_size_bytes,
+                             parse_probability, parse_quantity, parse_real, parse_size_bits, parse_size_bytes,
+                             parse_tolerance)
 
-__all__ = ["parse_count", "parse_size_bits", "parse_size_bytes", "parse_probability", "parse_fraction",
-           "parse_positive_int", "option_type"]
+__all__ = ["parse_count", "parse_size_bits", "parse_size_bytes", "parse_positive_size_bytes", "parse_probability",
+           "parse_fraction", "parse_tolerance", "parse_positive_int", "parse_real", "parse_quantity", "option_type"]
 
 
 def option_type(reader, what: str):

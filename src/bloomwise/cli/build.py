@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace, keys_path: str, capacity: int) -> int:
-    from bloomwise.bloom import BloomFilter
+    from bloomwise.bloom import BloomFilter  # on use: the compiled core
 
     chunks = iter_key_chunks(keys_path)
     try:

@@ -17,7 +17,7 @@ import sys
 import threading
 
 from bloomwise.cli._parse import parse_positive_int, parse_size_bytes
-from bloomwise.cli.proxy import add_proxy_options
+from bloomwise.cli.proxy import add_proxy_options, config_from_args
 
 __all__ = ["register", "run"]
 
@@ -75,7 +75,7 @@ def parse_delays(text: str, what: str) -> list[float]:
 
 
 def run(args) -> int:
-    from bloomwise.cli.proxy import config_from_args
+    # on use: the proxy (aiohttp)
     from bloomwise.proxy.cluster import Cluster, ClusterError
     from bloomwise.proxy.netns import NetnsCluster, namespaces_unavailable
 

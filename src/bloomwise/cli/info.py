@@ -30,14 +30,12 @@ def describe(bloom, path=None) -> dict:
         "structure": _public_name(bloom),
         "layout": bloom.layout,
         "num_cells": bloom.num_cells,
-        "num_bits": bloom.num_cells,  # the name of earlier releases
         "bytes": bloom.nbytes,
         "num_hashes": bloom.num_hashes,
         "seed": bloom.seed,
         "hash_scheme": bloom.hash_scheme,
         "capacity": bloom.capacity,
         "num_keys": bloom.num_keys,
-        "keys_added": bloom.num_keys,  # the name of earlier releases, kept for scripts that read it
         "fill_ratio": set_bits / bloom.num_cells,
         "estimated_keys": count.estimate,
         "estimated_keys_interval": [count.low, count.high],
@@ -47,7 +45,7 @@ def describe(bloom, path=None) -> dict:
 
 # (key in the output, attribute or method of the structure): what each structure has of these is shown
 _OTHER_FIELDS = [
-    ("layout", "layout"), ("num_cells", "num_cells"), ("num_bits", "num_bits"), ("bytes", "nbytes"),
+    ("layout", "layout"), ("num_cells", "num_cells"), ("bytes", "nbytes"),
     ("num_hashes", "num_hashes"), ("num_set_hashes", "num_set_hashes"), ("num_reset_hashes", "num_reset_hashes"),
     ("num_stages", "num_stages"), ("seed", "seed"), ("hash_scheme", "hash_scheme"), ("capacity", "capacity"),
     ("fpr", "fpr"), ("num_keys", "num_keys"), ("fill_ratio", "fill_ratio"), ("estimated_keys", "approx_count"),
@@ -64,8 +62,6 @@ def _public_name(structure) -> str:
 def _describe_other(structure, path) -> dict:
     info = {"file": path, "structure": _public_name(structure)}
     for name, attribute in _OTHER_FIELDS:
-        if name == "num_bits" and "num_cells" in info:  # an old name of num_cells
-            continue
         value = getattr(structure, attribute, None)
         if callable(value):
             value = value()
@@ -75,7 +71,7 @@ def _describe_other(structure, path) -> dict:
 
 
 _LABELS = {"num_set_hashes": "set hashes", "num_reset_hashes": "reset hashes", "num_stages": "stages",
-           "num_cells": "cells", "num_bits": "bits", "num_hashes": "hash functions", "hash_scheme": "hash scheme",
+           "num_cells": "cells", "num_hashes": "hash functions", "hash_scheme": "hash scheme",
            "fpr": "target FPR", "num_keys": "keys added", "fill_ratio": "fill", "estimated_keys": "estimated keys",
            "estimated_fpr": "estimated FPR", "false_positive_rate": "FPR", "false_negative_rate": "FNR"}
 
@@ -108,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"file            {info['file']}\n"
           f"structure       {info['structure']}\n"
           f"layout          {info['layout']}\n"
-          f"bits            {info['num_bits']:,} ({info['bytes']:,} bytes)\n"
+          f"bits            {info['num_cells']:,} ({info['bytes']:,} bytes)\n"
           f"hash functions  {info['num_hashes']}\n"
           f"seed            {info['seed']}\n"
           f"hash scheme     {info['hash_scheme']}\n"

@@ -20,6 +20,7 @@ import math
 import sys
 from typing import Optional, TextIO
 
+from bloomwise import theory
 from bloomwise.units import parse_count, parse_positive_int, parse_probability, parse_size_bits
 
 __all__ = ["register", "run", "format_plan"]
@@ -69,8 +70,6 @@ def _fail(message: str, stderr: TextIO, code: int = 2) -> int:
 
 def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     """Run ``bloomwise plan`` with parsed arguments; return the exit code."""
-    from bloomwise import theory
-
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     layout = getattr(args, "layout", "blocked")
@@ -108,7 +107,7 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
     if table:
         if wants_plan:
             print(file=stdout)
-        from bloomwise.reproduce import summary_cache
+        from bloomwise.reproduce import summary_cache  # on use: the paper's tables
 
         print(summary_cache.format_fp_tables(), file=stdout)
         differences = summary_cache.fp_table_differences()
@@ -119,7 +118,7 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
 
     if figure:
         try:
-            from bloomwise.plot import plot_figure4
+            from bloomwise.plot import plot_figure4  # on use: matplotlib, the plot extra
 
             path = plot_figure4(figure)
         except ImportError as error:

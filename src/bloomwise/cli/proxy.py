@@ -19,7 +19,8 @@ import signal
 import sys
 
 from bloomwise.cli._listen import parse_listen
-from bloomwise.cli._parse import parse_fraction, parse_positive_int, parse_size_bytes
+from bloomwise.cli._parse import (parse_fraction, parse_positive_int, parse_positive_size_bytes, parse_quantity,
+                                  parse_size_bytes)
 from bloomwise.proxy.access import ClientPolicy, DestinationPolicy
 
 __all__ = ["register", "run", "parse_listen", "parse_peer_url"]
@@ -101,23 +102,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _positive(text: str, what: str, unit: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"{what} {text!r} must be a positive number of {unit}")
-    return value
-
-
-def _seconds(text: str, what: str) -> float:
-    return _positive(text, what, "seconds")
-
-
 def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=None):
     """A ProxyConfig from parsed options (ValueError with a message naming the option on bad input)."""
-    from bloomwise.proxy.server import ProxyConfig
+    from bloomwise.proxy.server import ProxyConfig  # on use: the proxy (aiohttp)
 
     host, port = listen if listen is not None else parse_listen(args.listen)
     bits_per_entry = parse_positive_int(args.bits_per_entry, "--bits-per-entry")
@@ -127,9 +114,7 @@ def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=N
     cache_size = parse_size_bytes(args.cache_size, "--cache-size")
     if cache_size < 1:
         raise ValueError(f"--cache-size {args.cache_size!r} must be at least 1 byte (examples: 64MiB, 1GiB)")
-    mean_document_size = parse_size_bytes(args.mean_document_size, "--mean-document-size")
-    if mean_document_size < 1:
-        raise ValueError(f"--mean-document-size {args.mean_document_size!r} must be at least 1 byte")
+    mean_document_size = parse_positive_size_bytes(args.mean_document_size, "--mean-document-size")
     clients = getattr(args, "allow_clients", None)
     return ProxyConfig(
         host=host, port=port,
@@ -141,12 +126,12 @@ def config_from_args(args, *, listen: tuple[str, int] = None, peers=None, name=N
         update_threshold=parse_fraction(args.update_threshold, "--update-threshold"),
         summary_kind=args.summary_kind,
         name=name if name is not None else getattr(args, "name", None),
-        summary_interval=_seconds(args.summary_interval, "--summary-interval"),
-        peer_timeout=_seconds(args.peer_timeout, "--peer-timeout"),
-        header_timeout=_seconds(args.header_timeout, "--header-timeout"),
+        summary_interval=parse_quantity(args.summary_interval, "--summary-interval", "seconds"),
+        peer_timeout=parse_quantity(args.peer_timeout, "--peer-timeout", "seconds"),
+        header_timeout=parse_quantity(args.header_timeout, "--header-timeout", "seconds"),
         fast_hits=getattr(args, "fast_hits", True),
         access_log=getattr(args, "access_log", None),
-        origin_cost_ms=_positive(args.origin_cost, "--origin-cost", "milliseconds"),
+        origin_cost_ms=parse_quantity(args.origin_cost, "--origin-cost", "milliseconds"),
         mean_document_size=mean_document_size,
         clients=ClientPolicy.parse(clients) if clients is not None else None,
         destinations=(DestinationPolicy.parse(args.allow_destinations) if args.allow_destinations is not None
@@ -186,7 +171,7 @@ def run(args) -> int:
     except ImportError:
         print("bloomwise proxy: needs aiohttp: pip install 'bloomwise[proxy]'", file=sys.stderr)
         return 1
-    from bloomwise.proxy.server import BloomwiseProxy
+    from bloomwise.proxy.server import BloomwiseProxy  # on use: the proxy (aiohttp)
 
     try:
         config = config_from_args(args)

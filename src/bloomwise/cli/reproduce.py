@@ -48,7 +48,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from bloomwise.reproduce.engine import run as reproduce
+    from bloomwise.reproduce.engine import run as reproduce  # on use: the papers' engine (numpy, the core)
 
     seeds = None
     if args.seeds is not None:

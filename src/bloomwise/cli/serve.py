@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     try:
-        from bloomwise.web import cluster, server
+        from bloomwise.web import cluster, server  # on use: aiohttp, the web extra
     except ImportError as error:
         print(f"bloomwise serve: the page needs the web extra: pip install 'bloomwise[web]' ({error})",
               file=sys.stderr)

@@ -14,13 +14,20 @@ error naming the option, 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import sys
-from typing import Optional, TextIO
+from typing import TYPE_CHECKING, NamedTuple, Optional, TextIO
 
-from bloomwise.cli._parse import parse_count, parse_fraction, parse_positive_int, parse_size_bytes
+from bloomwise.cli import CommandError
+from bloomwise.cli._parse import (parse_count, parse_fraction, parse_positive_int, parse_positive_size_bytes,
+                                  parse_real, parse_tolerance)
+from bloomwise.cli.trace import resolve_trace
+
+if TYPE_CHECKING:
+    from bloomwise.cache.experiment import ExperimentOutcome, Sweep
+
+# The cache system (numpy, the compiled engine) is imported on use, in the functions that run it (bloomwise.cli).
 
 __all__ = ["register", "run", "format_table", "SWEEPS"]
 
@@ -50,7 +57,7 @@ SWEEPS = {
     "bits-per-entry": ("bits_per_entry", lambda text: parse_positive_int(text, "--sweep bits-per-entry value")),
     "update-threshold": ("update_threshold", lambda text: parse_fraction(text, "--sweep update-threshold value")),
     "proxies": ("num_proxies", lambda text: parse_positive_int(text, "--sweep proxies value")),
-    "cache-size": ("cache_size", lambda text: _positive_size(text, "--sweep cache-size value")),
+    "cache-size": ("cache_size", lambda text: parse_positive_size_bytes(text, "--sweep cache-size value")),
 }
 _POLICIES = ("none", "icp", "summary", "paradox", "carp")
 
@@ -126,53 +133,23 @@ class _Usage(ValueError):
     pass
 
 
-def _positive_size(text: str, what: str) -> int:
-    value = parse_size_bytes(text, what)
-    if value < 1:
-        raise ValueError(f"{what} {text!r} must be at least 1 byte")
-    return value
-
-
-def _real(text: str, what: str, *, positive: bool = True) -> float:
-    try:
-        value = float(str(text).strip())
-    except ValueError:
-        raise ValueError(f"{what} {text!r} is not a number") from None
-    if not (value > 0 if positive else value >= 0) or value != value or value == float("inf"):
-        raise ValueError(f"{what} {text!r} must be a finite number > 0")
-    return value
-
-
 def _config(args) -> dict:
     """The SimulationConfig fields from the options; ValueError naming the option."""
     proxies = parse_positive_int(args.proxies, "--proxies")
     seed = parse_count(args.seed, "--seed")
     return dict(
         num_proxies=proxies,
-        cache_size=_positive_size(args.cache_size, "--cache-size"),
+        cache_size=parse_positive_size_bytes(args.cache_size, "--cache-size"),
         bits_per_entry=parse_positive_int(args.bits_per_entry, "--bits-per-entry"),
         update_threshold=parse_fraction(args.update_threshold, "--update-threshold"),
         seed=seed,
         summary_kind=args.summary_kind,
         eviction=args.eviction,
-        peer_cost=_real(args.peer_cost, "--peer-cost"),
-        origin_cost=_real(args.origin_cost, "--origin-cost"),
+        peer_cost=parse_real(args.peer_cost, "--peer-cost"),
+        origin_cost=parse_real(args.origin_cost, "--origin-cost"),
         prior_estimator=args.prior,
-        resize_tolerance=None if str(args.resize_tolerance).strip() == "off" else
-        _positive_fraction(args.resize_tolerance, "--resize-tolerance"),
+        resize_tolerance=parse_tolerance(args.resize_tolerance, "--resize-tolerance"),
     )
-
-
-def _positive_fraction(text: str, what: str) -> float:
-    """A fraction > 0 ("10%", "0.1"; more than 100% allowed): ValueError naming the option."""
-    raw = str(text).strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise ValueError(f"{what} {text!r} is not a fraction (10%, 0.1) nor 'off'") from None
-    if not 0 < value < float("inf"):
-        raise ValueError(f"{what} {text!r} must be a fraction > 0 (10%, 0.1) or 'off'")
-    return value
 
 
 def _policies(text: str) -> list:
@@ -196,7 +173,9 @@ def _sweep(text: Optional[str]):
     parsed = [parse(v.strip()) for v in values.split(",") if v.strip()]
     if not parsed:
         raise ValueError(f"--sweep {text!r}: give at least one value")
-    return param, field, parsed
+    from bloomwise.cache.experiment import Sweep  # on use: the simulator
+
+    return Sweep(param, field, tuple(parsed))
 
 
 def format_table(results, column: Optional[str] = None, values=None) -> str:
@@ -248,111 +227,28 @@ def _fail(message: str, stderr: TextIO, code: int = 2) -> int:
 
 def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     """Run ``bloomwise simulate`` with parsed arguments; return the exit code."""
-    from bloomwise.cache.fast_replay import choose_engine
-    from bloomwise.cache.simulation import SimulationConfig, estimate_mean_size, simulate
-    from bloomwise.cache.sweeps import FALLBACK_MEAN_DOCUMENT_SIZE, SweepTrace
-    from bloomwise.cache.traces import TraceError, assigned_requests, open_trace
-    from bloomwise.cli import CommandError
-    from bloomwise.cli.trace import resolve_trace
+    from bloomwise.cache.experiment import DaskUnavailable, run_experiment  # on use: the simulator
+    from bloomwise.cache.traces import TraceError  # on use: the simulator
 
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     try:
-        fields = _config(args)
-        policies = _policies(args.policy)
-        sweep = _sweep(args.sweep)
-        workers = _parallel(args, sweep)
-        synthetic = None
-        if args.synthetic is not None:
-            synthetic = dict(
-                num_requests=parse_positive_int(args.synthetic, "--synthetic"),
-                num_documents=parse_positive_int(args.documents, "--documents"),
-                zipf_alpha=_real(args.zipf_alpha, "--zipf", positive=False),
-                one_timer_fraction=_one_timers(args.one_timers),
-                shared_fraction=_one_timers(args.shared_fraction, "--shared"),
-                seed=fields["seed"])
-        mean_size = None if args.mean_document_size == "auto" else \
-            _positive_size(args.mean_document_size, "--mean-document-size")
-        SimulationConfig(**fields)  # the remaining checks, named
-        for name in policies:
-            try:
-                choose_engine(args.engine, name, num_proxies=fields["num_proxies"], cache_size=fields["cache_size"],
-                              eviction=fields["eviction"])
-            except ValueError as error:
-                raise ValueError(f"--engine {args.engine}: {error}") from None
-        limit = None if args.limit is None else parse_positive_int(args.limit, "--limit")
-        columns = None if args.csv_columns is None else _csv_columns(args.csv_columns, args.format)
-        if args.synthetic is not None:
-            for flag, value in (("--limit", args.limit), ("--assign", args.assign),
-                                ("--csv-columns", args.csv_columns)):
-                if value is not None:
-                    raise ValueError(f"{flag} is for --trace (a synthetic trace has its clients and its length)")
+        options = _options(args)
     except ValueError as error:
         return _fail(str(error), stderr)
-    if args.trace is not None and args.trace != "-" and not os.path.isfile(args.trace):
-        try:
-            trace_path = resolve_trace(args.trace)  # the name of a fetched real trace
-        except CommandError as error:
-            return _fail(str(error), stderr, code=1)
-        if trace_path == args.trace:
-            what = "is a directory, not a trace file" if os.path.isdir(args.trace) else "does not exist"
-            return _fail(f"--trace {args.trace!r} {what}", stderr, code=1)
-    else:
-        trace_path = args.trace
-    if args.json not in (None, "-"):  # checked before a long replay, not after it
-        folder = os.path.dirname(os.path.abspath(args.json))
-        problem = "it is a directory" if os.path.isdir(args.json) else \
-            None if os.path.isdir(folder) else f"no directory {folder}"
-        if problem:
-            return _fail(f"--json {args.json!r}: cannot write it ({problem})", stderr, code=1)
-    if args.trace == "-" and sweep is not None or args.trace == "-" and len(policies) > 1:
+    try:  # the checks of files, before a long replay
+        trace = _trace(args, options)
+        _check_json_target(args.json)
+    except CommandError as error:
+        return _fail(str(error), stderr, code=error.code)
+    if args.trace == "-" and (options.sweep is not None or len(options.policies) > 1):
         return _fail("--trace - (standard input) can be replayed only once: give one policy and no --sweep", stderr)
-
-    readers = []
-    rule = args.assign or "hash-client"  # how the requests of --trace go to proxies
-
-    def stdin_source(num_proxies):
-        """Standard input, read once: the requests the size estimate reads (at most 10,000) are kept and replayed
-        first, then the rest of the stream."""
-        reader = open_trace(trace_path, format=args.format, strict=args.strict, csv_columns=columns)
-        readers.append(reader)
-        requests = assigned_requests(reader, rule, num_proxies, seed=fields["seed"], limit=limit)
-        if mean_size is not None:
-            return lambda: requests, mean_size
-        head = list(itertools.islice(requests, 10_000))
-
-        def replay_stdin():
-            try:
-                yield from head
-                yield from requests
-            finally:
-                requests.close()
-        return replay_stdin, estimate_mean_size(head)
-
-    points = [(None, fields)] if sweep is None else \
-        [(value, dict(fields, **{sweep[1]: value})) for value in sweep[2]]
-    all_results, labels = [], []
-    outcomes = []  # the points' PointOutcomes (not for standard input)
     try:
-        if args.trace == "-":  # one point, one policy
-            source, estimate = stdin_source(fields["num_proxies"])
-            config = SimulationConfig(**fields, mean_document_size=estimate or FALLBACK_MEAN_DOCUMENT_SIZE)
-            all_results = simulate(source, policies, config, engine=args.engine)
-            labels = [None] * len(all_results)
-        else:  # the points one after another here, or as Dask tasks that generate or open the trace themselves
-            if synthetic is not None:
-                trace = SweepTrace(synthetic=dict(synthetic), mean_document_size=mean_size)
-            else:
-                trace = SweepTrace(path=os.path.abspath(trace_path), format=args.format, strict=args.strict,
-                                   csv_columns=columns, assign=rule, seed=fields["seed"], limit=limit,
-                                   mean_document_size=mean_size)
-            outcomes = _run_points(trace, [point for _, point in points], policies, args.engine, workers,
-                                   args.scheduler)
-            for (value, _), outcome in zip(points, outcomes):
-                all_results.extend(outcome.results)
-                labels.extend([value] * len(outcome.results))
-    except _DaskUnavailable as error:
-        return _fail(str(error), stderr, code=1)
+        outcome = run_experiment(trace, options.fields, options.policies, sweep=options.sweep, engine=args.engine,
+                                 workers=options.workers, scheduler=args.scheduler)
+    except DaskUnavailable as error:
+        flag = f"--workers {options.workers}" if options.workers is not None else f"--scheduler {args.scheduler!r}"
+        return _fail(f"{flag}: {error}", stderr, code=1)
     except TraceError as error:
         return _fail(str(error), stderr, code=1)
     except OSError as error:
@@ -361,33 +257,113 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
         return _fail(str(error), stderr, code=1)
     except ValueError as error:
         return _fail(str(error), stderr)
+    try:
+        _report(args, outcome, options.sweep, stdout, stderr)
+    except CommandError as error:
+        return _fail(str(error), stderr, code=error.code)
+    return 0
 
-    malformed = None  # (count, first (line, reason) pairs) of the first replay of a trace file
-    if readers:
-        malformed = (readers[0].malformed, readers[0].malformed_lines[:5])
-    elif outcomes:
-        malformed = (outcomes[0].malformed, outcomes[0].malformed_lines)
-    if all(result.requests == 0 for result in all_results):  # an empty log: no table of zeros
-        skipped = f" ({malformed[0]:,} malformed line(s) skipped)" if malformed and malformed[0] else ""
-        return _fail(f"--trace {args.trace!r}: no request was read{skipped}; nothing to replay", stderr, code=1)
-    if malformed and malformed[0]:
-        shown = "; ".join(f"line {n}: {reason}" for n, reason in malformed[1])
-        print(f"bloomwise simulate: {args.trace}: {malformed[0]:,} malformed line(s) skipped ({shown})",
+
+class _Options(NamedTuple):
+    """What the options say of the experiment, checked."""
+
+    fields: dict                  # the SimulationConfig fields (of every point but the swept field)
+    policies: list
+    sweep: Optional[Sweep]
+    workers: Optional[int]        # --workers
+    synthetic: Optional[dict]     # the synthetic trace's parameters (but num_proxies), or None for --trace
+    mean_size: Optional[int]      # --mean-document-size, None for auto
+    limit: Optional[int]
+    columns: Optional[dict]       # --csv-columns
+
+
+def _options(args) -> _Options:
+    """The experiment the options describe; ValueError naming the option."""
+    from bloomwise.cache.fast_replay import choose_engine  # on use: the simulator
+    from bloomwise.cache.simulation import SimulationConfig  # on use: the simulator
+
+    fields = _config(args)
+    policies = _policies(args.policy)
+    sweep = _sweep(args.sweep)
+    workers = _parallel(args, sweep)
+    synthetic = None
+    if args.synthetic is not None:
+        synthetic = dict(
+            num_requests=parse_positive_int(args.synthetic, "--synthetic"),
+            num_documents=parse_positive_int(args.documents, "--documents"),
+            zipf_alpha=parse_real(args.zipf_alpha, "--zipf", allow_zero=True),
+            one_timer_fraction=parse_fraction(args.one_timers, "--one-timers", allow_zero=True),
+            shared_fraction=parse_fraction(args.shared_fraction, "--shared", allow_zero=True),
+            seed=fields["seed"])
+    mean_size = None if args.mean_document_size == "auto" else \
+        parse_positive_size_bytes(args.mean_document_size, "--mean-document-size")
+    SimulationConfig(**fields)  # the remaining checks, named
+    for name in policies:
+        try:
+            choose_engine(args.engine, name, num_proxies=fields["num_proxies"], cache_size=fields["cache_size"],
+                          eviction=fields["eviction"])
+        except ValueError as error:
+            raise ValueError(f"--engine {args.engine}: {error}") from None
+    limit = None if args.limit is None else parse_positive_int(args.limit, "--limit")
+    columns = None if args.csv_columns is None else _csv_columns(args.csv_columns, args.format)
+    if args.synthetic is not None:
+        for flag, value in (("--limit", args.limit), ("--assign", args.assign), ("--csv-columns", args.csv_columns)):
+            if value is not None:
+                raise ValueError(f"{flag} is for --trace (a synthetic trace has its clients and its length)")
+    return _Options(fields, policies, sweep, workers, synthetic, mean_size, limit, columns)
+
+
+def _trace(args, options: _Options):
+    """The trace to replay: a synthetic one, standard input, or a file (a path, or the name of a fetched real
+    trace); CommandError (exit 1) for a file that does not exist."""
+    from bloomwise.cache.experiment import StreamTrace  # on use: the simulator
+    from bloomwise.cache.sweeps import SweepTrace  # on use: the simulator
+
+    if options.synthetic is not None:
+        return SweepTrace(synthetic=dict(options.synthetic), mean_document_size=options.mean_size)
+    reading = dict(format=args.format, strict=args.strict, csv_columns=options.columns,
+                   assign=args.assign or "hash-client",  # how the requests of --trace go to proxies
+                   seed=options.fields["seed"], limit=options.limit, mean_document_size=options.mean_size)
+    path = args.trace
+    if path != "-" and not os.path.isfile(path):
+        path = resolve_trace(args.trace)  # the name of a fetched real trace
+        if path == args.trace:
+            what = "is a directory, not a trace file" if os.path.isdir(args.trace) else "does not exist"
+            raise CommandError(f"--trace {args.trace!r} {what}")
+    if path != "-":
+        return SweepTrace(path=os.path.abspath(path), **reading)
+    return StreamTrace(path="-", **reading)
+
+
+def _check_json_target(path: Optional[str]) -> None:
+    """CommandError (exit 1) when --json names a file that cannot be written (checked before a long replay)."""
+    if path in (None, "-"):
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    problem = "it is a directory" if os.path.isdir(path) else None if os.path.isdir(folder) else \
+        f"no directory {folder}"
+    if problem:
+        raise CommandError(f"--json {path!r}: cannot write it ({problem})")
+
+
+def _report(args, outcome: ExperimentOutcome, sweep: Optional[Sweep], stdout: TextIO, stderr: TextIO) -> None:
+    """The malformed records' warning, the table, the JSON and the figures; CommandError (exit 1) when nothing
+    was read or a file cannot be written."""
+    if outcome.read_nothing:  # an empty log: no table of zeros
+        skipped = f" ({outcome.malformed:,} malformed line(s) skipped)" if outcome.malformed else ""
+        raise CommandError(f"--trace {args.trace!r}: no request was read{skipped}; nothing to replay")
+    if outcome.malformed:
+        shown = "; ".join(f"line {n}: {reason}" for n, reason in outcome.malformed_lines)
+        print(f"bloomwise simulate: {args.trace}: {outcome.malformed:,} malformed line(s) skipped ({shown})",
               file=stderr)
     if args.json == "-":
         pass  # stdout carries the JSON alone (as `trace --json` and `info --json`): no table before it
     elif sweep is None:
-        print(format_table(all_results), file=stdout)
+        print(format_table(outcome.results), file=stdout)
     else:
-        print(format_table(all_results, sweep[0], labels), file=stdout)
+        print(format_table(outcome.results, sweep.label, outcome.labels), file=stdout)
     if args.json:
-        if sweep is None:
-            document = [r.to_json() for r in all_results]
-        else:
-            document = {"sweep": sweep[0], "points": [
-                {"value": value, "results": [r.to_json() for r, v in zip(all_results, labels) if v == value]}
-                for value in sweep[2]]}
-        text = json.dumps(document, indent=2)
+        text = json.dumps(outcome.to_json(sweep), indent=2)
         if args.json == "-":
             print(text, file=stdout)
         else:
@@ -395,25 +371,25 @@ def run(args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optio
                 with open(args.json, "w", encoding="utf-8") as out:
                     out.write(text + "\n")
             except OSError as error:
-                return _fail(f"--json {args.json!r}: cannot write it ({error.strerror or error})", stderr, code=1)
+                raise CommandError(f"--json {args.json!r}: cannot write it ({error.strerror or error})") from None
     if args.plot:
-        from bloomwise.cache.plots import plot_policies, plot_sweep
-        try:
-            os.makedirs(args.plot, exist_ok=True)
-            if sweep is None:
-                path = plot_policies(os.path.join(args.plot, "policies.png"), all_results)
-            else:
-                path = plot_sweep(os.path.join(args.plot, f"sweep-{sweep[0]}.png"), sweep[0], labels, all_results)
-        except ImportError as error:
-            return _fail(str(error), stderr, code=1)
-        except OSError as error:
-            return _fail(f"--plot {args.plot!r}: cannot write there ({error.strerror or error})", stderr, code=1)
-        print(f"figure written to {path}", file=stdout)
-    return 0
+        print(f"figure written to {_plot(args.plot, outcome, sweep)}", file=stdout)
 
 
-class _DaskUnavailable(RuntimeError):
-    """The Dask scheduler could not be reached or the local cluster could not start."""
+def _plot(folder: str, outcome: ExperimentOutcome, sweep: Optional[Sweep]) -> str:
+    """The figure of the results in ``folder`` (needs bloomwise[plot]); its path."""
+    from bloomwise.cache.plots import plot_policies, plot_sweep  # on use: the simulator
+
+    try:
+        os.makedirs(folder, exist_ok=True)
+        if sweep is None:
+            return plot_policies(os.path.join(folder, "policies.png"), outcome.results)
+        return plot_sweep(os.path.join(folder, f"sweep-{sweep.label}.png"), sweep.label, outcome.labels,
+                          outcome.results)
+    except ImportError as error:
+        raise CommandError(str(error)) from None
+    except OSError as error:
+        raise CommandError(f"--plot {folder!r}: cannot write there ({error.strerror or error})") from None
 
 
 def _parallel(args, sweep) -> Optional[int]:
@@ -434,35 +410,8 @@ def _parallel(args, sweep) -> Optional[int]:
     return workers
 
 
-def _run_points(trace, points, policies, engine, workers, scheduler) -> list:
-    """The points' PointOutcomes: here one after another, or as tasks on a new local cluster (``workers``
-    processes) or at ``scheduler``."""
-    from bloomwise.cache.sweeps import run_sweep
-
-    if workers is None and scheduler is None:
-        return run_sweep(trace, points, policies, engine=engine)
-    import distributed  # the optional dask extra, imported only when asked for
-
-    from bloomwise.dask import local_cluster
-
-    if workers is not None:
-        try:
-            cluster = local_cluster(workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                    dashboard_address=None)
-        except (OSError, RuntimeError) as error:
-            raise _DaskUnavailable(f"--workers {workers}: the local Dask cluster did not start ({error})") from None
-        with cluster, distributed.Client(cluster) as client:
-            return run_sweep(trace, points, policies, engine=engine, client=client)
-    try:
-        client = distributed.Client(scheduler, timeout=10)
-    except (OSError, TimeoutError, ValueError) as error:
-        raise _DaskUnavailable(f"--scheduler {scheduler!r}: cannot reach it ({error})") from None
-    with client:
-        return run_sweep(trace, points, policies, engine=engine, client=client)
-
-
 def _csv_columns(text: str, format: str) -> dict:
-    from bloomwise.cache.traces import parse_csv_columns
+    from bloomwise.cache.traces import parse_csv_columns  # on use: the simulator
 
     if format not in ("auto", "csv"):
         raise ValueError(f"--csv-columns goes with --format csv, not {format}")
@@ -470,10 +419,3 @@ def _csv_columns(text: str, format: str) -> dict:
         return parse_csv_columns(text)
     except ValueError as error:
         raise ValueError(str(error).replace("csv columns", "--csv-columns", 1)) from None
-
-
-def _one_timers(text: str, what: str = "--one-timers") -> float:
-    raw = str(text).strip()
-    if raw in ("0", "0%", "0.0"):
-        return 0.0
-    return parse_fraction(raw, what)

@@ -121,7 +121,7 @@ def resolve_trace(text: str) -> str:
 
     :raises CommandError: the name of a real trace that has not been fetched yet (exit 1, saying how to fetch it).
     """
-    from bloomwise.cache.traces import REAL_TRACES, fetched_path
+    from bloomwise.cache.traces import REAL_TRACES, fetched_path  # on use: the trace readers
 
     if text == "-" or os.path.exists(text) or text not in REAL_TRACES:
         return text
@@ -133,6 +133,7 @@ def resolve_trace(text: str) -> str:
 
 
 def _fetch(args) -> int:
+    # on use: the trace readers
     from bloomwise.cache.traces import REAL_TRACES, FetchError, data_directory, fetch, fetched_path
 
     if args.list:
@@ -158,6 +159,7 @@ def _fetch(args) -> int:
 
 
 def _write_synthetic(args) -> int:
+    # on use: the trace readers
     from bloomwise.cache.traces import SyntheticTrace, write_plain_trace, write_squid_log
 
     if args.output is None:
@@ -212,7 +214,7 @@ def _bytes(count: float) -> str:
 
 
 def _csv_columns(text: str) -> dict:
-    from bloomwise.cache.traces import parse_csv_columns
+    from bloomwise.cache.traces import parse_csv_columns  # on use: the trace readers
 
     try:
         return parse_csv_columns(text)
@@ -225,7 +227,7 @@ def _open(open_trace, path: str, format: str, strict: bool, columns):
     (exit 1) as CommandError."""
     if columns is not None and format not in ("auto", "csv"):
         raise CommandError(f"--csv-columns goes with --format csv, not {format}", EXIT_USAGE)
-    from bloomwise.cache.traces import TraceError
+    from bloomwise.cache.traces import TraceError  # on use: the trace readers
 
     try:
         return open_trace(path, format=format, strict=strict, csv_columns=columns)
@@ -243,6 +245,7 @@ def _bounded(counter: Counter, key) -> None:
 
 
 def _describe(args) -> int:
+    # on use: the trace readers and the compiled core
     from bloomwise import ScalableBloomFilter
     from bloomwise.cache.traces import TraceError, assign_proxy, assigned_requests, open_trace, request_key
 

@@ -31,10 +31,10 @@ def as_cost(cost) -> CostModel:
     raise TypeError(f"cost must be a CostModel or a number alpha = W_FN / W_FP, got {cost!r}")
 
 
-def make_filter(filter_or_params, class_name: str, old_size: str, required: tuple[str, ...]):
-    """An existing filter (duck-typed by ``required`` attributes, and a size: ``num_cells``, or ``old_size`` on a
-    served filter that still calls it so), or a new ``bloomwise.<class_name>`` built from a mapping of keyword
-    arguments: ``from_size(**params)`` if it names ``num_cells``, else ``cls(**params)``."""
+def make_filter(filter_or_params, class_name: str, required: tuple[str, ...]):
+    """An existing filter (duck-typed by ``required`` attributes and ``num_cells``), or a new
+    ``bloomwise.<class_name>`` built from a mapping of keyword arguments: ``from_size(**params)`` if it names
+    ``num_cells``, else ``cls(**params)``."""
     if isinstance(filter_or_params, Mapping):
         cls = getattr(bloomwise, class_name)
         params = dict(filter_or_params)
@@ -42,7 +42,7 @@ def make_filter(filter_or_params, class_name: str, old_size: str, required: tupl
             return cls.from_size(**params)
         return cls(**params)
     missing = [name for name in required if not hasattr(filter_or_params, name)]
-    if not hasattr(filter_or_params, "num_cells") and not hasattr(filter_or_params, old_size):
+    if not hasattr(filter_or_params, "num_cells"):
         missing.append("num_cells")
     if missing:
         raise TypeError(f"filter_or_params must be a {class_name} or a mapping of its parameters, got "
@@ -50,11 +50,9 @@ def make_filter(filter_or_params, class_name: str, old_size: str, required: tupl
     return filter_or_params
 
 
-def num_cells(f, old_size: str) -> int:
-    """A filter's size m: ``num_cells``, or the old name of a duck-typed filter of an earlier release."""
-    if hasattr(type(f), "num_cells") or "num_cells" in getattr(f, "__dict__", {}):
-        return int(f.num_cells)
-    return int(getattr(f, old_size))
+def num_cells(f) -> int:
+    """A filter's size m, ``num_cells``."""
+    return int(f.num_cells)
 
 
 def keys_list(keys):

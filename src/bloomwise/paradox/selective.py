@@ -85,7 +85,7 @@ class SelectiveBloomFilter:
 
     def __init__(self, filter_or_params, prior, cost, *, selective_insert: bool = True,
                  selective_query: bool = True, rule: str = "exact", num_items: int = 0):
-        self._filter = _support.make_filter(filter_or_params, "BloomFilter", "num_bits",
+        self._filter = _support.make_filter(filter_or_params, "BloomFilter",
                                             ("add", "update", "contains_many", "__contains__", "num_hashes"))
         self.prior = _support.as_prior(prior)
         self.cost = _support.as_cost(cost)
@@ -95,7 +95,7 @@ class SelectiveBloomFilter:
         self._num_inserted = _support.num_items(num_items)
         self._num_skipped = 0
         self._max_skipped_prior = -1.0  # the largest prior of a skipped key (-1: none skipped)
-        self._num_bits = _support.num_cells(self._filter, "num_bits")
+        self._num_bits = _support.num_cells(self._filter)
         self._num_hashes = int(self._filter.num_hashes)
         self._layout = getattr(self._filter, "layout", "classic")
         self._fpr_cache: dict[int, float] = {}

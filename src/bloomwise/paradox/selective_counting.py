@@ -30,16 +30,15 @@ class _SelectiveCounting:
     """Common machinery: item count, priors, costs, the skip bound and the decision."""
 
     _class_name = ""
-    _old_size = ""  # the size's name in earlier releases
     _required: tuple[str, ...] = ()
 
     def __init__(self, filter_or_params, prior, cost, *, selective_query: bool = True, num_items: int = 0):
-        self._filter = _support.make_filter(filter_or_params, self._class_name, self._old_size, self._required)
+        self._filter = _support.make_filter(filter_or_params, self._class_name, self._required)
         self.prior = _support.as_prior(prior)
         self.cost = _support.as_cost(cost)
         self.selective_query = _support.flag("selective_query", selective_query)
         self._num_items = _support.num_items(num_items)
-        self._num_counters = _support.num_cells(self._filter, self._old_size)
+        self._num_counters = _support.num_cells(self._filter)
         self._num_hashes = int(self._filter.num_hashes)
         self._layout = getattr(self._filter, "layout", "classic")
         bits = getattr(self._filter, "counter_bits", None)
@@ -188,7 +187,6 @@ class SelectiveCountingBloomFilter(_SelectiveCounting):
     """
 
     _class_name = "CountingBloomFilter"
-    _old_size = "num_counters"
     _required = ("add", "update", "remove", "counters", "counters_many", "contains_many", "__contains__",
                  "num_hashes")
 
@@ -275,7 +273,6 @@ class SelectiveVariableIncrementCountingBloomFilter(_SelectiveCounting):
     """
 
     _class_name = "VariableIncrementCountingBloomFilter"
-    _old_size = "num_positions"
     _required = ("add", "update", "remove", "counters_many", "contains_many", "__contains__", "num_hashes",
                  "num_increments")
 

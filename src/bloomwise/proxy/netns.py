@@ -38,6 +38,7 @@ import time
 from typing import Optional, Sequence
 
 from bloomwise.proxy.cluster import ClusterError, read_ready_line, stop_processes
+from bloomwise.proxy.origin import document_body
 
 __all__ = ["NetnsCluster", "NamespaceError", "namespaces_unavailable", "netem_available", "relay_packets",
            "NETWORK", "ORIGIN_PORT", "PROXY_PORT"]
@@ -392,7 +393,6 @@ async def client_job(job: dict) -> dict:
     (``body_ok``: the body is the origin's document for that path, checked with ``document_body``)."""
     import aiohttp  # the proxy extra
 
-    from bloomwise.proxy.origin import document_body
 
     timeout = aiohttp.ClientTimeout(total=float(job.get("timeout", 30)))
     async with aiohttp.ClientSession(timeout=timeout) as session:

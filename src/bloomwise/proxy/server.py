@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 from urllib.parse import parse_qs, urlsplit
 
+from bloomwise._checks import check_fraction
 from bloomwise.cache.node import CacheNode, RequestState
 from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, CacheDigest
 from bloomwise.cache.store import DocumentCache
@@ -123,6 +124,7 @@ class ProxyConfig:
             self.clients = ClientPolicy()
         if self.destinations is None:
             self.destinations = DestinationPolicy()
+        check_fraction("update_threshold", self.update_threshold)
         if self.mean_document_size < 1:
             raise ValueError(f"mean_document_size must be at least 1 byte, got {self.mean_document_size}")
 

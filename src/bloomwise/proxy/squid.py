@@ -24,6 +24,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
+from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH
+
 __all__ = ["SquidPeer", "SquidProcess", "squid_binary", "free_port", "SquidError"]
 
 
@@ -190,8 +192,6 @@ class SquidProcess:
 
     def fetch_digest(self, timeout: float = 5.0) -> bytes:
         """This Squid's own digest as a peer would fetch it (raises urllib errors if there is none yet)."""
-        from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH
-
         request = urllib.request.Request(self.proxy_url + DIGEST_PATH, headers={"Accept": DIGEST_CONTENT_TYPE})
         with urllib.request.urlopen(request, timeout=timeout) as reply:
             return reply.read()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bloomwise.counting import CountingBloomFilter
 from bloomwise.paradox.simulation import Population, bloom_num_hashes
 
 __all__ = ["ProductCounts", "product_counts", "theorem2_posterior", "FIG8_EXPONENTS", "FIG8_MAX_PRODUCT",
@@ -41,8 +42,6 @@ class ProductCounts:
 
 def product_counts(population: Population, seeds, counters_per_key: int = FIG8_COUNTERS_PER_KEY,
                    exponents=FIG8_EXPONENTS, max_product: int = FIG8_MAX_PRODUCT) -> ProductCounts:
-    from bloomwise import CountingBloomFilter
-
     m, k = bloom_num_hashes(population, counters_per_key)
     members_count = {e: np.zeros(max_product + 1, dtype=np.int64) for e in exponents}
     keys_count = {e: np.zeros(max_product + 1, dtype=np.int64) for e in exponents}

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bloomwise import theory
+from bloomwise.bloom import BloomFilter
+from bloomwise.counting import CountingBloomFilter
+from bloomwise.paradox import ConstantPrior, CostModel, SelectiveCountingBloomFilter, cbf_expected_cost
+from bloomwise.paradox.optimal_k import error_rates
 from bloomwise.paradox.simulation import (
     PAPER_TABLE_II, PAPER_TABLE_III, Population, bloom_num_hashes, expected_bloom, expected_counting,
 )
@@ -34,6 +38,7 @@ from bloomwise.reproduce.trace import (
     N_QUERIES_PAPER, TraceSetup, expected_rates, run_trace, synthetic_tuples, theorem4_cost,
     theorem4_product_threshold, theorem4_threshold, trace_replicates, tuple_keys,
 )
+from bloomwise.theory.generalized import gbf_error_rates
 
 __all__ = ["Settings", "Reproduction", "run"]
 
@@ -149,8 +154,6 @@ def _replicate_note(samples: int, sampled: bool = False) -> str:
 
 
 def table_ii(rep: Reproduction, log) -> None:
-    from bloomwise.theory.generalized import gbf_error_rates
-
     s = rep.settings
     pop = s.population
     per_seed, details, noise = {}, {}, {}
@@ -311,8 +314,6 @@ def _selective_note(pop, col, alpha, b, j, printed, exp) -> str:
 
 
 def _table_ii_note(rep, col, alpha, b, j, printed, runs, exp, pop) -> str:
-    from bloomwise.theory.generalized import gbf_error_rates
-
     if col in ("insert", "query", "both"):
         return _selective_note(pop, col, alpha, b, j, printed, exp)
     if col == "gbf":
@@ -426,8 +427,6 @@ def table_iii(rep: Reproduction, log) -> None:
 def _cbf_is_bf_row(pop, seed):
     """'With the increase (by a factor of 4) in memory, the performance of the CBF is the same as that of the Bloom
     filter': a partitioned 4-bit CBF answers exactly as a partitioned BF with as many bits as it has counters."""
-    from bloomwise import BloomFilter, CountingBloomFilter
-
     rng = np.random.default_rng(seed)
     members = np.concatenate(pop.draw_members(rng))
     hash_seed = int(rng.integers(0, 2**63))
@@ -535,7 +534,67 @@ def _trace_noise_from(samples: int) -> str:
             f"plain CBF, else estimated from 2^17 sampled non-members, the sampling variance removed)")
 
 
+@dataclass
+class _TraceRun:
+    """What every step of Section VIII.C shares: the stand-in traces, their replicate filters, and the rows'
+    source and notes."""
+
+    rep: Reproduction
+    setup: TraceSetup
+    runs: list                   # one run_trace per stand-in trace
+    replicates: object           # trace_replicates: the noise of one run
+    source: str
+    quick_note: str
+    noise_from: str
+
+    @property
+    def settings(self) -> Settings:
+        return self.rep.settings
+
+    @property
+    def members(self) -> int:
+        """n, the keys stored."""
+        return self.setup.stored
+
+    @property
+    def non_members(self) -> int:
+        """N - n, the queries of keys not stored."""
+        return self.setup.queried - self.setup.stored
+
+    @property
+    def paper_non_members(self) -> int:
+        """N - n at the paper's N = 2^20 queries."""
+        return N_QUERIES_PAPER - self.setup.stored
+
+    @property
+    def to_paper(self) -> float:
+        """The factor that scales this run's false-positive counts to the paper's N = 2^20 queries."""
+        return self.paper_non_members / self.non_members
+
+    def row(self, item, printed, values, expected, errors, weights, note=""):
+        """A simulated row of this section: its noise from the replicate filters' errors at ``weights``."""
+        return _sim_row(self.source, item, printed, values, expected, one_run_sd=errors.one_run_sd(*weights),
+                        noise_from=self.noise_from, quick=False, note=_join(self.quick_note, note))
+
+    def expected_cost(self, setup: TraceSetup, k: int, alpha: float) -> float:
+        """The Selective CBF's expected total cost at Theorem 4's threshold, at the paper's N."""
+        ef, en = expected_rates(setup, k, [theorem4_threshold(setup, k, alpha)])
+        return float(ef[0]) * self.paper_non_members + alpha * setup.stored * float(en[0])
+
+
 def trace_section(rep: Reproduction, log) -> None:
+    """Section VIII.C of the Bloom paradox on a synthetic stand-in trace: the CBF's rates and best k, the product
+    thresholds and the Selective CBF's rates, and the costs of Fig. 9(b) (against alpha) and 9(c) (against bits per
+    element)."""
+    trace = _trace_runs(rep, log)
+    _trace_cbf_rates(trace)
+    _trace_thresholds(trace)
+    _trace_costs_against_alpha(trace)
+    _trace_costs_against_bits(trace)
+
+
+def _trace_runs(rep: Reproduction, log) -> _TraceRun:
+    """The stand-in traces and their replicate filters, timed in the log."""
     s = rep.settings
     setup = s.trace_setup
     runs = []
@@ -547,17 +606,15 @@ def trace_section(rep: Reproduction, log) -> None:
     reps = trace_replicates(setup, TRACE_KS, s.replicates, s.base_seed + 93_000)
     log(f"  Sec. VIII.C: {s.replicates} replicate filters: {time.perf_counter() - t0:.1f} s")
     rep.data["trace"] = runs
-    to_paper = (N_QUERIES_PAPER - setup.stored) / (setup.queried - setup.stored)  # FP counts scaled to N = 2^20
-    src = BP + f", Sec. VIII.C (synthetic stand-in trace, hash {s.trace_hash})"
-    quick_note = "quick run: N = 2^16 queries, FP counts scaled to N = 2^20" if s.quick else ""
-    n = setup.stored
-    nn = setup.queried - setup.stored
-    noise_from = _trace_noise_from(reps.samples)
+    return _TraceRun(rep, setup, runs, reps,
+                     source=BP + f", Sec. VIII.C (synthetic stand-in trace, hash {s.trace_hash})",
+                     quick_note="quick run: N = 2^16 queries, FP counts scaled to N = 2^20" if s.quick else "",
+                     noise_from=_trace_noise_from(reps.samples))
 
-    def trace_row(item, printed, values, expected, errors, weights, note=""):
-        return _sim_row(src, item, printed, values, expected, one_run_sd=errors.one_run_sd(*weights),
-                        noise_from=noise_from, quick=False, note=_join(quick_note, note))
 
+def _trace_cbf_rates(trace: _TraceRun) -> None:
+    """The CBF's false-positive rates at k = 4, 5, 6 and the k with the lowest."""
+    rep, setup, runs, reps, nn = trace.rep, trace.setup, trace.runs, trace.replicates, trace.non_members
     fprs = {}
     paper_cbf = {4: "0.03086", 5: "0.02850", 6: "0.02908"}
     exact_cbf = {k: float(expected_rates(setup, k, [1.0])[0][0]) for k in paper_cbf}
@@ -565,7 +622,7 @@ def trace_section(rep: Reproduction, log) -> None:
     for k, printed in paper_cbf.items():
         values = [r.rates(k, 1)[0] for r in runs]
         fprs[k] = float(np.mean(values))
-        rep.rows.append(trace_row(
+        rep.rows.append(trace.row(
             f"CBF false-positive rate, 30 bits per element, k = {k}", printed, values, exact_cbf[k],
             reps.errors(k, 1.0), (1 / nn, 0.0),
             note=f"the paper's three rates are all above the exact expectation under ideal hashing ({above}): one "
@@ -575,19 +632,24 @@ def trace_section(rep: Reproduction, log) -> None:
     exp_best = min(exact, key=exact.get)
     spread = {k: difference_sd(reps.errors(k, 1.0).one_run_sd(1 / nn, 0.0), len(runs)) for k in (4, 5, 6)}
     rep.rows.append(make_row(
-        src, "the k (of 4, 5, 6) with the lowest CBF false-positive rate", "5", float(best_k), method="simulated",
-        expected=float(exp_best),
-        note=f"the stand-in's rates: " + ", ".join(f"k = {k}: {fprs[k]:.5f} (noise sd {spread[k]:.5f})"
+        trace.source, "the k (of 4, 5, 6) with the lowest CBF false-positive rate", "5", float(best_k),
+        method="simulated", expected=float(exp_best),
+        note="the stand-in's rates: " + ", ".join(f"k = {k}: {fprs[k]:.5f} (noise sd {spread[k]:.5f})"
                                                    for k in (4, 5, 6))
         + "; exact expectations: " + ", ".join(f"{exact[k]:.5f}" for k in (4, 5, 6))
         + f" (lowest at k = {exp_best}). The three rates are within a few noise sd of each other, so which k is "
           "lowest in one trace is itself noisy; the paper's 0.03086, 0.02850, 0.02908 are one trace's"))
+
+
+def _trace_thresholds(trace: _TraceRun) -> None:
+    """The optimal k, the probability threshold, the product thresholds 6 and 10 (Theorems 2 and 4) and the
+    Selective CBF's rates at them."""
+    rep, setup, src = trace.rep, trace.setup, trace.source
     kopt = 30 / 4 * math.log(2)
     rep.rows.append(make_row(src, "k = 30/4 log 2 (the real optimum)", "5", kopt, method="computed", expected=kopt,
                              note=f"{kopt:.2f} ~ 5"))
     rep.rows.append(make_row(src, "probability threshold 1/(alpha + 1) at alpha = 2.4", "0.294", 1 / 3.4,
                              method="computed", expected=1 / 3.4, note="printed as 1/3.4 = 10/34"))
-    # the product thresholds 6 and 10
     iv = threshold_intervals(setup)
     rep.data["trace_intervals"] = iv
     if iv["overlap"]:
@@ -608,24 +670,24 @@ def trace_section(rep: Reproduction, log) -> None:
                  f"their derivation from alpha = 2.4 and prior 2^-10 is what does not hold"))
     for k, thr, p_fpr, p_fnr in ((5, 6, "0.00746", "0.39258"), (6, 10, "0.00739", "0.34766")):
         ef, en = expected_rates(setup, k, [float(thr)])
-        errors = reps.errors(k, float(thr))
-        rep.rows.append(trace_row(f"Selective CBF, k = {k}, product threshold {thr}: false-positive rate", p_fpr,
-                                  [r.rates(k, thr)[0] for r in runs], float(ef[0]), errors, (1 / nn, 0.0)))
-        rep.rows.append(trace_row(f"Selective CBF, k = {k}, product threshold {thr}: false-negative rate", p_fnr,
-                                  [r.rates(k, thr)[1] for r in runs], float(en[0]), errors, (0.0, 1 / n),
-                                  note="one trace's FNR counts the n = 1,024 members"))
-    # Fig. 9b: costs against alpha, k = 5
-    paper_nn = N_QUERIES_PAPER - setup.stored
+        errors = trace.replicates.errors(k, float(thr))
+        rep.rows.append(trace.row(f"Selective CBF, k = {k}, product threshold {thr}: false-positive rate", p_fpr,
+                                  [r.rates(k, thr)[0] for r in trace.runs], float(ef[0]), errors,
+                                  (1 / trace.non_members, 0.0)))
+        rep.rows.append(trace.row(f"Selective CBF, k = {k}, product threshold {thr}: false-negative rate", p_fnr,
+                                  [r.rates(k, thr)[1] for r in trace.runs], float(en[0]), errors,
+                                  (0.0, 1 / trace.members), note="one trace's FNR counts the n = 1,024 members"))
 
-    def exp_cost(sub, k, alpha):
-        ef, en = expected_rates(sub, k, [theorem4_threshold(sub, k, alpha)])
-        return float(ef[0]) * paper_nn + alpha * sub.stored * float(en[0])
 
+def _trace_costs_against_alpha(trace: _TraceRun) -> None:
+    """Fig. 9(b): the CBF's and the Selective CBF's total costs against alpha at k = 5, their reductions."""
+    rep, setup, runs, reps, src = trace.rep, trace.setup, trace.runs, trace.replicates, trace.source
+    quick_note, to_paper, paper_nn = trace.quick_note, trace.to_paper, trace.paper_non_members
     cbf_values = [r.rates(5, 1)[0] * paper_nn for r in runs]
     exp_cbf = float(expected_rates(setup, 5, [1.0])[0][0]) * paper_nn
     cbf_errors = reps.errors(5, 1.0)
     cbf_sd = cbf_errors.one_run_sd(to_paper, 0.0)
-    rep.rows.append(trace_row("Fig. 9(b): CBF total cost phi (N - n), k = 5", "29856", cbf_values, exp_cbf,
+    rep.rows.append(trace.row("Fig. 9(b): CBF total cost phi (N - n), k = 5", "29856", cbf_values, exp_cbf,
                               cbf_errors, (to_paper, 0.0)))
     cbf_mean = float(np.mean(cbf_values))
     sel = {}
@@ -633,12 +695,13 @@ def trace_section(rep: Reproduction, log) -> None:
         thr = theorem4_threshold(setup, 5, alpha)
         values = [theorem4_cost(r, 5, alpha) for r in runs]
         errors = reps.errors(5, thr)
-        sel[alpha] = (float(np.mean(values)), errors.one_run_sd(to_paper, float(alpha)), exp_cost(setup, 5, alpha))
+        sel[alpha] = (float(np.mean(values)), errors.one_run_sd(to_paper, float(alpha)),
+                      trace.expected_cost(setup, 5, alpha))
         if printed is not None:
             oracle = float(np.mean([min(r.cost(5, t, alpha) * 1.0 for t in range(1, 400)) for r in runs]))
-            rep.rows.append(trace_row(f"Fig. 9(b): Selective CBF total cost, alpha = {alpha}, k = 5", printed, values,
+            rep.rows.append(trace.row(f"Fig. 9(b): Selective CBF total cost, alpha = {alpha}, k = 5", printed, values,
                                       sel[alpha][2], errors, (to_paper, float(alpha)),
-                                      note=f"Theorem 4's threshold {thr:g}" + ("" if s.quick else
+                                      note=f"Theorem 4's threshold {thr:g}" + ("" if trace.settings.quick else
                                            f"; the best threshold in hindsight costs {oracle:.0f}")))
     for alpha, printed in ((1, "96.57"), (5, "83.32"), (50, "12.09")):
         mean, sd, e_sel = sel[alpha]
@@ -661,7 +724,13 @@ def trace_section(rep: Reproduction, log) -> None:
                                  printed, factor, method="simulated", expected=e, accept=accept,
                                  note=_join(quick_note, f"CBF cost / Selective CBF cost = {factor:.2f} (expected "
                                             f"{e:.2f}); {reading}")))
-    # Fig. 9c: costs against bits per element, alpha = 5
+
+
+def _trace_costs_against_bits(trace: _TraceRun) -> None:
+    """Fig. 9(c): the two costs and the reduction at 20 and 50 bits per element, alpha = 5, and the figure's
+    points."""
+    rep, setup, s, src = trace.rep, trace.setup, trace.settings, trace.source
+    to_paper, paper_nn = trace.to_paper, trace.paper_non_members
     tuples = [synthetic_tuples(setup.queried, s.base_seed + 95_000 + i) for i in range(s.trace_seeds)]
     for bpe, p_cbf, p_sel, p_red in ((20, "98561", "5122", "94.80"), (50, "2690", "1876", "30.26")):
         sub = TraceSetup(stored=setup.stored, queried=setup.queried, bits_per_element=bpe,
@@ -675,11 +744,11 @@ def trace_section(rep: Reproduction, log) -> None:
             vals_s.append(theorem4_cost(r, k, 5))
         sub_reps = trace_replicates(sub, (k,), s.replicates, s.base_seed + 96_000 + bpe)
         e_cbf = float(expected_rates(sub, k, [1.0])[0][0]) * paper_nn
-        e_sel = exp_cost(sub, k, 5)
+        e_sel = trace.expected_cost(sub, k, 5)
         c_errors, s_errors = sub_reps.errors(k, 1.0), sub_reps.errors(k, theorem4_threshold(sub, k, 5))
-        rep.rows.append(trace_row(f"Fig. 9(c): CBF total cost at {bpe} bits per element (k = {k})", p_cbf, vals_c,
+        rep.rows.append(trace.row(f"Fig. 9(c): CBF total cost at {bpe} bits per element (k = {k})", p_cbf, vals_c,
                                   e_cbf, c_errors, (to_paper, 0.0)))
-        rep.rows.append(trace_row(f"Fig. 9(c): Selective CBF total cost at {bpe} bits per element, alpha = 5", p_sel,
+        rep.rows.append(trace.row(f"Fig. 9(c): Selective CBF total cost at {bpe} bits per element, alpha = 5", p_sel,
                                   vals_s, e_sel, s_errors, (to_paper, 5.0)))
         mc, ms = float(np.mean(vals_c)), float(np.mean(vals_s))
         red = 100 * (1 - ms / mc)
@@ -688,7 +757,7 @@ def trace_section(rep: Reproduction, log) -> None:
             src, f"Fig. 9(c): cost reduction at {bpe} bits per element (%)", p_red, red, method="simulated",
             expected=100 * (1 - e_sel / e_cbf), noise_sd=difference_sd(sd, len(vals_c)),
             noise_from="delta method from the two costs' one-run sds (taken as independent)",
-            note=_join(quick_note, f"1 - {ms:.0f} / {mc:.0f}")))
+            note=_join(trace.quick_note, f"1 - {ms:.0f} / {mc:.0f}")))
     rep.data["fig9c"] = fig9c_points(s, setup, tuples[0])
 
 
@@ -708,9 +777,6 @@ def fig9c_points(s: Settings, setup: TraceSetup, tuples) -> list:
 # Section V.C: is the cost-optimal k of cbf_optimal_num_hashes right in the VIII.C setting?
 # --------------------------------------------------------------------------------------------------------------
 def optimal_k_section(rep: Reproduction, log) -> None:
-    from bloomwise import CountingBloomFilter
-    from bloomwise.paradox import ConstantPrior, CostModel, SelectiveCountingBloomFilter, cbf_expected_cost
-
     s = rep.settings
     setup = s.trace_setup
     alpha = 2.4
@@ -747,9 +813,6 @@ def optimal_k_section(rep: Reproduction, log) -> None:
 def _dependence_check(setup, keys, k, alpha, seed) -> dict:
     """FPR at Theorem 4's threshold for k: the model's, a real filter's, and the same filter's counters with each
     probe's column shuffled across keys (same marginals, no dependence between a key's k counters)."""
-    from bloomwise import CountingBloomFilter
-    from bloomwise.paradox.optimal_k import error_rates
-
     log_t = math.log(theorem4_product_threshold(setup, k, alpha))
     model = float(error_rates(k, setup.num_counters, setup.stored, setup.counter_bits,
                               np.array([setup.prior]), alpha)[0][0])

@@ -27,9 +27,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bloomwise.bloom import BloomFilter
+from bloomwise.counting import CountingBloomFilter
+from bloomwise.generalized import GeneralizedBloomFilter
+from bloomwise.paradox.costs import CostModel
 from bloomwise.paradox.posterior import paradox_threshold
+from bloomwise.paradox.selective_counting import SelectiveCountingBloomFilter
 from bloomwise.paradox.simulation import Outcome, Population, bloom_num_hashes, fpr_function
 from bloomwise.reproduce.noise import SAMPLE_PER_TYPE, ReplicateErrors, sample_nonmembers, type_estimate
+from bloomwise.retouched import RetouchedBloomFilter
+from bloomwise.theory.generalized import gbf_optimal_num_reset_hashes
 
 __all__ = ["selective_plan", "TrialResults", "bloom_seed", "counting_seed", "SELECTIVE_VARIANTS", "bloom_replicates", "type_chunks",
            "counting_replicates"]
@@ -114,8 +121,6 @@ def bloom_seed(population: Population, bits_per_key: int, alphas, seed: int, *, 
     The members and the hash seed are drawn exactly as :func:`bloomwise.paradox.simulation.bloom_trial` draws them
     (same ``seed``), so the BF and Selective BF columns give the same counts as that function.
     """
-    from bloomwise import BloomFilter
-
     rng = np.random.default_rng(seed)
     members = population.draw_members(rng)
     all_members = np.concatenate(members)
@@ -174,9 +179,6 @@ def _whole_universe_errors(population, members, contains_many) -> Outcome:
 
 
 def _gbf_columns(population, members, all_members, m, k, alphas, hash_seed, rng, out) -> None:
-    from bloomwise.generalized import GeneralizedBloomFilter
-    from bloomwise.theory.generalized import gbf_optimal_num_reset_hashes
-
     n = population.num_members
     order = rng.permutation(len(all_members))
     measured = {}
@@ -200,8 +202,6 @@ def _rbf_columns(population, members, all_members, m, k, alphas, hash_seed, rng,
     100, 10 bits). The cost-aware variant (``("rbf_cost_aware", alpha, "ratio")``) clears a bit only when
     alpha A / B < 1, i.e. when clearing it lowers the total cost; the paper does not describe it.
     """
-    from bloomwise.retouched import RetouchedBloomFilter
-
     base = RetouchedBloomFilter.from_size(m, k, seed=hash_seed)
     base.update(all_members)
     fps = []
@@ -256,10 +256,6 @@ def counting_seed(population: Population, counters_per_key: int, alpha: float, s
     key's prior, and never for a prior below :class:`~bloomwise.paradox.SelectiveCountingBloomFilter`'s
     ``skip_threshold``, exactly its decisions (the test suite checks the counts against ``counting_trial``).
     """
-    from bloomwise import CountingBloomFilter
-    from bloomwise.paradox.costs import CostModel
-    from bloomwise.paradox.selective_counting import SelectiveCountingBloomFilter
-
     rng = np.random.default_rng(seed)
     members = population.draw_members(rng)
     m, k = bloom_num_hashes(population, counters_per_key)
@@ -347,10 +343,6 @@ def bloom_replicates(population: Population, bits_per_key: int, alphas, replicat
     partitioned BF (to first order the product of its k slices' fills, which are independent), F^k1 (1 - F)^k0
     for the GBF; its false negatives are counted on all members.
     """
-    from bloomwise import BloomFilter
-    from bloomwise.generalized import GeneralizedBloomFilter
-    from bloomwise.theory.generalized import gbf_optimal_num_reset_hashes
-
     m, k = bloom_num_hashes(population, bits_per_key)
     nt = population.num_types
     everything = tuple([True] * nt)
@@ -402,10 +394,6 @@ def counting_replicates(population: Population, counters_per_key: int, alpha: fl
                         counter_bits: int = 4) -> dict:
     """Replicate filters of Table III: ``{"cbf": ReplicateErrors, "selective": ReplicateErrors}`` (the CBF's FP
     probability from its fill, F^k; the Selective CBF's estimated from sampled non-members of each type)."""
-    from bloomwise import CountingBloomFilter
-    from bloomwise.paradox.costs import CostModel
-    from bloomwise.paradox.selective_counting import SelectiveCountingBloomFilter
-
     m, k = bloom_num_hashes(population, counters_per_key)
     out = {"cbf": ReplicateErrors.empty(), "selective": ReplicateErrors.empty()}
     for r in range(replicates):

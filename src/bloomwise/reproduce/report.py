@@ -7,6 +7,7 @@ import os
 import platform
 from collections import Counter
 
+from bloomwise._native.bloom import batch_kernels
 from bloomwise.reproduce.rows import METHODS, MIN_NOISE_SAMPLES, NOISE_Z, VERDICTS
 
 __all__ = ["machine", "write", "load_rows", "load_document"]
@@ -27,7 +28,6 @@ def machine() -> dict:
     except OSError:
         pass
     try:
-        from bloomwise._native.bloom import batch_kernels
         kernels = batch_kernels()
     except Exception:  # pragma: no cover - an uncompiled tree
         kernels = "unknown"

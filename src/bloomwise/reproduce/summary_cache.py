@@ -14,7 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
-from bloomwise.theory._validate import LN2, check_integer
+from bloomwise._checks import check_integer
+from bloomwise.theory._validate import LN2
 from bloomwise.theory.rates import power
 from bloomwise.theory.sizing import best_of_floor_ceil
 

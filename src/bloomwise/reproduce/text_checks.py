@@ -8,7 +8,11 @@ from __future__ import annotations
 import itertools
 import math
 
+from bloomwise.bloom import BloomFilter
+from bloomwise.counting import CountingBloomFilter
+from bloomwise.paradox import cbf_posterior, min_bits_per_item, posterior
 from bloomwise.paradox.simulation import Population, bloom_num_hashes
+from bloomwise.reproduce import summary_cache as sc
 from bloomwise.reproduce.rows import Row, make_row
 
 __all__ = ["summary_cache_rows", "cs170_rows", "paradox_text_rows", "decode_bh_sum"]
@@ -30,8 +34,6 @@ def _approx(b: float, k: int) -> float:
 
 
 def summary_cache_rows() -> list[Row]:
-    from bloomwise.reproduce import summary_cache as sc
-
     rows = []
     cells = sc.printed_cells()
     k_opt = sc.printed_k_opt()
@@ -78,8 +80,6 @@ def summary_cache_rows() -> list[Row]:
 
 def _saturation_row() -> Row:
     """'if the count ever exceeds 15, we can simply let it stay at 15': bloomwise's 4-bit counting filter."""
-    from bloomwise import CountingBloomFilter
-
     f = CountingBloomFilter.from_size(64, 3, counter_bits=4, layout="partitioned", seed=1)
     for _ in range(20):
         f.add("x")
@@ -106,8 +106,6 @@ def bit_string(bloom) -> str:
 
 
 def cs170_rows() -> list[Row]:
-    from bloomwise import BloomFilter
-
     f = BloomFilter.from_hash_functions(5, [lambda x: x % 5, lambda x: (2 * x + 3) % 5])
     f.add(9)
     after9 = bit_string(f)
@@ -159,8 +157,6 @@ def decode_bh_sum(increments, count: int, total: int) -> tuple[int, ...]:
 
 
 def paradox_text_rows() -> list[Row]:
-    from bloomwise.paradox import cbf_posterior, min_bits_per_item, posterior
-
     rows = []
     # Sec. I, Fig. 1(a): main memory costs 10; the cache 1 when it holds x, 1 + 10 when it does not
     memory_cost, cache_cost = 10.0, 1.0

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bloomwise._positions import fmix64, mulhi
+from bloomwise.counting import CountingBloomFilter
 from bloomwise.paradox.optimal_k import counter_pmf, product_tails
 from bloomwise.reproduce.noise import ReplicateErrors, type_estimate
 
@@ -102,8 +104,6 @@ def tuple_keys(tuples: np.ndarray) -> np.ndarray:
 
 def _wang_counters(tuples, stored: int, m: int, k: int, seed: int, saturation: int) -> np.ndarray:
     """Counters of the first ``stored`` tuples' keys and every tuple's counter values (N, k), numpy CBF."""
-    from bloomwise._positions import fmix64, mulhi
-
     folded = ((tuples["src"].astype(np.uint64) << np.uint64(32)) | tuples["dst"].astype(np.uint64))
     low = ((tuples["sport"].astype(np.uint64) << np.uint64(24)) | (tuples["dport"].astype(np.uint64) << np.uint64(8))
            | tuples["proto"].astype(np.uint64))
@@ -146,8 +146,6 @@ def run_trace(setup: TraceSetup, ks=(4, 5, 6), *, seed: int = 0, hash: str = "xx
               tuples: np.ndarray | None = None) -> TraceRun:
     """Build the stand-in and record the counter products of all N queries for each k (``tuples``: reuse a trace
     already drawn, at least N long; by default ``synthetic_tuples(N, seed)``)."""
-    from bloomwise import CountingBloomFilter
-
     if hash not in ("xxh3", "wang64"):
         raise ValueError(f"hash must be 'xxh3' or 'wang64', got {hash!r}")
     tuples = synthetic_tuples(setup.queried, seed) if tuples is None else tuples[: setup.queried]
@@ -232,8 +230,6 @@ def trace_replicates(setup: TraceSetup, ks, replicates: int, seed: int, sample: 
     """Replicates of the stand-in's filter: n fresh random keys stored in a partitioned 4-bit CBF per k, the products
     of their counters and of ``sample`` random non-member keys (for the noise of one trace:
     :mod:`bloomwise.reproduce.noise`)."""
-    from bloomwise import CountingBloomFilter
-
     members = {k: np.zeros((replicates, setup.stored), dtype=np.int64) for k in ks}
     sampled = {k: np.zeros((replicates, sample), dtype=np.int64) for k in ks}
     fills = {k: np.zeros(replicates) for k in ks}

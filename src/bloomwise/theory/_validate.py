@@ -1,12 +1,13 @@
-"""The theory's argument validators and the layouts' geometry constants.
+"""The one layout table, the layouts' geometry constants and the checks that need them.
 
-Every public function of :mod:`bloomwise.theory` checks its arguments with these, so that each error names the
-parameter, its value and what was expected.
+The checks of plain values (integers, reals, probabilities) are :mod:`bloomwise._checks`, the family every floor
+uses; these add what only a layout knows: a valid (m, k) and the largest filter of each layout.
 """
 from __future__ import annotations
 
 import math
-import operator
+
+from bloomwise._checks import check_integer
 
 #: The one layout table of the library: layout name -> id (docs/architecture.md). The ids are the file format's
 #: (``bloomwise._format.Layout`` is built from this table): append-only, an id once released names the same layout
@@ -29,67 +30,11 @@ LANE_BITS = 64
 LN2 = math.log(2.0)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Input validation: every public function names the parameter and its value.
-# ---------------------------------------------------------------------------------------------------------
-def check_integer(name: str, value, minimum: int = 0) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got the bool {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})") from None
-    if number < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {number}")
-    return number
-
-
-def check_real(name: str, value, minimum: float = 0.0) -> float:
-    """A finite real number >= minimum (ints stay exact: they are converted to float only here)."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be a number, got the bool {value!r}")
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"{name} must be a number, got the string {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})") from None
-    if math.isnan(number) or math.isinf(number):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if number < minimum:
-        raise ValueError(f"{name} must be >= {minimum:g}, got {value!r}")
-    return number
-
-
-def check_count(name: str, value) -> float:
-    """A number of items: a non-negative int (kept exact), or a non-negative finite real (an expected count)."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be a number of items, got the bool {value!r}")
-    try:
-        operator.index(value)
-    except TypeError:
-        return check_real(name, value)
-    return check_integer(name, value)
-
-
-def check_probability(name: str, value) -> float:
-    number = check_real(name, value, minimum=-math.inf)
-    if not 0.0 < number < 1.0:
-        raise ValueError(f"{name} must be a probability strictly between 0 and 1, got {value!r}")
-    return number
-
-
 def check_layout(value) -> str:
     if not isinstance(value, str):
         raise TypeError(f"layout must be one of {', '.join(LAYOUTS)}; got {value!r} ({type(value).__name__})")
     if value not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; got {value!r}")
-    return value
-
-
-def check_flag(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
     return value
 
 
@@ -117,16 +62,6 @@ def num_blocks_of(m: int) -> int:
 
 def round_up(value: int, step: int) -> int:
     return -(-value // step) * step
-
-
-def check_positive_int(name: str, value) -> int:
-    """An int >= 1 (not a bool, not a float), else TypeError/ValueError naming the parameter and its value."""
-    if isinstance(value, bool) or not hasattr(value, "__index__") or isinstance(value, float):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    value = value.__index__()
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
-    return value
 
 
 #: The layouts of the counting structures (a blocked layout would need 512 counters per block).

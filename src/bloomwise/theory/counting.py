@@ -15,9 +15,8 @@ import math
 from functools import lru_cache
 from typing import Optional, Sequence
 
-from bloomwise.theory._validate import (
-    COUNTING_LAYOUTS, check_count, check_integer, check_positive_int, check_reachable, check_real,
-)
+from bloomwise._checks import check_count, check_integer, check_positive_int, check_real
+from bloomwise.theory._validate import COUNTING_LAYOUTS, check_reachable
 from bloomwise.theory.rates import log_binomial_pmf
 
 __all__ = [

@@ -7,9 +7,8 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
 
-from bloomwise.theory._validate import (
-    BLOCK_BITS, LANE_BITS, LANES, check_count, check_geometry, check_integer, check_layout, check_probability,
-)
+from bloomwise._checks import check_count, check_integer, check_probability
+from bloomwise.theory._validate import BLOCK_BITS, LANE_BITS, LANES, check_geometry, check_layout
 from bloomwise.theory.rates import lane_probes, layout_fpr, power, slice_sizes
 
 __all__ = ["CountEstimate", "approx_count", "fpr_from_fill", "fill_moments"]

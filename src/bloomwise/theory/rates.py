@@ -15,9 +15,8 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
-from bloomwise.theory._validate import (
-    BLOCK_BITS, LANE_BITS, LANES, check_count, check_flag, check_geometry, check_layout,
-)
+from bloomwise._checks import check_count, check_flag
+from bloomwise.theory._validate import BLOCK_BITS, LANE_BITS, LANES, check_geometry, check_layout
 
 __all__ = ["false_positive_rate"]
 

@@ -23,7 +23,7 @@ __all__ = ["make_app", "serve"]
 
 def __getattr__(name):  # aiohttp is imported only when the server is wanted
     if name in __all__:
-        from bloomwise.web import server
+        from bloomwise.web import server  # aiohttp, the web extra
 
         return getattr(server, name)
     raise AttributeError(f"module 'bloomwise.web' has no attribute {name!r}")

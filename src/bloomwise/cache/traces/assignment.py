@@ -28,6 +28,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import Callable, Iterable, Iterator
 
+from bloomwise._checks import check_positive_integer
 from bloomwise._native.hashes import xxh3 as _xxh3
 from bloomwise.cache.traces.records import Request
 
@@ -39,25 +40,19 @@ ASSIGNMENT_RULES = ("hash-client", "random", "round-robin")
 _RANDOM_CHUNK = 16384
 
 
-def _check_num_proxies(num_proxies) -> int:
-    if isinstance(num_proxies, bool) or not isinstance(num_proxies, int) or num_proxies < 1:
-        raise ValueError(f"num_proxies must be a positive integer, got {num_proxies!r}")
-    return num_proxies
-
-
 def assign_proxy(client: str, num_proxies: int) -> int:
     """The proxy (0 .. num_proxies-1) that serves ``client``: XXH3-64 of its UTF-8 bytes (seed 0) mod num_proxies.
 
     Stable across runs, machines and versions (the hash is bloomwise's compiled XXH3, bit-exact with xxHash's
     ``xxh3_64``). The modulo bias is below num_proxies / 2**64.
     """
-    return _xxh3(client.encode("utf-8")) % _check_num_proxies(num_proxies)
+    return _xxh3(client.encode("utf-8")) % check_positive_integer("num_proxies", num_proxies)
 
 
 def client_to_proxy(num_proxies: int) -> Callable[[str], int]:
     """``proxy_of(client)``, the same answer as ``assign_proxy(client, num_proxies)`` with the argument checked
     once (the replay loop's form): one hash call a request, nothing remembered."""
-    _check_num_proxies(num_proxies)
+    check_positive_integer("num_proxies", num_proxies)
 
     def proxy_of(client: str) -> int:
         return _xxh3(client.encode("utf-8")) % num_proxies
@@ -69,7 +64,7 @@ def stand_in_clients(num_proxies: int) -> list[str]:
     """One client name per proxy, ``proxy<p>-client<i>`` with the smallest i such that
     ``assign_proxy(name, num_proxies) == p`` (about P tries each)."""
     names = []
-    for proxy in range(_check_num_proxies(num_proxies)):
+    for proxy in range(check_positive_integer("num_proxies", num_proxies)):
         i = 0
         while assign_proxy(f"proxy{proxy}-client{i}", num_proxies) != proxy:
             i += 1
@@ -91,7 +86,7 @@ def assigned_requests(requests: Iterable[Request], rule: str, num_proxies: int, 
     """
     if rule not in ASSIGNMENT_RULES:
         raise ValueError(f"the proxy assignment must be one of {', '.join(ASSIGNMENT_RULES)}, got {rule!r}")
-    _check_num_proxies(num_proxies)
+    check_positive_integer("num_proxies", num_proxies)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
@@ -128,7 +123,7 @@ def random_proxy_draws(num_proxies: int, seed: int):
     """The proxies rule ``random`` gives requests 0, 1, 2, ... in turn, as int64 arrays of 16,384 (endless)."""
     import numpy as np  # numpy is imported by the generators that need it, not by every trace reader
 
-    _check_num_proxies(num_proxies)
+    check_positive_integer("num_proxies", num_proxies)
     rng = np.random.Generator(np.random.PCG64(seed))
     while True:
         yield np.minimum((rng.random(_RANDOM_CHUNK) * num_proxies).astype(np.int64), num_proxies - 1)

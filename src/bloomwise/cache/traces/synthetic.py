@@ -55,6 +55,7 @@ from itertools import repeat, starmap
 from operator import add
 from typing import Iterator
 
+from bloomwise._checks import check_positive_integer, check_unit_interval
 from bloomwise.cache.traces.assignment import assign_proxy
 from bloomwise.cache.traces.records import Request, new_request
 
@@ -100,20 +101,6 @@ def _mix64(values):
         return z ^ (z >> np.uint64(31))
 
 
-def _check_fraction(value, name: str, *, upper_open: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1 or (
-            upper_open and value == 1):
-        bound = "[0, 1)" if upper_open else "[0, 1]"
-        raise ValueError(f"{name} must be a number in {bound}, got {value!r}")
-    return float(value)
-
-
-def _check_positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
 class SyntheticTrace:
     """A seeded synthetic proxy workload (see the module docstring for the model and why it is realistic).
 
@@ -143,14 +130,14 @@ class SyntheticTrace:
         if isinstance(num_requests, bool) or not isinstance(num_requests, int) or num_requests < 0:
             raise ValueError(f"num_requests must be an integer >= 0, got {num_requests!r}")
         self.num_requests = num_requests
-        self.num_proxies = _check_positive_int(num_proxies, "num_proxies")
-        self.num_documents = _check_positive_int(num_documents, "num_documents")
-        self.clients_per_proxy = _check_positive_int(clients_per_proxy, "clients_per_proxy")
+        self.num_proxies = check_positive_integer("num_proxies", num_proxies)
+        self.num_documents = check_positive_integer("num_documents", num_documents)
+        self.clients_per_proxy = check_positive_integer("clients_per_proxy", clients_per_proxy)
         if isinstance(zipf_alpha, bool) or not isinstance(zipf_alpha, (int, float)) or not 0 <= zipf_alpha <= 10:
             raise ValueError(f"zipf_alpha must be a number in [0, 10], got {zipf_alpha!r}")
         self.zipf_alpha = float(zipf_alpha)
-        self.one_timer_fraction = _check_fraction(one_timer_fraction, "one_timer_fraction", upper_open=True)
-        self.shared_fraction = _check_fraction(shared_fraction, "shared_fraction")
+        self.one_timer_fraction = check_unit_interval("one_timer_fraction", one_timer_fraction, upper_open=True)
+        self.shared_fraction = check_unit_interval("shared_fraction", shared_fraction)
         if isinstance(size_tail, bool) or not isinstance(size_tail, (int, float)) or not 1 < size_tail <= 100:
             raise ValueError(f"size_tail (the Pareto shape) must be a number in (1, 100], got {size_tail!r}")
         self.size_tail = float(size_tail)

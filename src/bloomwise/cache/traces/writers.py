@@ -8,10 +8,9 @@ in a URL, a negative size, a non-finite time). Compression follows the file's ex
 from __future__ import annotations
 
 import io
-import numbers
-import operator
 from typing import Iterable
 
+from bloomwise._checks import check_non_negative, check_token
 from bloomwise.cache.traces.files import open_binary
 from bloomwise.cache.traces.records import NO_SQUID_FIELDS, Request
 
@@ -20,46 +19,26 @@ __all__ = ["write_squid_log", "write_plain_trace"]
 _INF = float("inf")
 
 
-def _check_token(value, what: str, index: int) -> str:
-    if not isinstance(value, str) or not value or len(value.split()) != 1 or value.strip() != value:
-        raise ValueError(f"request {index}: {what} must be a non-empty string without spaces, got {value!r}")
-    return value
-
-
-def _check_number(value, what: str, index: int, *, integer: bool, upper: float = _INF):
-    if integer:
-        try:
-            value = operator.index(value)
-        except TypeError:
-            raise ValueError(f"request {index}: {what} must be an integer >= 0, got {value!r}") from None
-    elif isinstance(value, (str, bytes, bool)) or not isinstance(value, (int, float, numbers.Real)):
-        raise ValueError(f"request {index}: {what} must be a finite number >= 0, got {value!r}")
-    if not 0 <= value <= upper or value == _INF:
-        kind = "an integer" if integer else "a finite number"
-        bound = ">= 0" if upper == _INF else f"in [0, {upper}]"
-        raise ValueError(f"request {index}: {what} must be {kind} {bound}, got {value!r}")
-    return value if integer else float(value)
-
-
 def _checked(request, index: int) -> Request:
     """The request with its fields checked (the slow path: names the first field the formats cannot hold)."""
     if not isinstance(request, Request):
         request = Request(*request)
-    timestamp = _check_number(request.timestamp, "timestamp", index, integer=False)
-    size = _check_number(request.size, "size", index, integer=True)
+    where = f"request {index}: "  # every message names the request
+    timestamp = check_non_negative(f"{where}timestamp", request.timestamp, integer=False)
+    size = check_non_negative(f"{where}size", request.size, integer=True)
     for what in ("client", "method", "url"):
-        _check_token(getattr(request, what), what, index)
+        check_token(f"{where}{what}", getattr(request, what))
     optional = {}
     for what in ("user", "peer", "content_type", "squid_code", "hierarchy"):
         value = getattr(request, what)
         if value is not None:
-            _check_token(value, what, index)
+            check_token(f"{where}{what}", value)
             if what in ("squid_code", "hierarchy") and "/" in value:
-                raise ValueError(f"request {index}: {what} must not contain '/', got {value!r}")
+                raise ValueError(f"{where}{what} must not contain '/', got {value!r}")
     if request.elapsed_ms is not None:
-        optional["elapsed_ms"] = _check_number(request.elapsed_ms, "elapsed_ms", index, integer=True)
+        optional["elapsed_ms"] = check_non_negative(f"{where}elapsed_ms", request.elapsed_ms, integer=True)
     if request.status is not None:
-        optional["status"] = _check_number(request.status, "status", index, integer=True, upper=999)
+        optional["status"] = check_non_negative(f"{where}status", request.status, integer=True, upper=999)
     return request._replace(timestamp=timestamp, size=size, **optional)
 
 
