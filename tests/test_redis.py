@@ -620,7 +620,8 @@ def test_quick_benchmark_runs():
         assert "side by side with RedisBloom: SKIPPED" in run.stdout
     else:  # the side-by-side prints a verdict for every regime and operation
         verdicts = [line for line in run.stdout.splitlines() if line.startswith(("PASS: ", "FAIL: "))]
-        assert len(verdicts) == 6 and all("x RedisBloom's" in line for line in verdicts), run.stdout[:3000]
+        assert len(verdicts) == 8 and all("x RedisBloom's" in line for line in verdicts), run.stdout[:3000]
+        assert all(f"| ({shape})" in run.stdout for shape in "abc"), run.stdout[:3000]  # the sparse query shapes
     assert "| RedisCountingBloomFilter classic 4-bit" in run.stdout
 
 
