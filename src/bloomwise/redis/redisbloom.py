@@ -34,7 +34,8 @@ from bloomwise._native.served import redisbloom_hashes, redisbloom_test
 from bloomwise.errors import FormatError
 from bloomwise.redis.errors import FilterNotFoundError, ServedFilterError, call_server, redis_module, server_address
 
-__all__ = ["from_redisbloom", "read_scandump", "scandump_steps", "scandump_error", "key_name", "RedisBloomSnapshot", "RedisBloomLink", "redisbloom_key_bytes",
+__all__ = ["from_redisbloom", "read_scandump", "scandump_steps", "scandump_error", "key_name", "RedisBloomSnapshot",
+           "RedisBloomLink", "redisbloom_key_bytes",
            "DEFAULT_MAX_BYTES", "MAX_CHUNK_BYTES"]
 
 #: The largest chunk BF.SCANDUMP sends (RedisBloom's MAX_SCANDUMP_SIZE).
@@ -57,7 +58,7 @@ _LN2 = 0.693147180559945  # the constant RedisBloom computes k with: k = (int)ce
 class RedisBloomLink(NamedTuple):
     """One sub-filter of a RedisBloom filter, as its header describes it."""
     num_bytes: int
-    num_bits: int
+    num_cells: int     # "bits": the bits of its array
     num_keys: int      # keys added to this link ("size")
     error_rate: float
     bits_per_key: float
@@ -68,7 +69,7 @@ class RedisBloomLink(NamedTuple):
     @property
     def modulus(self) -> int:
         """M, what (a + i b) is reduced by."""
-        return 2 ** self.log2_bits if self.log2_bits else self.num_bits
+        return 2 ** self.log2_bits if self.log2_bits else self.num_cells
 
 
 class RedisBloomSnapshot:
@@ -195,10 +196,10 @@ def _parse_header(data: bytes, max_bytes: int, where: str):
             problem = f"error rate {link.error_rate!r} outside (0, 1)"
         elif link.log2_bits > 63:
             problem = f"n2 = {link.log2_bits} > 63"
-        elif link.num_bytes == 0 or link.num_bits != 8 * link.num_bytes:
-            problem = f"{link.num_bits} bits in {link.num_bytes} bytes"
-        elif link.log2_bits and link.num_bits < 2 ** link.log2_bits:
-            problem = f"{link.num_bits} bits, fewer than 2**n2 = 2**{link.log2_bits}"
+        elif link.num_bytes == 0 or link.num_cells != 8 * link.num_bytes:
+            problem = f"{link.num_cells} bits in {link.num_bytes} bytes"
+        elif link.log2_bits and link.num_cells < 2 ** link.log2_bits:
+            problem = f"{link.num_cells} bits, fewer than 2**n2 = 2**{link.log2_bits}"
         elif not (math.isfinite(link.bits_per_key) and 0 < link.bits_per_key
                   and 1 <= link.num_hashes <= MAX_LINK_HASHES
                   and link.num_hashes == math.ceil(_LN2 * link.bits_per_key)):
