@@ -216,6 +216,23 @@ def test_copies_and_set_operations_on_a_cluster(client, cluster):
     with pytest.raises(ServedFilterError, match="name it with the same hash tag"):
         left.union(right, "elsewhere")
 
+    async def scenario(cluster_client):  # the same through redis.asyncio's cluster client
+        a_async = await served_async.RedisBloomFilter.open(cluster_client, first)
+        moved_async = await a_async.copy(elsewhere, replace=True)
+        left_async = await served_async.open(cluster_client, "{tenant}-left")
+        right_async = await served_async.open(cluster_client, "{tenant}-right")
+        await left_async.intersection(right_async, "{tenant}-common")
+        await left_async.union_update(right_async)
+        with pytest.raises(ServedFilterError, match="not in one hash slot"):
+            await a_async.union(moved_async, "{ops}-union")
+        return moved_async.key_prefix
+
+    left_before = from_redis(client, "{tenant}-left")
+    assert run_async(scenario, cluster[1]) == f"{{{elsewhere}}}"
+    assert from_redis(client, elsewhere) == from_redis(client, first)
+    assert from_redis(client, "{tenant}-common") == left_before & from_redis(client, "{tenant}-right")
+    assert from_redis(client, "{tenant}-left") == from_redis(client, "{tenant}-both")
+
 
 @pytest.mark.skipif(find_redisbloom_module() is None, reason=MISSING_REDISBLOOM_MESSAGE)
 def test_redisbloom_filters_are_read_from_the_node_owning_them(client, cluster):
