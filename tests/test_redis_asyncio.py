@@ -184,6 +184,8 @@ def test_async_whole_filters_copies_and_set_operations(redis_server):
         await twin.union_update(other)
         with pytest.raises(TypeError, match=r"await f.union_update\(other\)"):
             twin |= b
+        with pytest.raises(TypeError, match="one of bloomwise.redis: open both with one kind of client"):
+            await twin.union_update(served.RedisBloomFilter.open(redis_server.client(), "w-b"))
         counting = await served_async_module.to_redis(counting_local, client, "w-count")
         pulled = [await served_async_module.from_redis(client, n)
                   for n in ("w-a", "w-union", "w-common", "w-twin", "w-count")]

@@ -213,24 +213,20 @@ class _Served:
         return self._run(self._clear(), f"clearing {self._name!r}")
 
     # -- the contract (docs/architecture.md): compatibility, copies, the rate now -------------------------------------
-    def placement(self) -> dict:
-        """Everything that decides where a key's cells are: layout, m, k, seed, hash scheme, cell width."""
-        return placement_of(self)
-
     def is_compatible(self, other) -> bool:
         """True when ``other`` (a served filter or a local ``BloomFilter`` / ``CountingBloomFilter``) places keys
         exactly as this filter does, in cells of the same width: their cells combine and compare one for one."""
-        return isinstance(other, (_Served, BloomFilter, CountingBloomFilter)) and self.placement() == \
+        return isinstance(other, (_Served, BloomFilter, CountingBloomFilter)) and placement_of(self) == \
             placement_of(other)
 
-    def check_compatible(self, other, operation: str) -> None:
+    def _check_compatible(self, other, operation: str) -> None:
         """TypeError for another kind of filter, ValueError naming every parameter that differs (the messages of
         the local structures: ``cannot union incompatible filters (seed: 1 vs 2)``)."""
         family = (RedisBloomFilter, BloomFilter) if self._g.structure == "bloom" else (RedisCountingBloomFilter,
                                                                                           CountingBloomFilter)
         if not isinstance(other, family):
             raise TypeError(f"cannot {operation} a {type(self).__name__} with {type(other).__name__}")
-        mine, theirs = self.placement(), placement_of(other)
+        mine, theirs = placement_of(self), placement_of(other)
         if mine != theirs:
             raise ValueError(f"cannot {operation} incompatible filters ({parameter_differences(mine, theirs)})")
 
@@ -1099,9 +1095,10 @@ class RedisBloomFilter(_Served):
 
     def _bitop_steps(self, target, other, op: bytes, replace: bool = True):
         """Steps: ``target`` := this filter ``op`` ``other`` (OR / AND), part by part, in one MULTI/EXEC with the
-        target's metadata; a local ``other`` is sent once as temporary keys."""
+        target's metadata and key count (a union adds ``other``'s ``keys_added``, read just before); a local
+        ``other`` is sent once as temporary keys."""
         operation = "union" if op == b"OR" else "intersect"
-        self.check_compatible(other, operation)
+        self._check_compatible(other, operation)
         if isinstance(other, _Served) and other.ASYNC == self.ASYNC:
             if not self._same_slot(other):
                 raise ServedFilterError(
@@ -1110,8 +1107,10 @@ class RedisBloomFilter(_Served):
                     "only. Give the names a shared hash tag ({tenant}-a, {tenant}-b), or read one with from_redis "
                     "and combine it as a local filter")
         elif isinstance(other, _Served):
-            raise TypeError(f"cannot {operation} a {'n asyncio' if self.ASYNC else ' sync'} served filter with "
-                            f"one of the {'sync' if self.ASYNC else 'asyncio'} classes")
+            kinds = ("bloomwise.redis.asyncio", "bloomwise.redis") if self.ASYNC else ("bloomwise.redis",
+                                                                                     "bloomwise.redis.asyncio")
+            raise TypeError(f"cannot {operation} a filter of {kinds[0]} with one of {kinds[1]}: open both with "
+                            "one kind of client")
         if target is not self and not self._same_slot(target):
             raise ServedFilterError(
                 f"cannot write the {operation} of {self._name!r} to {target._name!r}: not in the hash slot of "
@@ -1127,7 +1126,7 @@ class RedisBloomFilter(_Served):
         temporary = None
         if isinstance(other, _Served):
             sources = [p.encode() for p in other._parts]
-            their_count = [encode_command([b"HGET", meta_key(other._keys).encode(), b"keys_added"])]
+            their_count = (yield from other._meta_int("keys_added")) if op == b"OR" else 0
         else:
             temporary = f"{self._keys}:combine:{uuid.uuid4().hex}"
             payload = local_payload(other)
@@ -1135,8 +1134,7 @@ class RedisBloomFilter(_Served):
             for index, key in enumerate(sources):
                 start = index * self._g.part_bytes
                 commands.append(encode_command([b"SET", key, payload[start:start + self._g.part_length(index)]]))
-            their_count = []
-        commands += their_count
+            their_count = other.keys_counted if op == b"OR" else 0
         if target is not self:
             commands.append(encode_command([b"DEL", meta_key(target._keys).encode(),
                                             *[p.encode() for p in target._parts]]))
@@ -1146,17 +1144,15 @@ class RedisBloomFilter(_Served):
             commands.append(encode_command([b"DEL", *sources]))
         if target is not self:
             commands.append(encode_command([b"COPY", meta_key(self._keys).encode(), meta_key(target._keys).encode()]))
+        if their_count:  # the union holds the keys of both
+            commands.append(encode_command([b"HINCRBY", meta_key(target._keys).encode(), b"keys_added",
+                                            str(their_count).encode()]))
         commands.append(encode_command([b"EXEC"]))
         replies = yield from self._exchange(commands.__getitem__, len(commands), doing, [0] * len(commands))
         inner = replies[-1] if isinstance(replies[-1], list) else []
         _raise_error_replies(replies + inner, doing, where)
         if not inner:
             raise ServedFilterError(f"the Redis server at {where} refused the transaction while {doing}")
-        if op == b"OR":  # the union holds the keys of both
-            added = int(inner[0] or 0) if their_count else other.keys_counted
-            if added:
-                yield from self._command([b"HINCRBY", meta_key(target._keys).encode(), b"keys_added",
-                                          str(added).encode()], doing)
 
     def _filled_cells(self, doing: str):
         """Steps: the bits set, counted by the server (BITCOUNT of every part; the padding is never set)."""
