@@ -171,6 +171,7 @@ def test_async_whole_filters_copies_and_set_operations(redis_server):
     other.update(keys[1000:])
     counting_local = CountingBloomFilter(3000, 0.01, seed=9)
     counting_local.update(keys)
+    sync_class = served.RedisBloomFilter
 
     async def scenario(client):
         served = await served_async_module.to_redis(local, client, "w-a")
@@ -185,7 +186,7 @@ def test_async_whole_filters_copies_and_set_operations(redis_server):
         with pytest.raises(TypeError, match=r"await f.union_update\(other\)"):
             twin |= b
         with pytest.raises(TypeError, match="one of bloomwise.redis: open both with one kind of client"):
-            await twin.union_update(served.RedisBloomFilter.open(redis_server.client(), "w-b"))
+            await twin.union_update(sync_class.open(redis_server.client(), "w-b"))
         counting = await served_async_module.to_redis(counting_local, client, "w-count")
         pulled = [await served_async_module.from_redis(client, n)
                   for n in ("w-a", "w-union", "w-common", "w-twin", "w-count")]
