@@ -584,7 +584,8 @@ class PeerSummary:
             self._apply_delta(update)
         else:
             if _state_size(update.kind, update.num_cells) > self.max_size:
-                raise FormatError(f"a summary of {update.num_cells} positions exceeds the limit of {self.max_size} bytes")
+                raise FormatError(f"a summary of {update.num_cells} positions exceeds the limit of {self.max_size} "
+                                  f"bytes")
             self._apply_whole(update)
         self.kind = update.kind
         self.version = update.version

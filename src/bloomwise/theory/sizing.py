@@ -13,7 +13,8 @@ from typing import Callable, Optional
 
 from bloomwise._checks import check_count, check_integer, check_probability
 from bloomwise.theory._validate import (
-    BLOCK_BITS, LANES, LN2, MAX_BLOCKED_HASHES, check_geometry, check_layout, MAX_BLOCKED_NUM_BITS, MAX_NUM_CELLS, check_num_cells, check_reachable, num_blocks_of, round_up,
+    BLOCK_BITS, LANES, LN2, MAX_BLOCKED_HASHES, MAX_BLOCKED_NUM_BITS, MAX_NUM_CELLS, check_geometry, check_layout,
+    check_num_cells, check_reachable, num_blocks_of, round_up,
 )
 from bloomwise.theory.rates import blocked_fprs, blocked_mixture, fill_probability, layout_fpr, partitioned_fpr
 
