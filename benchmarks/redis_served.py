@@ -103,7 +103,8 @@ def side_by_side(client, keys, absent, rounds, wide_client=None):
     the same machine load: in the one-call regime the two measurements; in the regimes of calls of 1,000, a second,
     interleaved pass (blocks of INTERLEAVE_CALLS calls: a RedisBloom block, then a bloomwise block of the same keys,
     and so on; inserts into fresh filters), whose ratio is RedisBloom's total seconds over bloomwise's, so a burst
-    of load on the shared machine falls on both sides of the comparison, not on one. The verdict takes the median of the rounds' ratios. ``wide_client`` (a client of the same server reading replies 1 MiB at a time:
+    of load on the shared machine falls on both sides of the comparison, not on one. The verdict takes the median
+    of the rounds' ratios. ``wide_client`` (a client of the same server reading replies 1 MiB at a time:
     ``socket_read_size``) adds the calls of 1,000 run through it."""
     n = len(keys)
     probe = np.concatenate([keys[: n // 2], absent[: n - n // 2]])
@@ -514,7 +515,8 @@ def main(argv=None) -> int:
                   "`update(keys)` and `contains_many(keys)`, which choose their commands (module-free). Queries: half "
                   "present, half absent. *Server CPU* is INFO cpu's time per key, *received* the bytes the server "
                   "read per key (INFO stats). Each round starts fresh filters and measures the two one right after the "
-                  "other (alternating which goes first), after an untimed warm-up query; keys/s and the per-key columns "
+                  "other (alternating which goes first), after an untimed warm-up query; keys/s and the per-key "
+                  "columns "
                   "are medians over the rounds. *ratio* is the median of the rounds' ratios of keys/s (bloomwise / "
                   "RedisBloom), *range* their smallest and largest; a round's ratio compares the two under the same "
                   "load: in one call, the two measurements; in calls of 1,000, a second pass interleaving the calls "

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from bloomwise.redis.errors import ServerUnavailableError, redis_module
 
-__all__ = ["is_cluster", "has_hash_tag", "key_prefix", "key_slot", "route", "node_serving", "route_async", "AsyncNodeClient"]
+__all__ = ["is_cluster", "has_hash_tag", "key_prefix", "key_slot", "route", "node_serving", "route_async",
+           "AsyncNodeClient"]
 
 
 def is_cluster(client) -> bool:

@@ -489,7 +489,7 @@ def placement_of(f) -> dict:
             "seed": g.seed, "hash_scheme": g.hash_scheme, "counter_bits": g.counter_bits}
 
 
-# ---- whole filters: in and out of the server (bloomwise.redis.copying, copy) ------------------------------------------
+# ---- whole filters: in and out of the server (bloomwise.redis.copying, copy) -----------------------------------------
 def read_local_steps(served):
     """Steps: the served filter as a local BloomFilter or CountingBloomFilter, byte for byte (one consistent
     snapshot: the parts and the key count are read in one transaction). The parts' lengths are checked before they
