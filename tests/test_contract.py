@@ -369,3 +369,92 @@ def test_served_filters_raise_the_same_errors_for_bad_arguments(name, redis_clie
     with pytest.raises(ValueError, match="layout must be one of"):
         cls(redis_client, "bad", 100, 0.01, layout="diagonal")
     assert redis_client.keys("bad*") == []  # nothing was created on the server
+
+
+@pytest.mark.parametrize("name", sorted(SERVED_TWINS))
+def test_served_filters_copy_compare_and_estimate_like_the_local_structure(name, redis_client):
+    """copy(name) (a new key, byte for byte), is_compatible, estimated_fpr() (the local structure's, from the same
+    fill), threads= accepted with the contract's check."""
+    import bloomwise.redis as served_module
+
+    cls, local_cls = served_classes()[name], SERVED_TWINS[name]
+    served = cls(redis_client, "orig", 2000, 0.01, seed=4)
+    served.update(KEYS)
+    local = served_module.from_redis(redis_client, "orig")
+    twin = served.copy("twin")
+    assert type(twin) is cls and twin.name == "twin" and served_module.from_redis(redis_client, "twin") == local
+    assert served_module.from_redis(redis_client, "twin").num_keys == local.num_keys
+    with pytest.raises(served_module.FilterMismatchError, match="'twin' already exists.*replace=True"):
+        served.copy("twin")
+    served.update(["later"])  # the copy is its own filter
+    assert "later" in served and "later" not in twin
+    assert served.copy("twin", replace=True).contains_many(["later"]).all() and "later" in twin
+    assert served.is_compatible(twin) and served.is_compatible(local) and twin.is_compatible(served)
+    assert not served.is_compatible(local_cls(2000, 0.01, seed=5)) and not served.is_compatible("orig")
+    assert not served.is_compatible(cls(redis_client, "other-seed", 2000, 0.01, seed=5))
+    assert served.estimated_fpr() == served_module.from_redis(redis_client, "orig").estimated_fpr() > 0
+    assert cls(redis_client, "empty", 2000, 0.01).estimated_fpr() == 0.0
+    for threads in (None, 1, 2):
+        assert served.update(KEYS, threads=threads) is None
+        assert served.contains_many(KEYS, threads=threads).all()
+    for threads in (0, -1, 1.5, "2", True):
+        with pytest.raises(ValueError, match="threads must be a positive int or None"):
+            served.update(KEYS, threads=threads)
+        with pytest.raises(ValueError, match="threads must be a positive int or None"):
+            served.contains_many(KEYS, threads=threads)
+
+
+def test_served_hashing_in_threads_is_the_hashing_of_one_thread():
+    pytest.importorskip("redis", reason="the redis extra (redis-py) is not installed")
+    from bloomwise._native.bloom import hash_many
+    from bloomwise.redis.filters import THREAD_MIN_KEYS, hash_in_threads
+
+    keys = np.arange(3 * THREAD_MIN_KEYS + 17, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    for threads in (2, 3, 8):
+        assert np.array_equal(hash_in_threads(keys, 5, 2, threads), hash_many(keys, 5, None, 2))
+    square = keys[:3 * THREAD_MIN_KEYS].reshape(-1, 2)  # the shape of a numpy input is kept
+    assert np.array_equal(hash_in_threads(square, 5, 2, 4), hash_many(square, 5, None, 2))
+
+
+def test_served_bit_filters_combine_on_the_server(redis_client):
+    """union / intersection (new keys), |= and &= (in place; a served or a local other): BITOP, equal to the local
+    structures' | and &; the local errors for incompatible filters; a | b and counting filters refused with the
+    reason."""
+    import bloomwise.redis as served_module
+
+    cls = served_classes()["RedisBloomFilter"]
+    a, b = cls(redis_client, "a", 1000, 0.01, seed=1), cls(redis_client, "b", 1000, 0.01, seed=1)
+    a.update(KEYS[:250])
+    b.update(KEYS[250:])
+    local_a, local_b = (served_module.from_redis(redis_client, n) for n in ("a", "b"))
+    union = a.union(b, "a-or-b")
+    assert served_module.from_redis(redis_client, "a-or-b") == local_a | local_b
+    assert union.keys_added == a.keys_added + b.keys_added
+    both = a.intersection(b, "a-and-b")
+    assert served_module.from_redis(redis_client, "a-and-b") == local_a & local_b
+    assert both.keys_added == a.keys_added
+    with pytest.raises(served_module.FilterMismatchError, match="already exists"):
+        a.union(b, "a-or-b")
+    in_place = a.copy("in-place")
+    in_place |= b
+    assert served_module.from_redis(redis_client, "in-place") == local_a | local_b
+    in_place &= local_a  # a local other: sent once as temporary keys
+    assert served_module.from_redis(redis_client, "in-place") == (local_a | local_b) & local_a
+    in_place |= local_b
+    assert served_module.from_redis(redis_client, "in-place") == ((local_a | local_b) & local_a) | local_b
+    assert not [k for k in redis_client.keys("*combine*")]  # the temporary keys are gone
+    with pytest.raises(ValueError, match=r"cannot union incompatible filters \(seed: 1 vs 2\)"):
+        a.union(cls(redis_client, "seed-2", 1000, 0.01, seed=2), "x")
+    with pytest.raises(ValueError, match=r"cannot intersect incompatible filters \(seed: 1 vs 2\)"):
+        a &= BloomFilter(1000, 0.01, seed=2)
+    with pytest.raises(TypeError, match="cannot union a RedisBloomFilter with int"):
+        a.union(5, "x")
+    with pytest.raises(TypeError, match=r"stored on the server under a name: f.union\(other, name\)"):
+        a | b
+    with pytest.raises(TypeError, match=r"f.intersection\(other, name\)"):
+        a & b
+    counting = served_classes()["RedisCountingBloomFilter"](redis_client, "counting", 1000, 0.01)
+    for combine in (lambda: counting | counting, lambda: counting & counting, lambda: counting.union(counting, "u")):
+        with pytest.raises((TypeError, AttributeError)):
+            combine()
+    assert not hasattr(counting, "union") and not hasattr(counting, "intersection")

@@ -309,8 +309,8 @@ def test_open_by_name_alone(redis_client):
 
 @needs_server
 @pytest.mark.parametrize("field, value, message", [
-    ("format_version", "2", "format_version '2'"),
-    ("num_bits", "12x", "num_bits must be a non-negative integer"),
+    ("format_version", "3", "format_version '3'; this bloomwise reads versions 1, 2"),
+    ("num_cells", "12x", "num_cells must be a non-negative integer"),
     ("layout", "round", "impossible filter"),
     ("format", "other", "not the metadata of a bloomwise filter"),
     ("part_bytes", "100", "multiple of 64"),
@@ -320,6 +320,22 @@ def test_damaged_metadata_is_a_format_error(redis_client, field, value, message)
     redis_client.hset("d:meta", field, value)
     with pytest.raises(FormatError, match=message):
         served.open(redis_client, "d")
+
+
+@needs_server
+def test_metadata_of_storage_version_1_is_read(redis_client):
+    """Version 1 named m ``num_bits``; version 2 ``num_cells``: a filter stored by version 1 opens unchanged."""
+    f = RedisBloomFilter(redis_client, "v1", 1000, 0.01, seed=3)
+    f.update(keys_of("k", 500))
+    assert redis_client.hget("v1:meta", "format_version") == b"2"
+    m = redis_client.hget("v1:meta", "num_cells")
+    redis_client.hdel("v1:meta", "num_cells")
+    redis_client.hset("v1:meta", mapping={"format_version": "1", "num_bits": m})
+    again = served.open(redis_client, "v1")
+    assert again.num_cells == f.num_cells == int(m) and again.contains_many(keys_of("k", 500)).all()
+    redis_client.hdel("v1:meta", "num_bits")
+    with pytest.raises(FormatError, match="lacks the field.*num_bits"):
+        served.open(redis_client, "v1")
 
 
 @needs_server
@@ -585,7 +601,9 @@ def test_quick_benchmark_runs():
         assert "side by side with RedisBloom: SKIPPED" in run.stdout
     else:  # the side-by-side prints a verdict for every regime and operation
         verdicts = [line for line in run.stdout.splitlines() if line.startswith(("PASS: ", "FAIL: "))]
-        assert len(verdicts) == 6 and all("x RedisBloom's" in line for line in verdicts), run.stdout[:3000]
+        assert len(verdicts) == 8 and all("x RedisBloom's" in line for line in verdicts), run.stdout[:3000]
+        assert all(f"| ({shape})" in run.stdout for shape in "abc"), run.stdout[:3000]  # the sparse query shapes
+        assert "| one EVALSHA, packed blocks and bits, Lua GETRANGE / SETRANGE |" in run.stdout  # insert shapes
     assert "| RedisCountingBloomFilter classic 4-bit" in run.stdout
 
 

@@ -15,6 +15,7 @@ import redis.asyncio  # noqa: E402
 import bloomwise.redis as served  # noqa: E402
 from bloomwise.redis import FilterMismatchError, FilterNotFoundError, IncompleteBatchError, from_redis  # noqa: E402
 from bloomwise.redis.asyncio import RedisBloomFilter, RedisCountingBloomFilter, open as open_async  # noqa: E402
+import bloomwise.redis.asyncio as served_async_module  # noqa: E402
 
 def run(coroutine_function, server):
     """Run coroutine_function(async client) on a fresh event loop, closing the client after."""
@@ -128,7 +129,7 @@ def test_async_construction_errors(redis_server):
         with pytest.raises(FilterNotFoundError):
             await open_async(client, "none")
         await RedisBloomFilter(client, "taken", 1000, 0.01)
-        with pytest.raises(FilterMismatchError, match="num_bits"):
+        with pytest.raises(FilterMismatchError, match="num_cells"):
             await RedisBloomFilter(client, "taken", 9000, 0.01)
         with pytest.raises(FilterMismatchError, match="not a counting"):
             await RedisCountingBloomFilter.open(client, "taken")
@@ -141,3 +142,73 @@ def test_async_construction_errors(redis_server):
         RedisBloomFilter(redis_server.client(), "wrong", 1000, 0.01)
     with pytest.raises(TypeError, match="not awaitable"):
         served.RedisBloomFilter(redis_server.client(), "sync", 1000, 0.01).__await__()
+
+
+@needs_server
+def test_async_whole_filters_copies_and_set_operations(redis_server):
+    """to_redis / from_redis awaited; copy, union, intersection, union_update, estimated_fpr awaited; |= refused
+    (it cannot await) with the method to use."""
+    redis_server.client().flushall()
+    keys = keys_of("w", 2000)
+    local = BloomFilter(5000, 0.01, seed=9)
+    local.update(keys[:1000])
+    other = BloomFilter(5000, 0.01, seed=9)
+    other.update(keys[1000:])
+    counting_local = CountingBloomFilter(3000, 0.01, seed=9)
+    counting_local.update(keys)
+    sync_class = served.RedisBloomFilter
+
+    async def scenario(client):
+        served = await served_async_module.to_redis(local, client, "w-a")
+        with pytest.raises(FilterMismatchError, match="already exists"):
+            await served_async_module.to_redis(local, client, "w-a")
+        await served_async_module.to_redis(other, client, "w-b")
+        b = await open_async(client, "w-b")
+        union = await served.union(b, "w-union")
+        common = await served.intersection(b, "w-common")
+        twin = await served.copy("w-twin")
+        await twin.union_update(other)
+        with pytest.raises(TypeError, match=r"await f.union_update\(other\)"):
+            twin |= b
+        with pytest.raises(TypeError, match="one of bloomwise.redis: open both with one kind of client"):
+            await twin.union_update(sync_class.open(redis_server.client(), "w-b"))
+        counting = await served_async_module.to_redis(counting_local, client, "w-count")
+        pulled = [await served_async_module.from_redis(client, n)
+                  for n in ("w-a", "w-union", "w-common", "w-twin", "w-count")]
+        rates = (await served.estimated_fpr(), await counting.estimated_fpr())
+        return pulled, rates, await union.keys_added, served.is_compatible(b), served.is_compatible(counting)
+
+    (a, union, common, twin, counting), rates, union_count, compatible, mixed = run(scenario, redis_server)
+    assert a == local and union == local | other == twin and common == local & other
+    assert counting == counting_local and union_count == local.keys_counted + other.keys_counted
+    assert rates == (local.estimated_fpr(), counting_local.estimated_fpr())
+    assert compatible and not mixed
+
+
+@needs_server
+def test_async_from_redisbloom(tmp_path):
+    from bloomwise._redis_server import MISSING_REDISBLOOM_MESSAGE, find_redisbloom_module
+    from bloomwise.redis import FilterNotFoundError as NotFound, from_redisbloom
+
+    module = find_redisbloom_module()
+    if module is None:
+        pytest.skip(MISSING_REDISBLOOM_MESSAGE)
+    keys = keys_of("rb", 3000)
+    probe = keys + keys_of("absent", 5000)
+    with LocalRedisServer(modules=[module]) as srv:
+        sync_client = srv.client()
+        sync_client.execute_command("BF.RESERVE", "bf", 0.01, 1000)  # scales twice
+        sync_client.execute_command("BF.MADD", "bf", *keys)
+        expected = np.array(sync_client.execute_command("BF.MEXISTS", "bf", *probe), dtype=bool)
+
+        async def scenario(client):
+            snapshot = await served_async_module.from_redisbloom(client, "bf")
+            with pytest.raises(NotFound, match="no RedisBloom filter 'nothing'"):
+                await served_async_module.from_redisbloom(client, "nothing")
+            return snapshot
+
+        snapshot = run(scenario, srv)
+        assert np.array_equal(snapshot.contains_many(probe), expected)
+        assert np.array_equal(from_redisbloom(sync_client, "bf").contains_many(probe), expected)
+    with pytest.raises(TypeError, match="redis.asyncio"):
+        asyncio.run(served_async_module.from_redisbloom(sync_client, "bf"))

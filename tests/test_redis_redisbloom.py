@@ -49,6 +49,7 @@ def test_a_scaling_filter_of_100k_keys_answers_as_bf_mexists_on_1m_keys(client):
     snapshot = from_redisbloom(client, "urls")
     info = client.execute_command("BF.INFO", "urls")
     assert len(snapshot.links) == info[b"Number of filters"] == 7
+    assert all(link.num_cells == 8 * link.num_bytes and not hasattr(link, "num_bits") for link in snapshot.links)
     assert snapshot.num_keys == info[b"Number of items inserted"] == client.execute_command("BF.CARD", "urls")
     assert snapshot.capacity == info[b"Capacity"] and snapshot.scaling and snapshot.expansion == 2
     probe = present + [f"https://example.org/{i}" for i in range(900_000)]

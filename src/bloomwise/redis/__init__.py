@@ -9,7 +9,7 @@ bit-identical, and a filter built locally merges into a served one with ``BITOP 
 
 Storage (docs/redis.md), for a filter named ``name``:
 
-- ``name:meta``: a hash of the parameters (structure, layout, num_bits, num_hashes, seed, hash scheme, counter bits,
+- ``name:meta``: a hash of the parameters (structure, layout, num_cells, num_hashes, seed, hash scheme, counter bits,
   capacity, part size, format version) and the key count. A second process opens the filter with
   ``open(client, name)`` from it alone.
 - ``name:part:0``, ``name:part:1``, ...: the payload of the local filter, byte for byte, cut into parts of at most

@@ -20,19 +20,21 @@ rebuilds every argument of ``redis.call``), a transaction about 3 (docs/redis.md
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Optional
 
 import numpy as np
 
 from bloomwise import _format, theory
-from bloomwise._base import COUNTING_LAYOUTS, check_capacity, layout_id
+from bloomwise._base import COUNTING_LAYOUTS, check_capacity, check_threads, layout_id
+from bloomwise._compatibility import parameter_differences
 from bloomwise._native.bloom import hash_many
 from bloomwise._native.served import encode_args, pack_command, positions_many
 from bloomwise._storage import StorageGeometry
 from bloomwise.bloom import BloomFilter
 from bloomwise.counting import CountingBloomFilter
 from bloomwise.errors import FormatError
-from bloomwise.redis.cluster import is_cluster, route
+from bloomwise.redis.cluster import is_cluster, key_prefix, key_slot, route, route_async
 from bloomwise.redis.errors import (
     FilterMismatchError, FilterNotFoundError, IncompleteBatchError, ServedFilterError, ServerUnavailableError,
     redis_module, reply_error, server_address, server_error,
@@ -44,7 +46,9 @@ from bloomwise.redis.geometry import (
 from bloomwise.redis.scripts import REMOVE_SCRIPT
 
 __all__ = ["RedisBloomFilter", "RedisCountingBloomFilter", "open", "open_as", "open_async", "drive_async",
-           "is_async_client", "local_geometry", "encode_command",
+           "is_async_client", "check_sync_client", "local_geometry", "encode_command", "attached", "run_steps",
+           "read_local_steps", "store_steps", "copy_on_server_steps", "read_meta_steps", "hash_in_threads",
+           "placement_of", "same_database",
            "CHUNK_KEYS", "WINDOW_COMMANDS", "MERGE_BYTES_PER_KEY", "READ_BYTES_PER_KEY", "TRANSACTION_KEYS",
            "OPTIMISTIC_ATTEMPTS", "REMOVE_ATTEMPTS", "BATCH_RECORD_SECONDS"]
 
@@ -83,24 +87,24 @@ class _Served:
         name = check_name(name)
         if self.ASYNC:
             if not is_async_client(client):
-                raise TypeError(f"client must be a redis.asyncio.Redis (a redis.asyncio.RedisCluster is not "
-                                f"supported yet), got {type(client).__name__}")
-            self._bind(client, name, name, geometry)
-            self._awaiting_creation = create  # done by the first await (of the filter or of an operation)
+                raise TypeError(f"client must be a redis.asyncio.Redis or a redis.asyncio.RedisCluster, got "
+                                f"{type(client).__name__}")
+            self._bind(client, name, key_prefix(client, name), geometry)
+            # done by the first await (of the filter or of an operation): find the node serving the filter on a
+            # cluster, create the filter on the server
+            self._awaiting_route = is_cluster(client)
+            self._awaiting_creation = create
             return
-        if is_async_client(client):
-            raise TypeError("a redis.asyncio client: use the classes of bloomwise.redis.asyncio")
-        if not is_cluster(client) and (not hasattr(client, "connection_pool") or not hasattr(client, "hgetall")):
-            raise TypeError(f"client must be a redis.Redis or a redis.cluster.RedisCluster, got "
-                            f"{type(client).__name__}")
-        client, prefix = route(client, name)  # a cluster: the node that serves the filter's hash slot
-        self._bind(client, name, prefix, geometry)
+        check_sync_client(client)
+        node, prefix = route(client, name)  # a cluster: the node that serves the filter's hash slot
+        self._bind(node, name, prefix, geometry, client)
         if create:
             self._drive(self._create_or_check(), f"creating {meta_key(prefix)}")
 
-    def _bind(self, client, name: str, prefix: str, geometry: Geometry) -> None:
-        self._awaiting_creation = False
+    def _bind(self, client, name: str, prefix: str, geometry: Geometry, origin=None) -> None:
+        self._awaiting_route = self._awaiting_creation = False
         self._client = client
+        self._origin = client if origin is None else origin  # the client given: a cluster client routes other names
         self._name = name
         self._keys = prefix
         self._g = geometry
@@ -208,15 +212,82 @@ class _Served:
         """Empty the filter (every bit or counter to 0, the key count to 0), atomically."""
         return self._run(self._clear(), f"clearing {self._name!r}")
 
+    # -- the contract (docs/architecture.md): compatibility, copies, the rate now -------------------------------------
+    def is_compatible(self, other) -> bool:
+        """True when ``other`` (a served filter or a local ``BloomFilter`` / ``CountingBloomFilter``) places keys
+        exactly as this filter does, in cells of the same width: their cells combine and compare one for one."""
+        return isinstance(other, (_Served, BloomFilter, CountingBloomFilter)) and placement_of(self) == \
+            placement_of(other)
+
+    def _check_compatible(self, other, operation: str) -> None:
+        """TypeError for another kind of filter, ValueError naming every parameter that differs (the messages of
+        the local structures: ``cannot union incompatible filters (seed: 1 vs 2)``)."""
+        family = (RedisBloomFilter, BloomFilter) if self._g.structure == "bloom" else (RedisCountingBloomFilter,
+                                                                                          CountingBloomFilter)
+        if not isinstance(other, family):
+            raise TypeError(f"cannot {operation} a {type(self).__name__} with {type(other).__name__}")
+        mine, theirs = placement_of(self), placement_of(other)
+        if mine != theirs:
+            raise ValueError(f"cannot {operation} incompatible filters ({parameter_differences(mine, theirs)})")
+
+    def copy(self, name: str, *, replace: bool = False):
+        """A copy of this filter under a new ``name`` on the same server (or cluster), byte for byte with its key
+        count; returns the new served filter. FilterMismatchError when ``name`` exists, unless ``replace=True``.
+
+        On one server (or when both names share a cluster hash slot) the copy is the server's: ``COPY`` of the
+        metadata and every part in one MULTI/EXEC, no byte leaves the server. Otherwise (another node of a cluster)
+        the filter is read in one transaction and written in another, through this client."""
+        target = type(self).__new__(type(self))
+        target._setup(self._origin, name, self._g, create=False)
+        doing = f"copying {self._name!r} to {target._name!r}"
+        if self.ASYNC:
+            return self._copy_async(target, replace, doing)
+        if self._same_slot(target):
+            self._drive(copy_on_server_steps(self, target, replace), doing)
+        else:
+            target._drive(store_steps(target, self._drive(read_local_steps(self), doing), replace), doing)
+        return target
+
+    async def _copy_async(self, target, replace: bool, doing: str):
+        await self._attach_async()
+        await target._attach_async()
+        if self._same_slot(target):
+            await self._run(copy_on_server_steps(self, target, replace), doing)
+        else:
+            await target._run(store_steps(target, await self._run(read_local_steps(self), doing), replace), doing)
+        return target
+
+    def _same_slot(self, other) -> bool:
+        """Whether one server command may name keys of both filters: the same server and database, and on a
+        cluster the same hash slot."""
+        if is_cluster(self._origin) or is_cluster(other._origin):
+            return self._origin is other._origin and key_slot(self._keys) == key_slot(other._keys)
+        return self._client is other._client or same_database(self._client, other._client)
+
+    def estimated_fpr(self) -> float:
+        """The false-positive rate the filter has now, from its fill (``theory.fpr_from_fill``, as the local
+        structure's ``estimated_fpr()``). Bits: the server counts them (``BITCOUNT`` of every part). Counters:
+        the payload is read (one transaction) and counted here, since no server command counts nonzero 4-bit
+        fields."""
+        doing = f"reading the fill of {self._name!r}"
+        return self._run(then(self._filled_cells(doing), lambda filled: theory.fpr_from_fill(
+            self._g.num_cells, self._g.num_hashes, filled, layout=self._g.layout)), doing)
+
+    def _filled_cells(self, doing: str):
+        local = yield from read_local_steps(self)
+        return local.filled_cells()
+
     # -- hashing -----------------------------------------------------------------------------------------------------
-    def _offsets(self, keys, single: bool = False):
-        """(Redis bit offsets of every probe, as a (n, k) uint64 array; n)."""
+    def _offsets(self, keys, single: bool = False, threads=None):
+        """(Redis bit offsets of every probe, as a (n, k) uint64 array; n). ``threads``: hash a numpy batch in
+        that many threads (``hash_in_threads``)."""
+        threads = check_threads(threads)
         if single:
             keys = [keys]
         elif isinstance(keys, (str, bytes, bytearray, memoryview)):
             raise TypeError(f"a batch must be an iterable of keys, got one {type(keys).__name__}: "
                             "wrap a single key in a list")
-        hashes = hash_many(keys, self._g.seed, None, self._scheme_id)
+        hashes = hash_in_threads(keys, self._g.seed, self._scheme_id, threads)
         positions = positions_many(hashes.reshape(-1), self._g.num_cells, self._g.num_hashes, self._layout_id)
         if self._g.counter_bits == 1:
             offsets = positions ^ np.uint64(7)
@@ -241,20 +312,25 @@ class _Served:
     # operation (WATCH state lives on one connection): ``_drive`` here with redis-py, ``drive_async`` in
     # ``bloomwise.redis.asyncio`` with redis.asyncio. So both clients run the same commands, the same exactly-once
     # batches and the same error accounting.
-    def _run(self, steps, doing: str):
+    def _run(self, steps, doing: str, also=()):
         """Run an operation's steps: at once with redis-py; an awaitable for the classes of
-        ``bloomwise.redis.asyncio``."""
+        ``bloomwise.redis.asyncio`` (which first reaches the server of this filter and of the served filters
+        ``also``)."""
         if self.ASYNC:
-            return self._run_async(steps, doing)
+            return self._run_async(steps, doing, also)
         return self._drive(steps, doing)
 
-    async def _run_async(self, steps, doing: str):
-        await self._attach_async()
-        return await drive_async(self, steps, doing)
+    async def _run_async(self, steps, doing: str, also=()):
+        for served in (self, *also):
+            await served._attach_async()
+        return await drive_async(self._client, steps, doing)
 
     async def _attach_async(self):
+        if self._awaiting_route:
+            self._client, _ = await route_async(self._client, self._name)
+            self._awaiting_route = False
         if self._awaiting_creation:
-            await drive_async(self, self._create_or_check(), f"creating {meta_key(self._keys)}")
+            await drive_async(self._client, self._create_or_check(), f"creating {meta_key(self._keys)}")
             self._awaiting_creation = False
         return self
 
@@ -356,6 +432,156 @@ def naming_missing_key(steps, key_at):
         raise KeyError(key_at(missing.args[0])) from None
 
 
+#: A numpy batch is hashed in ``threads`` threads when each gets at least this many keys (below, one thread).
+THREAD_MIN_KEYS = 65536
+
+
+def hash_in_threads(keys, seed: int, scheme_id: int, threads: int):
+    """The 64-bit hashes of a batch (``hash_many``), a numpy batch cut in ``threads`` contiguous slices hashed at
+    once (the compiled hashing of fixed-width keys runs without the GIL); the same hashes as one thread. Other
+    batches (lists of str or bytes need the interpreter for every key) are hashed by one thread."""
+    if threads == 1 or not isinstance(keys, np.ndarray) or keys.size < 2 * THREAD_MIN_KEYS:
+        return hash_many(keys, seed, None, scheme_id)
+    flat = keys.reshape(-1)
+    slices = min(threads, flat.size // THREAD_MIN_KEYS)
+    bounds = [flat.size * i // slices for i in range(slices + 1)]
+    with ThreadPoolExecutor(slices) as pool:
+        pieces = list(pool.map(lambda i: hash_many(flat[bounds[i]:bounds[i + 1]], seed, None, scheme_id),
+                               range(slices)))
+    return np.concatenate(pieces).reshape(keys.shape)
+
+
+def same_database(a, b) -> bool:
+    """Whether two redis-py clients talk to the same server (socket path, or host and port) and database."""
+    def where(client):
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None) or {}
+        return kwargs.get("path"), kwargs.get("host"), kwargs.get("port"), kwargs.get("db", 0)
+    return where(a) == where(b) and where(a) != (None, None, None, 0)
+
+
+def attached(cls, client, name: str, geometry: Geometry):
+    """A served filter of class ``cls`` and ``geometry`` bound to ``client`` (routed on a cluster; asyncio: on
+    its first operation) without creating anything on the server."""
+    served = cls.__new__(cls)
+    served._setup(client, name, geometry, create=False)
+    return served
+
+
+def run_steps(served, steps, doing: str):
+    """Run steps on the served filter's connection: their result (redis-py), or an awaitable (asyncio)."""
+    return served._run(steps, doing)
+
+
+def served_only(other) -> tuple:
+    """(other,) when it is a served filter, else ()."""
+    return (other,) if isinstance(other, _Served) else ()
+
+
+def local_payload(local):
+    """The payload bytes of a local filter, for the server."""
+    return local.payload_view().cast("B")
+
+
+def placement_of(f) -> dict:
+    """What decides where a key's cells are, for a served filter or a local BloomFilter / CountingBloomFilter."""
+    g = f.geometry if isinstance(f, _Served) else local_geometry(f, MAX_PART_BYTES)
+    return {"structure": g.structure, "layout": g.layout, "num_cells": g.num_cells, "num_hashes": g.num_hashes,
+            "seed": g.seed, "hash_scheme": g.hash_scheme, "counter_bits": g.counter_bits}
+
+
+# ---- whole filters: in and out of the server (bloomwise.redis.copying, copy) -----------------------------------------
+def read_local_steps(served):
+    """Steps: the served filter as a local BloomFilter or CountingBloomFilter, byte for byte (one consistent
+    snapshot: the parts and the key count are read in one transaction). The parts' lengths are checked before they
+    are read (FormatError when one is longer than the filter's part: what a server holds is untrusted)."""
+    g, prefix, parts = served._g, served._keys, served._parts
+    doing = f"reading {served._name!r}"
+    where = server_address(served._client)
+    lengths = yield from served._exchange(lambda i: encode_command([b"STRLEN", parts[i].encode()]), len(parts),
+                                          doing, [0] * len(parts))
+    _raise_error_replies(lengths, doing, where)
+    for index, length in enumerate(lengths):
+        if length > g.part_length(index):
+            raise FormatError(f"{parts[index]} holds {length} bytes; the filter's part {index} has "
+                              f"{g.part_length(index)}")
+    commands = [encode_command([b"MULTI"]), encode_command([b"HGET", meta_key(prefix).encode(),
+                                                            served.COUNT_FIELD.encode()])]
+    commands += [encode_command([b"GET", part.encode()]) for part in parts] + [encode_command([b"EXEC"])]
+    replies = yield from served._exchange(commands.__getitem__, len(commands), doing, [0] * len(commands))
+    _raise_error_replies(replies, doing, where)
+    answer = replies[-1]
+    if not isinstance(answer, list) or len(answer) != 1 + len(parts):
+        raise ServedFilterError(f"the Redis server at {where} refused the transaction while {doing}: {answer!r:.80}")
+    _raise_error_replies(answer, doing, where)
+    payload = bytearray(g.nbytes)
+    for index, data in enumerate(answer[1:]):
+        data = data or b""
+        if len(data) > g.part_length(index):
+            raise FormatError(f"{parts[index]} holds {len(data)} bytes; the filter's part {index} has "
+                              f"{g.part_length(index)}")
+        start = index * g.part_bytes
+        payload[start:start + len(data)] = data
+    count = answer[0]
+    if count is not None and not (isinstance(count, bytes) and count.isdigit() and len(count) <= 20):
+        raise FormatError(f"{meta_key(prefix)} field {served.COUNT_FIELD} must be a non-negative integer, got "
+                          f"{count!r:.40}")
+    cell_options = (("counter_bits", g.counter_bits),) if g.structure == "counting" else ()
+    geometry = StorageGeometry(g.structure, g.layout, g.num_cells, g.num_hashes, g.seed, g.hash_scheme, cell_options)
+    cls = CountingBloomFilter if g.structure == "counting" else BloomFilter
+    local = cls.from_payload(geometry, bytes(payload), num_keys=int(count or 0))
+    local.set_target(g.capacity, g.fpr)
+    return local
+
+
+def store_steps(served, local, replace: bool):
+    """Steps: store the local filter ``local`` (of the served filter's geometry) as ``served``: its metadata, key
+    count and every part in one MULTI/EXEC, so readers never see half a filter. FilterMismatchError when the name
+    is taken, unless ``replace``."""
+    doing = f"storing {served._name!r}"
+    where = server_address(served._client)
+    prefix, g = served._keys, served._g
+    if not replace:
+        existing = yield from read_meta_steps(served._client, prefix)
+        if existing is not None:
+            raise FilterMismatchError(f"a filter named {served._name!r} already exists on the server: pass "
+                                      "replace=True to overwrite it")
+    payload = local.payload_view().cast("B")
+    fields = g.to_fields()
+    fields[served.COUNT_FIELD] = str(local.num_keys if g.structure == "counting" else local.keys_counted)
+    commands = [encode_command([b"MULTI"]),
+                encode_command([b"DEL", meta_key(prefix).encode(), *[p.encode() for p in served._parts]])]
+    for index, part in enumerate(served._parts):
+        start = index * g.part_bytes
+        commands.append(encode_command([b"SET", part.encode(), payload[start:start + g.part_length(index)]]))
+    commands.append(encode_command([b"HSET", meta_key(prefix).encode(),
+                                    *[x.encode() for item in fields.items() for x in item]]))
+    commands.append(encode_command([b"EXEC"]))
+    replies = yield from served._exchange(commands.__getitem__, len(commands), doing, [0] * len(commands))
+    _raise_error_replies(replies + (replies[-1] if isinstance(replies[-1], list) else []), doing, where)
+
+
+def copy_on_server_steps(source, target, replace: bool):
+    """Steps: ``COPY`` the source's metadata and parts to the target's keys in one MULTI/EXEC (one server, one
+    slot)."""
+    doing = f"copying {source._name!r} to {target._name!r}"
+    where = server_address(source._client)
+    if not replace:
+        existing = yield from read_meta_steps(source._client, target._keys)
+        if existing is not None:
+            raise FilterMismatchError(f"a filter named {target._name!r} already exists on the server: pass "
+                                      "replace=True to overwrite it")
+    commands = [encode_command([b"MULTI"]),
+                encode_command([b"DEL", meta_key(target._keys).encode(), *[p.encode() for p in target._parts]])]
+    for mine, theirs in zip([meta_key(source._keys)] + source._parts, [meta_key(target._keys)] + target._parts):
+        commands.append(encode_command([b"COPY", mine.encode(), theirs.encode()]))
+    commands.append(encode_command([b"EXEC"]))
+    replies = yield from source._exchange(commands.__getitem__, len(commands), doing, [0] * len(commands))
+    inner = replies[-1] if isinstance(replies[-1], list) else []
+    _raise_error_replies(replies + inner, doing, where)
+    if not inner or inner[1] != 1:  # the metadata was not copied: the source vanished meanwhile
+        raise FilterNotFoundError(f"{source._name!r} was deleted while {doing}")
+
+
 class ExchangeRequest:
     """What an operation asks its driver to do: send ``count`` commands (``pack(i)``) pipelined and read their
     replies (``replies_per_command[i]`` of command i when given)."""
@@ -394,10 +620,10 @@ def perform_exchange(connection, request: ExchangeRequest, redis):
     return replies, None
 
 
-async def drive_async(served, steps, doing: str):
+async def drive_async(client, steps, doing: str):
     """Run an operation's steps on a connection of a redis.asyncio client's pool (the asyncio ``_drive``)."""
     redis = redis_module()
-    pool = served.client.connection_pool
+    pool = client.connection_pool
     connection = None
     try:
         request = next(steps)
@@ -406,7 +632,7 @@ async def drive_async(served, steps, doing: str):
                 try:
                     connection = await pool.get_connection()
                 except redis.exceptions.RedisError as exc:
-                    raise server_error(served.client, exc, doing) from exc
+                    raise server_error(client, exc, doing) from exc
             request = steps.send(await perform_exchange_async(connection, request, redis))
     except StopIteration as stop:
         return stop.value
@@ -456,24 +682,41 @@ def is_async_client(client) -> bool:
 
 
 async def open_async(client, name: str, classes: dict, wanted=None):
-    """The served filter ``name`` on a redis.asyncio client, of ``classes[structure]`` (``wanted``: the structure
-    asked for, FilterMismatchError when the metadata names another)."""
-    redis = redis_module()
+    """The served filter ``name`` on a redis.asyncio client (or cluster client), of ``classes[structure]``
+    (``wanted``: the structure asked for, FilterMismatchError when the metadata names another)."""
     name = check_name(name)
-    try:
-        raw = meta_fields(await client.hgetall(meta_key(name)))
-    except redis.exceptions.RedisError as exc:
-        raise server_error(client, exc, f"reading {meta_key(name)}") from exc
-    if raw is None:
-        raise FilterNotFoundError(f"no bloomwise filter named {name!r} on the Redis server at {server_address(client)} "
-                                  f"(the key {meta_key(name)!r} does not exist)")
-    geometry = Geometry.from_fields(name, raw)
-    if wanted is not None and geometry.structure != wanted:
-        raise FilterMismatchError(f"{name!r} on the server is a {geometry.structure} filter, not a {wanted} filter")
+    if not is_async_client(client):
+        raise TypeError(f"client must be a redis.asyncio.Redis or a redis.asyncio.RedisCluster, got "
+                        f"{type(client).__name__}")
+    node, prefix = await route_async(client, name)
+    raw = await drive_async(node, read_meta_steps(node, prefix), f"reading {meta_key(prefix)}")
+    geometry = geometry_of(node, name, prefix, raw, wanted)
     cls = classes[geometry.structure]
     self = cls.__new__(cls)
-    self._setup(client, name, geometry, create=False)
+    self._bind(node, name, prefix, geometry, client)
     return self
+
+
+def read_meta_steps(client, prefix: str):
+    """Steps: the fields of ``prefix:meta`` (None when it does not exist)."""
+    doing = f"reading {meta_key(prefix)}"
+    replies, failure = yield ExchangeRequest(lambda i: encode_command([b"HGETALL", meta_key(prefix).encode()]), 1)
+    if failure is not None:
+        raise server_error(client, failure, doing) from failure
+    _raise_error_replies(replies, doing, server_address(client))
+    return meta_fields(replies[0])
+
+
+def geometry_of(node, name: str, prefix: str, raw, wanted=None) -> Geometry:
+    """The geometry in the metadata ``raw`` of the filter ``name`` (FilterNotFoundError when None;
+    FilterMismatchError when it is not a ``wanted`` filter)."""
+    if raw is None:
+        raise FilterNotFoundError(f"no bloomwise filter named {name!r} on the Redis server at {server_address(node)} "
+                                  f"(the key {meta_key(prefix)!r} does not exist)")
+    geometry = Geometry.from_fields(prefix, raw)
+    if wanted is not None and geometry.structure != wanted:
+        raise FilterMismatchError(f"{name!r} on the server is a {geometry.structure} filter, not a {wanted} filter")
+    return geometry
 
 
 def _read_reply(connection, redis):
@@ -514,10 +757,13 @@ class RedisBloomFilter(_Served):
 
     ``RedisBloomFilter(client, name, capacity, fpr)`` creates it (sized exactly as ``BloomFilter(capacity, fpr)``),
     or attaches to the filter of that name if it exists with the same parameters (FilterMismatchError otherwise).
-    ``RedisBloomFilter.open(client, name)`` attaches by name alone. ``client`` is a ``redis.Redis``.
+    ``RedisBloomFilter.open(client, name)`` attaches by name alone. ``client`` is a ``redis.Redis`` or a
+    ``redis.cluster.RedisCluster`` (the asyncio clients: ``bloomwise.redis.asyncio``).
 
-    ``add`` and ``update`` set bits with BITFIELD (a command per 1,000 keys, pipelined); ``in`` and
-    ``contains_many`` read them with BITFIELD_RO. Setting bits is idempotent, so any batch may be retried.
+    ``add`` and ``update`` set bits with BITFIELD (a command per 1,000 keys, pipelined) or merge a local filter;
+    ``in`` and ``contains_many`` read a key's block (GETRANGE) or bits (BITFIELD_RO), or the whole filter for a
+    large batch. Setting bits is idempotent, so any batch may be retried. ``union``, ``intersection``, ``|=`` and
+    ``&=`` combine filters on the server (BITOP); ``copy(name)`` copies one there (COPY).
     """
 
     _STRUCTURE = "bloom"
@@ -559,9 +805,9 @@ class RedisBloomFilter(_Served):
                 f"{self._g.num_cells:,} bits, k={self._g.num_hashes}>")
 
     # -- writes -------------------------------------------------------------------------------------------------------
-    def _set_bits(self, keys, single: bool, doing: str):
+    def _set_bits(self, keys, single: bool, doing: str, threads=None):
         """Set the keys' bits; returns the per-key "was new" flags of the keys (numpy bool)."""
-        offsets, n, _ = self._offsets(keys, single)
+        offsets, n, _ = self._offsets(keys, single, threads)
         if n == 0:
             return np.zeros(0, dtype=bool)
         op = encode_args([b"SET", b"u1"])
@@ -603,8 +849,9 @@ class RedisBloomFilter(_Served):
         doing = f"adding a key to {self._name!r}"
         return self._run(then(self._set_bits(key, True, doing), lambda new: bool(new[0])), doing)
 
-    def update(self, keys: Iterable, *, method: str = "auto") -> None:
-        """Add every key of an iterable or numpy array.
+    def update(self, keys: Iterable, *, method: str = "auto", threads=None) -> None:
+        """Add every key of an iterable or numpy array. ``threads``: as for a local BloomFilter, threads for the
+        client's part of the work (hashing a numpy batch; building the local filter of ``"merge"``).
 
         ``method="bitfield"``: BITFIELD SET commands of 1,000 keys, pipelined (about 3 µs of server CPU a key).
         ``method="merge"``: the keys go into a local filter of the same parameters, which is then ORed into this
@@ -614,32 +861,33 @@ class RedisBloomFilter(_Served):
         """
         if method not in ("auto", "bitfield", "merge"):
             raise ValueError(f"method must be 'auto', 'bitfield' or 'merge', got {method!r}")
+        check_threads(threads)
         if method == "auto":
             size = len(keys) if hasattr(keys, "__len__") and not isinstance(keys, (str, bytes)) else 0
             method = "merge" if size * MERGE_BYTES_PER_KEY >= self._g.nbytes else "bitfield"
         doing = f"adding a batch to {self._name!r}"
         if method == "merge":
-            return self._run(self._merge(self._local_batch(keys)), doing)
-        return self._run(then(self._set_bits(keys, False, doing), lambda new: None), doing)
+            return self._run(self._merge(self._local_batch(keys, threads)), doing)
+        return self._run(then(self._set_bits(keys, False, doing, threads), lambda new: None), doing)
 
-    def _local_batch(self, keys):
+    def _local_batch(self, keys, threads=None):
         """A local BloomFilter of this filter's parameters holding ``keys``."""
         if isinstance(keys, (str, bytes, bytearray, memoryview)):
             raise TypeError(f"a batch must be an iterable of keys, got one {type(keys).__name__}: "
                             "wrap a single key in a list")
         local = BloomFilter.from_size(self._g.num_cells, self._g.num_hashes, layout=self._g.layout, seed=self._g.seed,
                                       hash_scheme=self._g.hash_scheme)
-        local.update(keys)
+        local.update(keys, threads=threads)
         return local
 
     # -- reads --------------------------------------------------------------------------------------------------------
-    def _test(self, keys, single: bool, method: str = "auto"):
+    def _test(self, keys, single: bool, method: str = "auto", threads=None):
         doing = f"querying {self._name!r}"
         if not single and method != "per_key":
             size = _batch_size(keys)
             if method == "read" or (size is not None and size * READ_BYTES_PER_KEY >= self._g.nbytes):
-                return (yield from self._test_snapshot(keys, doing))
-        offsets, n, shape = self._offsets(keys, single)
+                return (yield from self._test_snapshot(keys, doing, threads))
+        offsets, n, shape = self._offsets(keys, single, threads)
         if n == 0:
             return np.zeros(shape, dtype=bool)
         if self._g.layout == "blocked" and not single:
@@ -668,7 +916,7 @@ class RedisBloomFilter(_Served):
 
     def read_part(self, index: int, doing: str):
         """Part ``index`` of the payload as a uint8 array of its full length (``GETRANGE`` slices of at most
-        READ_SLICE_BYTES, pipelined; bytes never written read as 0)."""
+        READ_SLICE_BYTES, pipelined; bytes never written read as 0). Read-only when it came in one reply."""
         length = self._g.part_length(index)
         key = self._parts[index].encode()
         starts = list(range(0, length, READ_SLICE_BYTES))
@@ -677,6 +925,8 @@ class RedisBloomFilter(_Served):
                                       str(min(starts[i] + READ_SLICE_BYTES, length) - 1).encode()]),
             len(starts), doing, [0] * len(starts))
         _raise_error_replies(replies, doing, server_address(self._client))
+        if len(replies) == 1 and isinstance(replies[0], bytes) and len(replies[0]) == length:
+            return np.frombuffer(replies[0], dtype=np.uint8)  # the whole part at once: no copy (read-only)
         part = np.zeros(length, dtype=np.uint8)
         for start, data in zip(starts, replies):
             expected = min(READ_SLICE_BYTES, length - start)
@@ -686,7 +936,7 @@ class RedisBloomFilter(_Served):
             part[start:start + len(data)] = np.frombuffer(data, dtype=np.uint8)
         return part
 
-    def _test_snapshot(self, keys, doing: str):
+    def _test_snapshot(self, keys, doing: str, threads=None):
         """A batch large next to the filter: read every part once into a local BloomFilter of this geometry and ask
         it (the compiled core's batch kernels). The server spends about a nanosecond a byte instead of half a
         microsecond a key (READ_BYTES_PER_KEY). Bits are only ever set (clear() aside), so parts and slices read
@@ -694,13 +944,16 @@ class RedisBloomFilter(_Served):
         if isinstance(keys, (str, bytes, bytearray, memoryview)):
             raise TypeError(f"a batch must be an iterable of keys, got one {type(keys).__name__}: "
                             "wrap a single key in a list")
-        payload = np.zeros(self._g.nbytes, dtype=np.uint8)
-        for index in range(len(self._parts)):
-            part = yield from self.read_part(index, doing)
-            payload[index * self._g.part_bytes:index * self._g.part_bytes + part.size] = part
+        if len(self._parts) == 1:
+            payload = yield from self.read_part(0, doing)  # copied once, by from_payload
+        else:
+            payload = np.zeros(self._g.nbytes, dtype=np.uint8)
+            for index in range(len(self._parts)):
+                part = yield from self.read_part(index, doing)
+                payload[index * self._g.part_bytes:index * self._g.part_bytes + part.size] = part
         geometry = StorageGeometry("bloom", self._g.layout, self._g.num_cells, self._g.num_hashes, self._g.seed,
                                    self._g.hash_scheme)
-        return BloomFilter.from_payload(geometry, payload).contains_many(keys)
+        return BloomFilter.from_payload(geometry, payload).contains_many(keys, threads=threads)
 
     def _test_blocks(self, offsets, doing: str):
         """Blocked layout: one ``GETRANGE`` of the key's 64-byte block per key, the bits tested here. The server
@@ -738,17 +991,20 @@ class RedisBloomFilter(_Served):
         """``key in f``: False means certainly absent, True "might be present"."""
         return self._run(then(self._test(key, True), lambda found: bool(found[0])), f"querying {self._name!r}")
 
-    def contains_many(self, keys, *, method: str = "auto"):
+    def contains_many(self, keys, *, method: str = "auto", threads=None):
         """A numpy bool array: whether each key might be present (the shape of a numpy input).
 
         ``method="per_key"``: a ``GETRANGE`` of each key's block (blocked layout) or ``BITFIELD_RO`` of its bits,
         pipelined (about 0.5 µs of server CPU a key). ``method="read"``: the filter's parts are read once and the
         bits tested here (the server's cost is that of the filter's bytes, not of the keys). ``"auto"`` (default)
         reads when the batch holds at least one key per READ_BYTES_PER_KEY bytes of the filter. Same answers.
+        ``threads``: as for a local BloomFilter, threads for the client's part (hashing a numpy batch; testing the
+        keys against the part read with ``"read"``).
         """
         if method not in ("auto", "per_key", "read"):
             raise ValueError(f"method must be 'auto', 'per_key' or 'read', got {method!r}")
-        return self._run(self._test(keys, False, method), f"querying {self._name!r}")
+        check_threads(threads)
+        return self._run(self._test(keys, False, method, threads), f"querying {self._name!r}")
 
     # -- bulk ----------------------------------------------------------------------------------------------------------
     def merge(self, local) -> None:
@@ -786,6 +1042,124 @@ class RedisBloomFilter(_Served):
             _raise_error_replies(replies + inner, doing, server_address(self._client))
         yield from self._command([b"HINCRBY", meta_key(self._keys).encode(), b"keys_added",
                                   str(local.keys_counted).encode()], "counting keys")
+
+
+    # -- set operations on the server (BITOP) -------------------------------------------------------------------------
+    def union(self, other, name: str, *, replace: bool = False) -> "RedisBloomFilter":
+        """A new served filter ``name`` holding the keys of this one and of ``other`` (bitwise OR, exact), its
+        ``keys_added`` the sum of theirs. ``other``: a served filter with this placement on the same server (on a
+        cluster: in the same hash slot, names with a shared hash tag such as ``{tenant}-a``, ``{tenant}-b``), or a
+        local ``BloomFilter``. The server computes it (``BITOP OR`` part by part, one MULTI/EXEC)."""
+        return self._combined_into(other, name, b"OR", replace)
+
+    def intersection(self, other, name: str, *, replace: bool = False) -> "RedisBloomFilter":
+        """A new served filter ``name``: the bitwise AND of this one and ``other`` (as ``BloomFilter &``: it may
+        answer "present" for a key of neither, never "absent" for a key of both); ``keys_added`` is this one's."""
+        return self._combined_into(other, name, b"AND", replace)
+
+    def union_update(self, other) -> None:
+        """OR ``other`` into this filter, on the server (``|=``); see ``union``."""
+        return self._run(self._bitop_steps(self, other, b"OR"), f"merging into {self._name!r}", served_only(other))
+
+    def intersection_update(self, other) -> None:
+        """AND ``other`` into this filter, on the server (``&=``); see ``intersection``."""
+        return self._run(self._bitop_steps(self, other, b"AND"), f"intersecting {self._name!r}",
+                         served_only(other))
+
+    def __ior__(self, other):
+        if self.ASYNC:
+            raise TypeError("'|=' cannot await the server: use 'await f.union_update(other)'")
+        self.union_update(other)
+        return self
+
+    def __iand__(self, other):
+        if self.ASYNC:
+            raise TypeError("'&=' cannot await the server: use 'await f.intersection_update(other)'")
+        self.intersection_update(other)
+        return self
+
+    def __or__(self, other):
+        raise TypeError("a served filter's union is stored on the server under a name: f.union(other, name), or "
+                        "f |= other in place")
+
+    def __and__(self, other):
+        raise TypeError("a served filter's intersection is stored on the server under a name: "
+                        "f.intersection(other, name), or f &= other in place")
+
+    def _combined_into(self, other, name: str, op: bytes, replace: bool):
+        target = type(self).__new__(type(self))
+        target._setup(self._origin, name, self._g, create=False)
+        doing = f"combining {self._name!r} into {target._name!r}"
+        return self._run(then(self._bitop_steps(target, other, op, replace), lambda _: target), doing,
+                         (target, *served_only(other)))
+
+    def _bitop_steps(self, target, other, op: bytes, replace: bool = True):
+        """Steps: ``target`` := this filter ``op`` ``other`` (OR / AND), part by part, in one MULTI/EXEC with the
+        target's metadata and key count (a union adds ``other``'s ``keys_added``, read just before); a local
+        ``other`` is sent once as temporary keys."""
+        operation = "union" if op == b"OR" else "intersect"
+        self._check_compatible(other, operation)
+        if isinstance(other, _Served) and other.ASYNC == self.ASYNC:
+            if not self._same_slot(other):
+                raise ServedFilterError(
+                    f"cannot {operation} {self._name!r} and {other._name!r} on the server: they are not on one "
+                    "server and database, or (on a Redis Cluster) not in one hash slot, and BITOP reads one slot "
+                    "only. Give the names a shared hash tag ({tenant}-a, {tenant}-b), or read one with from_redis "
+                    "and combine it as a local filter")
+        elif isinstance(other, _Served):
+            kinds = ("bloomwise.redis.asyncio", "bloomwise.redis") if self.ASYNC else ("bloomwise.redis",
+                                                                                     "bloomwise.redis.asyncio")
+            raise TypeError(f"cannot {operation} a filter of {kinds[0]} with one of {kinds[1]}: open both with "
+                            "one kind of client")
+        if target is not self and not self._same_slot(target):
+            raise ServedFilterError(
+                f"cannot write the {operation} of {self._name!r} to {target._name!r}: not in the hash slot of "
+                f"{self._name!r} (BITOP writes to the slot it reads); name it with the same hash tag")
+        doing = f"{'merging into' if op == b'OR' else 'intersecting'} {target._name!r}"
+        where = server_address(self._client)
+        if target is not self and not replace:
+            existing = yield from read_meta_steps(self._client, target._keys)
+            if existing is not None:
+                raise FilterMismatchError(f"a filter named {target._name!r} already exists on the server: pass "
+                                          "replace=True to overwrite it")
+        commands = [encode_command([b"MULTI"])]
+        temporary = None
+        if isinstance(other, _Served):
+            sources = [p.encode() for p in other._parts]
+            their_count = (yield from other._meta_int("keys_added")) if op == b"OR" else 0
+        else:
+            temporary = f"{self._keys}:combine:{uuid.uuid4().hex}"
+            payload = local_payload(other)
+            sources = [f"{temporary}:{i}".encode() for i in range(len(self._parts))]
+            for index, key in enumerate(sources):
+                start = index * self._g.part_bytes
+                commands.append(encode_command([b"SET", key, payload[start:start + self._g.part_length(index)]]))
+            their_count = other.keys_counted if op == b"OR" else 0
+        if target is not self:
+            commands.append(encode_command([b"DEL", meta_key(target._keys).encode(),
+                                            *[p.encode() for p in target._parts]]))
+        for mine, theirs, destination in zip(self._parts, sources, target._parts):
+            commands.append(encode_command([b"BITOP", op, destination.encode(), mine.encode(), theirs]))
+        if temporary is not None:
+            commands.append(encode_command([b"DEL", *sources]))
+        if target is not self:
+            commands.append(encode_command([b"COPY", meta_key(self._keys).encode(), meta_key(target._keys).encode()]))
+        if their_count:  # the union holds the keys of both
+            commands.append(encode_command([b"HINCRBY", meta_key(target._keys).encode(), b"keys_added",
+                                            str(their_count).encode()]))
+        commands.append(encode_command([b"EXEC"]))
+        replies = yield from self._exchange(commands.__getitem__, len(commands), doing, [0] * len(commands))
+        inner = replies[-1] if isinstance(replies[-1], list) else []
+        _raise_error_replies(replies + inner, doing, where)
+        if not inner:
+            raise ServedFilterError(f"the Redis server at {where} refused the transaction while {doing}")
+
+    def _filled_cells(self, doing: str):
+        """Steps: the bits set, counted by the server (BITCOUNT of every part; the padding is never set)."""
+        replies = yield from self._exchange(lambda i: encode_command([b"BITCOUNT", self._parts[i].encode()]),
+                                            len(self._parts), doing, [0] * len(self._parts))
+        _raise_error_replies(replies, doing, server_address(self._client))
+        return int(sum(replies))
 
 
 class RedisCountingBloomFilter(_Served):
@@ -1071,10 +1445,11 @@ class RedisCountingBloomFilter(_Served):
         doing = f"adding to {self._name!r}"
         return self._run(then(self._increment(offsets, batch_id, doing), lambda went_up: bool(went_up[0])), doing)
 
-    def update(self, keys: Iterable, *, batch_id: Optional[str] = None) -> None:
+    def update(self, keys: Iterable, *, batch_id: Optional[str] = None, threads=None) -> None:
         """Add one occurrence of every key. Applied once per ``batch_id`` (a fresh one when None): retrying the
-        same keys with the same id after an IncompleteBatchError applies only what was not applied."""
-        offsets, n, _ = self._offsets(keys)
+        same keys with the same id after an IncompleteBatchError applies only what was not applied. ``threads``:
+        threads for hashing a numpy batch (the counters are the server's work)."""
+        offsets, n, _ = self._offsets(keys, False, threads)
         doing = f"adding a batch to {self._name!r}"
         return self._run(then(self._increment(offsets, batch_id, doing) if n else iter(()), lambda _: None), doing)
 
@@ -1112,8 +1487,8 @@ class RedisCountingBloomFilter(_Served):
                          doing)
 
     # -- reads ------------------------------------------------------------------------------------------------------
-    def _counter_values(self, keys, single: bool):
-        offsets, n, shape = self._offsets(keys, single)
+    def _counter_values(self, keys, single: bool, threads=None):
+        offsets, n, shape = self._offsets(keys, single, threads)
         values = np.zeros((n, self._g.num_hashes), dtype=np.int64)
         if n == 0:
             return values, shape
@@ -1143,9 +1518,10 @@ class RedisCountingBloomFilter(_Served):
         return self._run(then(self._counter_values(key, True), lambda got: bool((got[0][0] > 0).all())),
                          f"querying {self._name!r}")
 
-    def contains_many(self, keys):
-        """A numpy bool array: whether each key might be present (all its counters > 0)."""
-        return self._run(then(self._counter_values(keys, False),
+    def contains_many(self, keys, *, threads=None):
+        """A numpy bool array: whether each key might be present (all its counters > 0). ``threads``: threads for
+        hashing a numpy batch."""
+        return self._run(then(self._counter_values(keys, False, threads),
                               lambda got: (got[0] > 0).all(axis=1).reshape(got[1])), f"querying {self._name!r}")
 
     def counters(self, key) -> tuple:
@@ -1160,21 +1536,25 @@ class RedisCountingBloomFilter(_Served):
 
 
 # ---- construction helpers -------------------------------------------------------------------------------------------
+def check_sync_client(client) -> None:
+    """TypeError unless ``client`` is a redis-py ``Redis`` or ``RedisCluster`` (not asyncio)."""
+    if is_async_client(client):
+        raise TypeError("a redis.asyncio client: use the classes of bloomwise.redis.asyncio")
+    if not is_cluster(client) and (not hasattr(client, "connection_pool") or not hasattr(client, "hgetall")):
+        raise TypeError(f"client must be a redis.Redis or a redis.cluster.RedisCluster, got "
+                        f"{type(client).__name__}")
+
+
 def open_as(cls, client, name: str):
     """The served filter ``name`` of class ``cls`` (None: the class its metadata names)."""
     name = check_name(name)
+    check_sync_client(client)
     node, prefix = route(client, name)
-    raw = read_meta(node, prefix)
-    if raw is None:
-        raise FilterNotFoundError(f"no bloomwise filter named {name!r} on the Redis server at {server_address(node)} "
-                                  f"(the key {meta_key(prefix)!r} does not exist)")
-    geometry = Geometry.from_fields(prefix, raw)
-    wanted = {RedisBloomFilter: "bloom", RedisCountingBloomFilter: "counting", None: geometry.structure}[cls]
-    if geometry.structure != wanted:
-        raise FilterMismatchError(f"{name!r} on the server is a {geometry.structure} filter, not a {wanted} filter")
+    wanted = {RedisBloomFilter: "bloom", RedisCountingBloomFilter: "counting", None: None}[cls]
+    geometry = geometry_of(node, name, prefix, read_meta(node, prefix), wanted)
     cls = RedisBloomFilter if geometry.structure == "bloom" else RedisCountingBloomFilter
     self = cls.__new__(cls)
-    self._setup(client, name, geometry, create=False)
+    self._bind(node, name, prefix, geometry, client)
     return self
 
 

@@ -18,8 +18,11 @@ from bloomwise.redis.scripts import CREATE_META_SCRIPT
 __all__ = ["FORMAT_VERSION", "MAX_PART_BYTES", "STRUCTURES", "LAYOUT_IDS", "Geometry", "meta_key", "part_key",
            "check_name", "read_meta", "meta_fields", "check_stored", "create_meta_command"]
 
-#: Version of the storage (``NAME:meta`` field ``format_version``).
-FORMAT_VERSION = 1
+#: Version of the storage (``NAME:meta`` field ``format_version``): 2 names m ``num_cells``; version 1 (bloomwise
+#: 0.x before it) named it ``num_bits`` and is still read, so filters already on a server stay readable.
+FORMAT_VERSION = 2
+#: The field holding m, by storage version.
+CELLS_FIELD = {"1": "num_bits", "2": "num_cells"}
 #: The largest Redis string (proto-max-bulk-len's default and hard limit of bit offsets: 2**32 bits).
 MAX_PART_BYTES = 512 * 2 ** 20
 STRUCTURES = {"bloom": _format.Structure.BLOOM, "counting": _format.Structure.COUNTING}
@@ -43,14 +46,14 @@ def check_name(name) -> str:
 class Geometry:
     """What a served filter is: structure, layout, m, k, seed, hash scheme, cell width, capacity, part size."""
 
-    FIELDS = ("format", "format_version", "structure", "layout", "num_bits", "num_hashes", "seed", "hash_scheme",
+    FIELDS = ("format", "format_version", "structure", "layout", "num_cells", "num_hashes", "seed", "hash_scheme",
               "counter_bits", "capacity", "part_bytes")
 
     def __init__(self, structure, layout, num_cells, num_hashes, seed, hash_scheme, counter_bits, capacity,
                  part_bytes, fpr=None):
         self.structure = structure            # "bloom" or "counting"
         self.layout = layout
-        self.num_cells = num_cells            # m: bits, or counters (the field num_bits of name:meta)
+        self.num_cells = num_cells            # m: bits, or counters
         self.num_hashes = num_hashes
         self.seed = seed
         self.hash_scheme = hash_scheme
@@ -100,7 +103,7 @@ class Geometry:
 
     def to_fields(self) -> dict:
         return {"format": "bloomwise", "format_version": str(FORMAT_VERSION), "structure": self.structure,
-                "layout": self.layout, "num_bits": str(self.num_cells), "num_hashes": str(self.num_hashes),
+                "layout": self.layout, "num_cells": str(self.num_cells), "num_hashes": str(self.num_hashes),
                 "seed": str(self.seed), "hash_scheme": self.hash_scheme, "counter_bits": str(self.counter_bits),
                 "capacity": "" if self.capacity is None else str(self.capacity), "part_bytes": str(self.part_bytes),
                 "fpr": "" if self.fpr is None else repr(float(self.fpr))}
@@ -113,12 +116,15 @@ class Geometry:
         if fields.get("format") != "bloomwise":
             raise FormatError(f"{meta_key(name)} is not the metadata of a bloomwise filter "
                               f"(format={fields.get('format')!r})")
-        missing = [f for f in cls.FIELDS if f not in fields]
+        version = fields.get("format_version")
+        if version not in CELLS_FIELD:
+            raise FormatError(f"{meta_key(name)} has format_version {version!r}; this bloomwise reads versions "
+                              f"{', '.join(CELLS_FIELD)}")
+        cells_field = CELLS_FIELD[version]
+        missing = [f if f != "num_cells" else cells_field for f in cls.FIELDS
+                   if (f if f != "num_cells" else cells_field) not in fields]
         if missing:
             raise FormatError(f"{meta_key(name)} lacks the field(s) {', '.join(missing)}")
-        if fields["format_version"] != str(FORMAT_VERSION):
-            raise FormatError(f"{meta_key(name)} has format_version {fields['format_version']!r}; this bloomwise "
-                              f"reads version {FORMAT_VERSION}")
 
         def integer(field):
             text = fields[field]
@@ -137,7 +143,7 @@ class Geometry:
             if not 0.0 < fpr < 1.0:
                 raise FormatError(f"{meta_key(name)} field fpr must be a rate in (0, 1), got {fields['fpr']!r}")
         try:
-            return cls(fields["structure"], fields["layout"], integer("num_bits"), integer("num_hashes"),
+            return cls(fields["structure"], fields["layout"], integer(cells_field), integer("num_hashes"),
                        integer("seed"), fields["hash_scheme"], integer("counter_bits"),
                        integer("capacity") if fields["capacity"] else None, integer("part_bytes"), fpr)
         except (TypeError, ValueError) as exc:

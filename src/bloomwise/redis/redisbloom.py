@@ -34,7 +34,8 @@ from bloomwise._native.served import redisbloom_hashes, redisbloom_test
 from bloomwise.errors import FormatError
 from bloomwise.redis.errors import FilterNotFoundError, ServedFilterError, call_server, redis_module, server_address
 
-__all__ = ["from_redisbloom", "read_scandump", "RedisBloomSnapshot", "RedisBloomLink", "redisbloom_key_bytes",
+__all__ = ["from_redisbloom", "read_scandump", "scandump_steps", "scandump_error", "key_name", "RedisBloomSnapshot",
+           "RedisBloomLink", "redisbloom_key_bytes",
            "DEFAULT_MAX_BYTES", "MAX_CHUNK_BYTES"]
 
 #: The largest chunk BF.SCANDUMP sends (RedisBloom's MAX_SCANDUMP_SIZE).
@@ -57,7 +58,7 @@ _LN2 = 0.693147180559945  # the constant RedisBloom computes k with: k = (int)ce
 class RedisBloomLink(NamedTuple):
     """One sub-filter of a RedisBloom filter, as its header describes it."""
     num_bytes: int
-    num_bits: int
+    num_cells: int     # "bits": the bits of its array
     num_keys: int      # keys added to this link ("size")
     error_rate: float
     bits_per_key: float
@@ -68,7 +69,7 @@ class RedisBloomLink(NamedTuple):
     @property
     def modulus(self) -> int:
         """M, what (a + i b) is reduced by."""
-        return 2 ** self.log2_bits if self.log2_bits else self.num_bits
+        return 2 ** self.log2_bits if self.log2_bits else self.num_cells
 
 
 class RedisBloomSnapshot:
@@ -195,10 +196,10 @@ def _parse_header(data: bytes, max_bytes: int, where: str):
             problem = f"error rate {link.error_rate!r} outside (0, 1)"
         elif link.log2_bits > 63:
             problem = f"n2 = {link.log2_bits} > 63"
-        elif link.num_bytes == 0 or link.num_bits != 8 * link.num_bytes:
-            problem = f"{link.num_bits} bits in {link.num_bytes} bytes"
-        elif link.log2_bits and link.num_bits < 2 ** link.log2_bits:
-            problem = f"{link.num_bits} bits, fewer than 2**n2 = 2**{link.log2_bits}"
+        elif link.num_bytes == 0 or link.num_cells != 8 * link.num_bytes:
+            problem = f"{link.num_cells} bits in {link.num_bytes} bytes"
+        elif link.log2_bits and link.num_cells < 2 ** link.log2_bits:
+            problem = f"{link.num_cells} bits, fewer than 2**n2 = 2**{link.log2_bits}"
         elif not (math.isfinite(link.bits_per_key) and 0 < link.bits_per_key
                   and 1 <= link.num_hashes <= MAX_LINK_HASHES
                   and link.num_hashes == math.ceil(_LN2 * link.bits_per_key)):
@@ -219,17 +220,29 @@ def _parse_header(data: bytes, max_bytes: int, where: str):
 def read_scandump(scandump: Callable, *, max_bytes: int = DEFAULT_MAX_BYTES, name: str = "") -> RedisBloomSnapshot:
     """Read a whole BF.SCANDUMP sequence: ``scandump(iter)`` returns the reply ``(iter, data)`` of ``BF.SCANDUMP
     key iter``. Every reply is checked (module docstring); FormatError names what is wrong."""
+    steps = scandump_steps(max_bytes=max_bytes, name=name)
+    try:
+        iteration = next(steps)
+        while True:
+            iteration = steps.send(scandump(iteration))
+    except StopIteration as stop:
+        return stop.value
+
+
+def scandump_steps(*, max_bytes: int = DEFAULT_MAX_BYTES, name: str = ""):
+    """The reading of a BF.SCANDUMP sequence as steps: yields the iterator to ask for next, receives the reply
+    ``(iter, data)``, returns the ``RedisBloomSnapshot`` (``read_scandump`` drives it with redis-py, the asyncio
+    ``from_redisbloom`` with redis.asyncio)."""
     where = f"BF.SCANDUMP {name}" if name else "BF.SCANDUMP"
 
-    def reply(iteration):
-        answer = scandump(iteration)
+    def checked(iteration, answer):
         if (not isinstance(answer, (list, tuple)) or len(answer) != 2 or isinstance(answer[0], bool)
                 or not isinstance(answer[0], int) or not isinstance(answer[1], bytes)):
             raise FormatError(f"{where} {iteration}: expected a reply (iterator, bytes), got {answer!r:.80} "
                               "(a client with decode_responses=True cannot read a dump)")
         return answer
 
-    first, header = reply(0)
+    first, header = checked(0, (yield 0))
     if first != 1:
         raise FormatError(f"{where} 0: the header's reply must continue at iterator 1, got {first}")
     size, options, growth, links = _parse_header(header, max_bytes, where)
@@ -238,7 +251,7 @@ def read_scandump(scandump: Callable, *, max_bytes: int = DEFAULT_MAX_BYTES, nam
     position, index, offset = 0, 0, 0  # bytes read; current link and offset in it
     while position < total:
         iteration = position + 1
-        following, chunk = reply(iteration)
+        following, chunk = checked(iteration, (yield iteration))
         if not chunk:
             raise FormatError(f"{where} {iteration}: the dump ended after {position:,} of {total:,} bytes")
         if len(chunk) > MAX_CHUNK_BYTES:
@@ -257,11 +270,27 @@ def read_scandump(scandump: Callable, *, max_bytes: int = DEFAULT_MAX_BYTES, nam
     return RedisBloomSnapshot(zip(links, arrays), num_keys=size, options=options, growth=growth, name=name)
 
 
+def scandump_error(exc, name: str, where: str, iteration) -> ServedFilterError:
+    """The error for an error reply to ``BF.SCANDUMP name iteration`` from the server at ``where``."""
+    text = str(exc)
+    if "not found" in text.lower():
+        return FilterNotFoundError(f"no RedisBloom filter {name!r} on the Redis server at {where}")
+    if "unknown command" in text.lower():
+        return ServedFilterError(f"the Redis server at {where} has no RedisBloom module (BF.SCANDUMP: {text})")
+    return ServedFilterError(f"the Redis server at {where} refused BF.SCANDUMP {name!r} {iteration}: {text}")
+
+
+def key_name(key) -> str:
+    """A filter's key as text for messages."""
+    return key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+
+
 def from_redisbloom(client, key, *, max_bytes: int = DEFAULT_MAX_BYTES) -> RedisBloomSnapshot:
     """Copy the RedisBloom filter ``key`` (``BF.RESERVE`` / ``BF.ADD``) into a local read-only
     ``RedisBloomSnapshot`` that answers as ``BF.EXISTS`` does, scaling sub-filters included.
 
-    :param client: a ``redis.Redis`` (or ``RedisCluster``) of a server with the RedisBloom module.
+    :param client: a ``redis.Redis`` of a server with the RedisBloom module, or a ``redis.cluster.RedisCluster``
+        whose nodes have it (redis-py sends BF.SCANDUMP to the node owning the key's slot, following MOVED).
     :param key: the filter's key.
     :param max_bytes: the largest filter copied (its bit arrays together); a larger one is a FormatError before
         anything is allocated.
@@ -272,21 +301,13 @@ def from_redisbloom(client, key, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Redis
     is damaged.
     """
     redis = redis_module()
-    name = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+    name = key_name(key)
 
     def scandump(iteration):
         try:
             return client.execute_command("BF.SCANDUMP", key, iteration)
         except redis.exceptions.ResponseError as exc:
-            text = str(exc)
-            if "not found" in text.lower():
-                raise FilterNotFoundError(f"no RedisBloom filter {name!r} on the Redis server at "
-                                          f"{server_address(client)}") from None
-            if "unknown command" in text.lower():
-                raise ServedFilterError(f"the Redis server at {server_address(client)} has no RedisBloom module "
-                                        f"(BF.SCANDUMP: {text})") from None
-            raise ServedFilterError(f"the Redis server at {server_address(client)} refused BF.SCANDUMP {name!r} "
-                                    f"{iteration}: {text}") from None
+            raise scandump_error(exc, name, server_address(client), iteration) from None
 
     return read_scandump(lambda i: call_server(client, f"reading the RedisBloom filter {name!r}", scandump, i),
                          max_bytes=max_bytes, name=name)
