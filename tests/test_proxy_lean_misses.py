@@ -272,29 +272,56 @@ def test_a_client_that_leaves_while_the_peers_are_asked_leaves_no_fetch_in_fligh
     run(scenario())
 
 
+async def two_requests(port, url):
+    """Two GETs of ``url`` on one connection, the second sent when the first is answered: both responses."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        answers = []
+        for _ in range(2):
+            writer.write(get_line(url))
+            answers.append(await read_response(reader))
+        return answers
+    finally:
+        writer.close()
+
+
 def test_concurrent_misses_for_one_url_held_by_a_peer_make_one_peer_query():
     async def scenario():
-        async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
-                origin, (asker,), session):
+        async with origin_and_proxies(config(name="asker", summary_interval=30.0),
+                                      config(name="asker", summary_interval=30.0, lean_misses=False),
+                                      documents=50, link_all=False) as (origin, (lean, plain), session):
             url = origin.url + "/doc/8"
-            peer = await ScriptedPeer("slow-hit", [f"GET {url}"]).start()
-            try:
-                asker.add_peer(peer.url)
-                await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
-                served_before = await origin_served(session, origin)
-                # the first leads (its peer answers after 0.5 s); the nine others wait for it (collapsed forwarding)
-                answers = await asyncio.gather(*(exchange(asker.config.port, get_line(url), 1) for _ in range(10)))
-                heads = [head for [(head, body)] in answers]
-                assert all(body == SLOW_BODY for [(head, body)] in answers)
-                assert collections.Counter(x_cache(h) for h in heads) == {"REMOTE_HIT": 1, "MISS": 9}
-                assert sum(b"collapsed" in h for h in heads) == 9
-                assert peer.queries == {url: 1}
-                assert (await origin_served(session, origin)) == served_before
+            seen, peer_urls = {}, {}
+            for asker in (lean, plain):
+                peer = await ScriptedPeer("slow-hit", [f"GET {url}"]).start()
+                peer_urls[asker] = peer.url.encode()
+                try:
+                    asker.add_peer(peer.url)
+                    await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+                    served_before = await origin_served(session, origin)
+                    # the first leads (its peer answers after 0.5 s), the nine others wait for it (collapsed
+                    # forwarding); then each connection asks again: a local hit
+                    seen[asker] = await asyncio.gather(*(two_requests(asker.config.port, url) for _ in range(10)))
+                    assert peer.queries == {url: 1}
+                    assert (await origin_served(session, origin)) == served_before
+                finally:
+                    await peer.stop()
+                firsts = [first for first, second in seen[asker]]
+                assert all(body == SLOW_BODY for _, body in firsts)
+                assert collections.Counter(x_cache(h) for h, _ in firsts) == {"REMOTE_HIT": 1, "MISS": 9}
+                assert sum(b"collapsed" in h for h, _ in firsts) == 9
+                assert all(x_cache(h) == "HIT" and body == SLOW_BODY for (_, _), (h, body) in seen[asker])
                 stats = asker.stats()
                 assert (stats["remote_hits"], stats["collapsed_requests"], stats["origin_fetches"]) == (1, 9, 0)
-                assert stats["fast_remote_hits"] == 1 and stats["requests"] == 10
-            finally:
-                await peer.stop()
+                assert stats["requests"] == 20 and stats["local_hits"] == 10
+                assert sum(asker.metrics.requests["collapsed"].counts) == 9
+            # the lean path answered the leader and the nine followers itself: every connection stayed with it
+            assert (lean.stats()["fast_remote_hits"], lean.stats()["fast_hits"]) == (1, 10)
+            assert (plain.stats()["fast_remote_hits"], plain.stats()["fast_hits"]) == (0, 0)
+            # byte for byte what aiohttp's path sends (but Date, Age, the ttl and the proxy's address)
+            heads = {asker: sorted(normalised(h, asker).replace(peer_urls[asker], b"PEER") for (h, _), _ in seen[asker])
+                     for asker in (lean, plain)}
+            assert heads[lean] == heads[plain]
 
     run(scenario())
 
