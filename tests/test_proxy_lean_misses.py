@@ -334,3 +334,36 @@ def test_no_lean_misses_leaves_the_peers_to_aiohttp():
     parser = proxy_cli.register(argparse.ArgumentParser().add_subparsers())
     assert proxy_cli.config_from_args(parser.parse_args([])).lean_misses is True
     assert proxy_cli.config_from_args(parser.parse_args(["--no-lean-misses"])).lean_misses is False
+
+
+def test_requests_pipelined_behind_a_miss_wait_for_it_and_are_answered_in_order():
+    async def scenario():
+        async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
+                origin, (asker,), session):
+            url = origin.url + "/doc/9"
+            peer = await ScriptedPeer("slow-hit", [f"GET {url}"]).start()
+            try:
+                asker.add_peer(peer.url)
+                await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+                # the remote hit (its peer answers after 0.5 s); while it is asked, over 64 KiB of requests for the
+                # same URL: the proxy stops reading until the peer has answered, then serves them as local hits
+                behind = 6000
+                raw = get_line(url) * behind
+                assert len(raw) > fast_hits.MAX_BUFFERED_WHILE_ASKING
+                reader, writer = await asyncio.open_connection("127.0.0.1", asker.config.port)
+                try:
+                    writer.write(get_line(url))
+                    await eventually(lambda: peer.queries[url] == 1, what="the peer query")
+                    writer.write(raw)
+                    answers = [await read_response(reader) for _ in range(1 + behind)]
+                finally:
+                    writer.close()
+            finally:
+                await peer.stop()
+            assert [x_cache(h) for h, _ in answers] == ["REMOTE_HIT"] + ["HIT"] * behind
+            assert all(body == SLOW_BODY for _, body in answers)
+            assert peer.queries == {url: 1}
+            stats = asker.stats()
+            assert (stats["fast_remote_hits"], stats["fast_hits"], stats["requests"]) == (1, behind, 1 + behind)
+
+    run(scenario())
