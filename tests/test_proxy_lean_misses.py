@@ -1,7 +1,9 @@
 """Remote hits answered by the lean path (BloomwiseProxy.lean_miss with bloomwise.proxy.fast_hits): byte for byte
 what the aiohttp path sends (but Date and Age), the same stored copy, counters, metrics and access log; the counters
-equal what clients saw at concurrency 32; and a peer that dies mid-answer, answers garbage or says miss is asked
-once, the origin fetched once, the client served the origin's document."""
+equal what clients saw at concurrency 32; collapsed requests follow their leader on the lean path (one peer query);
+requests pipelined behind a remote hit wait for it; and a peer that dies mid-answer, answers garbage or says miss is
+asked once, the origin fetched once, the client served the origin's document."""
+import argparse
 import asyncio
 import collections
 import re
@@ -12,6 +14,7 @@ import pytest
 
 from proxy_support import config, eventually, get_checked, origin_and_proxies, origin_served, run
 from bloomwise.cache import DocumentCache, SummaryPublisher
+from bloomwise.cli import proxy as proxy_cli
 from bloomwise.proxy import fast_hits
 from bloomwise.proxy.origin import document_body
 from bloomwise.proxy.peers import SUMMARY_CONTENT_TYPE
@@ -105,8 +108,9 @@ def test_remote_hits_of_the_lean_path_are_byte_for_byte_the_aiohttp_paths(tmp_pa
                              what="the access logs flushed (every second)")
             lines = {name: [line.split()[2:] for line in path.read_text().splitlines()] for name, path in logs.items()}
             assert lines["lean"] == lines["plain"] and len(lines["lean"]) == 4
-            assert lines["lean"][0][1:] == ["TCP_MISS/200", str(len(document_body(paths[0], origin.mean_size))), "GET",
-                                            origin.url + paths[0], "-", "SIBLING_HIT/127.0.0.1", "application/octet-stream"]
+            size = str(len(document_body(paths[0], origin.mean_size)))
+            assert lines["lean"][0][1:] == ["TCP_MISS/200", size, "GET", origin.url + paths[0], "-",
+                                            "SIBLING_HIT/127.0.0.1", "application/octet-stream"]
 
     run(scenario())
 
@@ -327,10 +331,6 @@ def test_concurrent_misses_for_one_url_held_by_a_peer_make_one_peer_query():
 
 
 def test_no_lean_misses_leaves_the_peers_to_aiohttp():
-    import argparse
-
-    from bloomwise.cli import proxy as proxy_cli
-
     parser = proxy_cli.register(argparse.ArgumentParser().add_subparsers())
     assert proxy_cli.config_from_args(parser.parse_args([])).lean_misses is True
     assert proxy_cli.config_from_args(parser.parse_args(["--no-lean-misses"])).lean_misses is False
