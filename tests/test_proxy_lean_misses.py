@@ -157,7 +157,8 @@ SLOW_BODY = b"the peer's copy " * 64
 class ScriptedPeer:
     """A peer over raw sockets: its summary lists ``keys``; its answer to a peer query is ``mode``: "die" (the head
     and half the body, then the connection closes), "garbage" (bytes that are not HTTP), "miss" (504) or "slow-hit"
-    (a cacheable 200 with ``SLOW_BODY``, after 0.5 s)."""
+    (a cacheable 200 with ``SLOW_BODY``, after 0.5 s) or "odd-hit" (the same at once, with a header that is not
+    ASCII)."""
 
     def __init__(self, mode: str, keys):
         cache = DocumentCache(2**20, bits_per_entry=8, expected_entries=200)
@@ -194,6 +195,9 @@ class ScriptedPeer:
                                  + b"x" * 500)
                 elif self.mode == "garbage":
                     writer.write(b"\x00\x17garbage that is not HTTP\r\n\r\n\xff\xfe")
+                elif self.mode == "odd-hit":   # a header value that is not ASCII: aiohttp serialises the reply
+                    writer.write(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nX-Label: caf\xc3\xa9\r\n"
+                                 b"Content-Length: %d\r\n\r\n" % len(SLOW_BODY) + SLOW_BODY)
                 elif self.mode == "slow-hit":
                     await asyncio.sleep(0.5)
                     writer.write(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nConnection: close\r\n"
@@ -365,5 +369,29 @@ def test_requests_pipelined_behind_a_miss_wait_for_it_and_are_answered_in_order(
             assert peer.queries == {url: 1}
             stats = asker.stats()
             assert (stats["fast_remote_hits"], stats["fast_hits"], stats["requests"]) == (1, behind, 1 + behind)
+
+    run(scenario())
+
+
+def test_a_remote_hit_the_lean_path_cannot_serialise_is_answered_by_aiohttp_without_a_second_query():
+    async def scenario():
+        async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
+                origin, (asker,), session):
+            url = origin.url + "/doc/10"
+            peer = await ScriptedPeer("odd-hit", [f"GET {url}"]).start()
+            try:
+                asker.add_peer(peer.url)
+                await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+                served_before = await origin_served(session, origin)
+                [(head, body)] = await exchange(asker.config.port, get_line(url), 1)
+                assert x_cache(head) == "REMOTE_HIT" and body == SLOW_BODY and b"\r\nX-Label: caf" in head
+                assert peer.queries == {url: 1}                                  # asked once
+                assert (await origin_served(session, origin)) == served_before
+                stats = asker.stats()
+                assert (stats["remote_hits"], stats["fast_remote_hits"], stats["origin_fetches"]) == (1, 0, 0)
+                assert stats["requests"] == stats["requests_total"] == 1 and stats["timing"]["misses"] == 1
+                assert f"GET {url}" in asker.node.cache and asker.fetches_in_flight == 0
+            finally:
+                await peer.stop()
 
     run(scenario())
