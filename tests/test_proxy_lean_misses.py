@@ -16,6 +16,7 @@ from proxy_support import config, eventually, get_checked, origin_and_proxies, o
 from bloomwise.cache import DocumentCache, SummaryPublisher
 from bloomwise.cli import proxy as proxy_cli
 from bloomwise.proxy import fast_hits
+from bloomwise.proxy.access import ClientPolicy
 from bloomwise.proxy.origin import document_body
 from bloomwise.proxy.peers import SUMMARY_CONTENT_TYPE
 
@@ -393,5 +394,34 @@ def test_a_remote_hit_the_lean_path_cannot_serialise_is_answered_by_aiohttp_with
                 assert f"GET {url}" in asker.node.cache and asker.fetches_in_flight == 0
             finally:
                 await peer.stop()
+
+    run(scenario())
+
+
+def test_a_peer_that_is_not_an_allowed_client_has_its_queries_answered_by_the_lean_path():
+    async def scenario():
+        # the holder's clients: 127.0.0.2 only (the test's); the asker, on 127.0.0.1, is its peer, not its client
+        async with origin_and_proxies(config(name="holder", clients=ClientPolicy.parse("127.0.0.2")),
+                                      config(name="asker"), documents=50) as (origin, (holder, asker), session):
+            paths = [f"/doc/{i}" for i in range(5)]
+            for path in paths:
+                reader, writer = await asyncio.open_connection("127.0.0.1", holder.config.port,
+                                                               local_addr=("127.0.0.2", 0))
+                try:
+                    writer.write(get_line(origin.url + path))
+                    head, body = await read_response(reader)
+                finally:
+                    writer.close()
+                assert x_cache(head) == "MISS" and body == document_body(path, origin.mean_size)
+            [(head, _)] = await exchange(holder.config.port, get_line(origin.url + paths[0]), 1)
+            assert head.startswith(b"HTTP/1.1 403")                       # 127.0.0.1 is not its client
+            await summary_holds(asker, holder, [origin.url + p for p in paths])
+            for path in paths:
+                [(head, body)] = await exchange(asker.config.port, get_line(origin.url + path,
+                                                                            "Cache-Control: no-store"), 1)
+                assert x_cache(head) == "REMOTE_HIT" and body == document_body(path, origin.mean_size)
+            stats = holder.stats()
+            assert stats["peer_queries_served"] == len(paths) and stats["fast_hits"] == len(paths)
+            assert stats["clients_refused"] == 1
 
     run(scenario())

@@ -6,7 +6,7 @@ none of it: the response is the stored document with a few per-hit fields. :clas
 ``asyncio.Protocol`` of every client connection; it splits the byte stream into request heads (``\\r\\n\\r\\n``),
 parses each with httptools (llhttp, the parser of Node.js), and answers by itself only when all of these hold:
 
-- the client may use the proxy (``--allow-clients``; a peer's own connection is handed over) ;
+- the client may use the proxy (``--allow-clients``), or it is a configured peer and the request is its query;
 - ``GET http://...`` HTTP/1.1, kept alive, no body, no ``Connection``/``Expect``/``Pragma`` header, a
   ``Cache-Control`` that is absent or exactly ``only-if-cached`` (a peer query), no ``Via`` naming this proxy;
 - the document is stored and fresh, and not one of the proxy's own endpoints.
@@ -215,6 +215,7 @@ class HitPathConfig:
     :param counters: the proxy's counters (``requests_total`` and ``fast_hits`` are counted here).
     :param metrics: the proxy's ProxyMetrics (``observe_request("hit", seconds)``).
     :param client_allowed: address -> whether it may use the proxy (``--allow-clients``).
+    :param peer_address: None or address -> whether it is a configured peer's (its queries are answered here too).
     :param own_url: the proxy's URL (Via loop guard and its own endpoints).
     :param client_headers: the proxy's header builder (see :meth:`PreparedHit.build`).
     :param handed_over: a factory of the aiohttp protocol that takes a connection over.
@@ -228,13 +229,14 @@ class HitPathConfig:
     """
 
     def __init__(self, *, node, counters, metrics, client_allowed, own_url, own_port, client_headers, handed_over,
-                 header_timeout, on_header_timeout, idle_timeout, log_access, lean_miss=None):
+                 header_timeout, on_header_timeout, idle_timeout, log_access, lean_miss=None, peer_address=None):
         self.node, self.counters, self.metrics = node, counters, metrics
         self.client_allowed, self.own_url, self.own_port = client_allowed, own_url, own_port
         self.client_headers, self.handed_over = client_headers, handed_over
         self.header_timeout, self.on_header_timeout, self.idle_timeout = header_timeout, on_header_timeout, idle_timeout
         self.log_access = log_access
         self.lean_miss = lean_miss
+        self.peer_address = peer_address
         self.prepared: dict = {}          # cache key -> PreparedHit
         self.connections: set = set()     # the HitConnections not handed over (closed by close_all)
         self._date_second = -1
@@ -420,7 +422,7 @@ class HitConnection(asyncio.Protocol):
                 else:
                     self.scanned = len(buffer)
                 return
-            answer = self._answer(buffer[start:end + 4]) if self.allowed else False
+            answer = self._answer(buffer[start:end + 4])
             if answer is not True:
                 self.buffer = buffer[start:]
                 if answer is False:
@@ -461,6 +463,9 @@ class HitConnection(asyncio.Protocol):
                 return False
             else:
                 may_hit = False
+        if not self.allowed and not (peer_query and config.peer_address is not None
+                                     and config.peer_address(self.client)):
+            return False            # only a configured peer's queries, from a client not allowed (as aiohttp's path)
         if head.via is not None and (config.own_url.encode() in head.via
                                      or f"bloomwise-{config.own_port}".encode() in head.via):
             return False

@@ -227,7 +227,7 @@ class BloomwiseProxy:
                 handed_over=aiohttp_connection, header_timeout=self.config.header_timeout,
                 on_header_timeout=self._header_timed_out, idle_timeout=IDLE_CONNECTION_TIMEOUT,
                 log_access=self.log_access if self.config.access_log else None,
-                lean_miss=self.lean_miss if self.config.lean_misses else None)
+                lean_miss=self.lean_miss if self.config.lean_misses else None, peer_address=self.is_peer_address)
         self.config.destinations.add_own_endpoints(s.getsockname()[:2] for s in sockets)
         if not self.config.name:
             self.node.name = self.url
