@@ -1,7 +1,9 @@
 """Remote hits answered by the lean path (BloomwiseProxy.lean_miss with bloomwise.proxy.fast_hits): byte for byte
 what the aiohttp path sends (but Date and Age), the same stored copy, counters, metrics and access log; the counters
-equal what clients saw at concurrency 32; and a peer that dies mid-answer, answers garbage or says miss is asked
-once, the origin fetched once, the client served the origin's document."""
+equal what clients saw at concurrency 32; collapsed requests follow their leader on the lean path (one peer query);
+requests pipelined behind a remote hit wait for it; and a peer that dies mid-answer, answers garbage or says miss is
+asked once, the origin fetched once, the client served the origin's document."""
+import argparse
 import asyncio
 import collections
 import re
@@ -13,7 +15,9 @@ import pytest
 from proxy_support import (config, eventually, get_checked, origin_and_proxies, origin_served, run,
                            summary_settled)
 from bloomwise.cache import DocumentCache, SummaryPublisher
+from bloomwise.cli import proxy as proxy_cli
 from bloomwise.proxy import fast_hits
+from bloomwise.proxy.access import ClientPolicy
 from bloomwise.proxy.origin import document_body
 from bloomwise.proxy.peers import SUMMARY_CONTENT_TYPE
 
@@ -105,8 +109,9 @@ def test_remote_hits_of_the_lean_path_are_byte_for_byte_the_aiohttp_paths(tmp_pa
                              what="the access logs flushed (every second)")
             lines = {name: [line.split()[2:] for line in path.read_text().splitlines()] for name, path in logs.items()}
             assert lines["lean"] == lines["plain"] and len(lines["lean"]) == 4
-            assert lines["lean"][0][1:] == ["TCP_MISS/200", str(len(document_body(paths[0], origin.mean_size))), "GET",
-                                            origin.url + paths[0], "-", "SIBLING_HIT/127.0.0.1", "application/octet-stream"]
+            size = str(len(document_body(paths[0], origin.mean_size)))
+            assert lines["lean"][0][1:] == ["TCP_MISS/200", size, "GET", origin.url + paths[0], "-",
+                                            "SIBLING_HIT/127.0.0.1", "application/octet-stream"]
 
     run(scenario())
 
@@ -153,7 +158,8 @@ SLOW_BODY = b"the peer's copy " * 64
 class ScriptedPeer:
     """A peer over raw sockets: its summary lists ``keys``; its answer to a peer query is ``mode``: "die" (the head
     and half the body, then the connection closes), "garbage" (bytes that are not HTTP), "miss" (504) or "slow-hit"
-    (a cacheable 200 with ``SLOW_BODY``, after 0.5 s)."""
+    (a cacheable 200 with ``SLOW_BODY``, after 0.5 s) or "odd-hit" (the same at once, with a header that is not
+    ASCII)."""
 
     def __init__(self, mode: str, keys):
         cache = DocumentCache(2**20, bits_per_entry=8, expected_entries=200)
@@ -190,6 +196,9 @@ class ScriptedPeer:
                                  + b"x" * 500)
                 elif self.mode == "garbage":
                     writer.write(b"\x00\x17garbage that is not HTTP\r\n\r\n\xff\xfe")
+                elif self.mode == "odd-hit":   # a header value that is not ASCII: aiohttp serialises the reply
+                    writer.write(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nX-Label: caf\xc3\xa9\r\n"
+                                 b"Content-Length: %d\r\n\r\n" % len(SLOW_BODY) + SLOW_BODY)
                 elif self.mode == "slow-hit":
                     await asyncio.sleep(0.5)
                     writer.write(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nConnection: close\r\n"
@@ -272,38 +281,147 @@ def test_a_client_that_leaves_while_the_peers_are_asked_leaves_no_fetch_in_fligh
     run(scenario())
 
 
+async def two_requests(port, url):
+    """Two GETs of ``url`` on one connection, the second sent when the first is answered: both responses."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        answers = []
+        for _ in range(2):
+            writer.write(get_line(url))
+            answers.append(await read_response(reader))
+        return answers
+    finally:
+        writer.close()
+
+
 def test_concurrent_misses_for_one_url_held_by_a_peer_make_one_peer_query():
+    async def scenario():
+        async with origin_and_proxies(config(name="asker", summary_interval=30.0),
+                                      config(name="asker", summary_interval=30.0, lean_misses=False),
+                                      documents=50, link_all=False) as (origin, (lean, plain), session):
+            url = origin.url + "/doc/8"
+            seen, peer_urls = {}, {}
+            for asker in (lean, plain):
+                peer = await ScriptedPeer("slow-hit", [f"GET {url}"]).start()
+                peer_urls[asker] = peer.url.encode()
+                try:
+                    asker.add_peer(peer.url)
+                    await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+                    served_before = await origin_served(session, origin)
+                    # the first leads (its peer answers after 0.5 s), the nine others wait for it (collapsed
+                    # forwarding); then each connection asks again: a local hit
+                    seen[asker] = await asyncio.gather(*(two_requests(asker.config.port, url) for _ in range(10)))
+                    assert peer.queries == {url: 1}
+                    assert (await origin_served(session, origin)) == served_before
+                finally:
+                    await peer.stop()
+                firsts = [first for first, second in seen[asker]]
+                assert all(body == SLOW_BODY for _, body in firsts)
+                assert collections.Counter(x_cache(h) for h, _ in firsts) == {"REMOTE_HIT": 1, "MISS": 9}
+                assert sum(b"collapsed" in h for h, _ in firsts) == 9
+                assert all(x_cache(h) == "HIT" and body == SLOW_BODY for (_, _), (h, body) in seen[asker])
+                stats = asker.stats()
+                assert (stats["remote_hits"], stats["collapsed_requests"], stats["origin_fetches"]) == (1, 9, 0)
+                assert stats["requests"] == 20 and stats["local_hits"] == 10
+                assert sum(asker.metrics.requests["collapsed"].counts) == 9
+            # the lean path answered the leader and the nine followers itself: every connection stayed with it
+            assert (lean.stats()["fast_remote_hits"], lean.stats()["fast_hits"]) == (1, 10)
+            assert (plain.stats()["fast_remote_hits"], plain.stats()["fast_hits"]) == (0, 0)
+            # byte for byte what aiohttp's path sends (but Date, Age, the ttl and the proxy's address)
+            heads = {asker: sorted(normalised(h, asker).replace(peer_urls[asker], b"PEER") for (h, _), _ in seen[asker])
+                     for asker in (lean, plain)}
+            assert heads[lean] == heads[plain]
+
+    run(scenario())
+
+
+def test_no_lean_misses_leaves_the_peers_to_aiohttp():
+    parser = proxy_cli.register(argparse.ArgumentParser().add_subparsers())
+    assert proxy_cli.config_from_args(parser.parse_args([])).lean_misses is True
+    assert proxy_cli.config_from_args(parser.parse_args(["--no-lean-misses"])).lean_misses is False
+
+
+def test_requests_pipelined_behind_a_miss_wait_for_it_and_are_answered_in_order():
     async def scenario():
         async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
                 origin, (asker,), session):
-            url = origin.url + "/doc/8"
+            url = origin.url + "/doc/9"
             peer = await ScriptedPeer("slow-hit", [f"GET {url}"]).start()
             try:
                 asker.add_peer(peer.url)
                 await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+                # the remote hit (its peer answers after 0.5 s); while it is asked, over 64 KiB of requests for the
+                # same URL: the proxy stops reading until the peer has answered, then serves them as local hits
+                behind = 6000
+                raw = get_line(url) * behind
+                assert len(raw) > fast_hits.MAX_BUFFERED_WHILE_ASKING
+                reader, writer = await asyncio.open_connection("127.0.0.1", asker.config.port)
+                try:
+                    writer.write(get_line(url))
+                    await eventually(lambda: peer.queries[url] == 1, what="the peer query")
+                    writer.write(raw)
+                    answers = [await read_response(reader) for _ in range(1 + behind)]
+                finally:
+                    writer.close()
+            finally:
+                await peer.stop()
+            assert [x_cache(h) for h, _ in answers] == ["REMOTE_HIT"] + ["HIT"] * behind
+            assert all(body == SLOW_BODY for _, body in answers)
+            assert peer.queries == {url: 1}
+            stats = asker.stats()
+            assert (stats["fast_remote_hits"], stats["fast_hits"], stats["requests"]) == (1, behind, 1 + behind)
+
+    run(scenario())
+
+
+def test_a_remote_hit_the_lean_path_cannot_serialise_is_answered_by_aiohttp_without_a_second_query():
+    async def scenario():
+        async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
+                origin, (asker,), session):
+            url = origin.url + "/doc/10"
+            peer = await ScriptedPeer("odd-hit", [f"GET {url}"]).start()
+            try:
+                asker.add_peer(peer.url)
+                await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
                 served_before = await origin_served(session, origin)
-                # the first leads (its peer answers after 0.5 s); the nine others wait for it (collapsed forwarding)
-                answers = await asyncio.gather(*(exchange(asker.config.port, get_line(url), 1) for _ in range(10)))
-                heads = [head for [(head, body)] in answers]
-                assert all(body == SLOW_BODY for [(head, body)] in answers)
-                assert collections.Counter(x_cache(h) for h in heads) == {"REMOTE_HIT": 1, "MISS": 9}
-                assert sum(b"collapsed" in h for h in heads) == 9
-                assert peer.queries == {url: 1}
+                [(head, body)] = await exchange(asker.config.port, get_line(url), 1)
+                assert x_cache(head) == "REMOTE_HIT" and body == SLOW_BODY and b"\r\nX-Label: caf" in head
+                assert peer.queries == {url: 1}                                  # asked once
                 assert (await origin_served(session, origin)) == served_before
                 stats = asker.stats()
-                assert (stats["remote_hits"], stats["collapsed_requests"], stats["origin_fetches"]) == (1, 9, 0)
-                assert stats["fast_remote_hits"] == 1 and stats["requests"] == 10
+                assert (stats["remote_hits"], stats["fast_remote_hits"], stats["origin_fetches"]) == (1, 0, 0)
+                assert stats["requests"] == stats["requests_total"] == 1 and stats["timing"]["misses"] == 1
+                assert f"GET {url}" in asker.node.cache and asker.fetches_in_flight == 0
             finally:
                 await peer.stop()
 
     run(scenario())
 
 
-def test_no_lean_misses_leaves_the_peers_to_aiohttp():
-    import argparse
+def test_a_peer_that_is_not_an_allowed_client_has_its_queries_answered_by_the_lean_path():
+    async def scenario():
+        # the holder's clients: 127.0.0.2 only (the test's); the asker, on 127.0.0.1, is its peer, not its client
+        async with origin_and_proxies(config(name="holder", clients=ClientPolicy.parse("127.0.0.2")),
+                                      config(name="asker"), documents=50) as (origin, (holder, asker), session):
+            paths = [f"/doc/{i}" for i in range(5)]
+            for path in paths:
+                reader, writer = await asyncio.open_connection("127.0.0.1", holder.config.port,
+                                                               local_addr=("127.0.0.2", 0))
+                try:
+                    writer.write(get_line(origin.url + path))
+                    head, body = await read_response(reader)
+                finally:
+                    writer.close()
+                assert x_cache(head) == "MISS" and body == document_body(path, origin.mean_size)
+            [(head, _)] = await exchange(holder.config.port, get_line(origin.url + paths[0]), 1)
+            assert head.startswith(b"HTTP/1.1 403")                       # 127.0.0.1 is not its client
+            await summary_holds(asker, holder, [origin.url + p for p in paths])
+            for path in paths:
+                [(head, body)] = await exchange(asker.config.port, get_line(origin.url + path,
+                                                                            "Cache-Control: no-store"), 1)
+                assert x_cache(head) == "REMOTE_HIT" and body == document_body(path, origin.mean_size)
+            stats = holder.stats()
+            assert stats["peer_queries_served"] == len(paths) and stats["fast_hits"] == len(paths)
+            assert stats["clients_refused"] == 1
 
-    from bloomwise.cli import proxy as proxy_cli
-
-    parser = proxy_cli.register(argparse.ArgumentParser().add_subparsers())
-    assert proxy_cli.config_from_args(parser.parse_args([])).lean_misses is True
-    assert proxy_cli.config_from_args(parser.parse_args(["--no-lean-misses"])).lean_misses is False
+    run(scenario())

@@ -6,7 +6,7 @@ none of it: the response is the stored document with a few per-hit fields. :clas
 ``asyncio.Protocol`` of every client connection; it splits the byte stream into request heads (``\\r\\n\\r\\n``),
 parses each with httptools (llhttp, the parser of Node.js), and answers by itself only when all of these hold:
 
-- the client may use the proxy (``--allow-clients``; a peer's own connection is handed over) ;
+- the client may use the proxy (``--allow-clients``), or it is a configured peer and the request is its query;
 - ``GET http://...`` HTTP/1.1, kept alive, no body, no ``Connection``/``Expect``/``Pragma`` header, a
   ``Cache-Control`` that is absent or exactly ``only-if-cached`` (a peer query), no ``Via`` naming this proxy;
 - the document is stored and fresh, and not one of the proxy's own endpoints.
@@ -22,13 +22,14 @@ the same header code and aiohttp's own header order, and leaves three holes fill
 Remote hits too (``lean_miss``, given by the proxy): a plain ``GET http://...`` (kept alive, no body, a
 ``Cache-Control`` the cache may answer, e.g. ``no-store``) that finds nothing stored goes to the proxy's
 :meth:`~bloomwise.proxy.server.BloomwiseProxy.lean_miss`, which does the aiohttp path's steps for it up to the peers'
-answers (destination check, node lookup, collapsed-forwarding lead, routing, peer queries over
+answers (destination check, node lookup, collapsed forwarding, routing, peer queries over
 :mod:`bloomwise.proxy.peer_client`). The connection waits meanwhile (later pipelined bytes are buffered, reading
-pauses past :data:`MAX_BUFFERED_WHILE_ASKING`). A peer's 200 is stored as aiohttp's path stores it and sent from
-here (:class:`RemoteHitAnswer`, serialised by :func:`response_head` as aiohttp does); anything else (no peer had it,
-a peer failed, headers aiohttp would serialise otherwise) is handed over with :class:`PeersAsked`, the peers'
-outcome, which aiohttp's path finishes (the origin fetch) without asking a peer again. A request the proxy does not
-take (no peers, a refused destination, a fetch of the URL already in flight) is handed over as it came.
+pauses past :data:`MAX_BUFFERED_WHILE_ASKING`). A peer's 200, stored as aiohttp's path stores it, and a collapsed
+request's copy are sent from here (:class:`LeanAnswer`, serialised by :func:`response_head` as aiohttp does);
+anything else (no peer had it, a peer failed, headers aiohttp would serialise otherwise) is handed over with
+:class:`PeersAsked`, the peers' outcome, which aiohttp's path finishes (the origin fetch) without asking a peer
+again. A request the proxy does not take (no peers, a refused destination, a copy stored meanwhile) is handed over
+as it came.
 
 Freshness per hit needs no header parsing (RFC 9111 section 4.2.3 as :mod:`bloomwise.proxy.http_cache` simplifies
 it): with ``L`` the freshness lifetime and ``A0`` the ``Age`` the copy arrived with, both fixed at store time,
@@ -65,7 +66,7 @@ except ImportError:  # the proxy needs aiohttp anyway: this module is used only 
     SERVER_SOFTWARE, CIMultiDict = None, None
 
 __all__ = ["AVAILABLE", "HitPathConfig", "HitConnection", "PreparedHit", "MAX_HEAD_BYTES", "serialisable_headers",
-           "response_head", "RemoteHitAnswer", "PeersAsked", "LeanMissOutcome"]
+           "response_head", "LeanAnswer", "PeersAsked", "LeanMissOutcome"]
 
 log = logging.getLogger("bloomwise.proxy")
 
@@ -164,31 +165,37 @@ class PreparedHit:
         return cls(doc, head_parts, lifetime, stored_age, content_type, dated)
 
 
-class RemoteHitAnswer:
-    """A remote hit the lean path sends itself (the proxy's ``lean_miss``): its status, the headers as aiohttp
-    would be given them, the body, the access log's hierarchy field and when the request was received
-    (perf_counter)."""
+class LeanAnswer:
+    """An answer to a miss the lean path sends itself (the proxy's ``lean_miss``: a remote hit, or a collapsed
+    request's copy): its status, the headers as aiohttp would be given them, the body, the access log's code and
+    hierarchy fields, the outcome label of the request-duration histogram (``remote_hit``, ``collapsed``) and
+    when the request was received (perf_counter)."""
 
-    __slots__ = ("status", "headers", "body", "hierarchy", "received")
+    __slots__ = ("status", "headers", "body", "code", "hierarchy", "outcome", "received")
 
-    def __init__(self, status: int, headers: dict, body: bytes, hierarchy: str, received: float):
-        self.status, self.headers, self.body, self.hierarchy, self.received = status, headers, body, hierarchy, received
+    def __init__(self, status: int, headers: dict, body: bytes, code: str, hierarchy: str, outcome: str,
+                 received: float):
+        self.status, self.headers, self.body, self.received = status, headers, body, received
+        self.code, self.hierarchy, self.outcome = code, hierarchy, outcome
 
 
 class PeersAsked:
     """A miss the lean path took as far as the peers' answers, for the aiohttp path to finish.
 
     ``hit`` is ``(link, (status, headers, body))`` from the peer that had the document, or None (the origin is
-    next); ``leader`` is the collapsed-forwarding event this request holds; ``started``/``received`` the
-    perf_counter of the miss's start and of the request. :meth:`end` ends the miss (timed, the leader released)
-    once: the aiohttp path calls it when the response is ready, the connection's protocol when the connection
-    closed before the aiohttp path saw the request.
+    next); ``leader`` is the collapsed-forwarding event this request holds (None: it follows another, or fetches
+    on its own); ``started``/``received`` the perf_counter of the miss's start and of the request;
+    ``collapsed`` the document of the request it followed, when the lean path could not serialise it (then
+    ``hit`` and ``leader`` are None, and aiohttp answers with it). :meth:`end` ends the miss (timed, the leader
+    released) once: the aiohttp path calls it when the response is ready, the connection's protocol when the
+    connection closed before the aiohttp path saw the request.
     """
 
-    __slots__ = ("key", "hit", "leader", "started", "received", "_end")
+    __slots__ = ("key", "hit", "leader", "started", "received", "collapsed", "_end")
 
-    def __init__(self, key: str, hit, leader, started: float, received: float, end):
+    def __init__(self, key: str, hit, leader, started: float, received: float, end, *, collapsed=None):
         self.key, self.hit, self.leader, self.started, self.received = key, hit, leader, started, received
+        self.collapsed = collapsed
         self._end = end
 
     def end(self) -> None:
@@ -198,7 +205,7 @@ class PeersAsked:
 
 
 #: what the proxy's ``lean_miss`` hands back when it took a request
-LeanMissOutcome = Union[RemoteHitAnswer, PeersAsked]
+LeanMissOutcome = Union[LeanAnswer, PeersAsked]
 
 
 class HitPathConfig:
@@ -208,6 +215,7 @@ class HitPathConfig:
     :param counters: the proxy's counters (``requests_total`` and ``fast_hits`` are counted here).
     :param metrics: the proxy's ProxyMetrics (``observe_request("hit", seconds)``).
     :param client_allowed: address -> whether it may use the proxy (``--allow-clients``).
+    :param peer_address: None or address -> whether it is a configured peer's (its queries are answered here too).
     :param own_url: the proxy's URL (Via loop guard and its own endpoints).
     :param client_headers: the proxy's header builder (see :meth:`PreparedHit.build`).
     :param handed_over: a factory of the aiohttp protocol that takes a connection over.
@@ -221,13 +229,14 @@ class HitPathConfig:
     """
 
     def __init__(self, *, node, counters, metrics, client_allowed, own_url, own_port, client_headers, handed_over,
-                 header_timeout, on_header_timeout, idle_timeout, log_access, lean_miss=None):
+                 header_timeout, on_header_timeout, idle_timeout, log_access, lean_miss=None, peer_address=None):
         self.node, self.counters, self.metrics = node, counters, metrics
         self.client_allowed, self.own_url, self.own_port = client_allowed, own_url, own_port
         self.client_headers, self.handed_over = client_headers, handed_over
         self.header_timeout, self.on_header_timeout, self.idle_timeout = header_timeout, on_header_timeout, idle_timeout
         self.log_access = log_access
         self.lean_miss = lean_miss
+        self.peer_address = peer_address
         self.prepared: dict = {}          # cache key -> PreparedHit
         self.connections: set = set()     # the HitConnections not handed over (closed by close_all)
         self._date_second = -1
@@ -413,7 +422,7 @@ class HitConnection(asyncio.Protocol):
                 else:
                     self.scanned = len(buffer)
                 return
-            answer = self._answer(buffer[start:end + 4]) if self.allowed else False
+            answer = self._answer(buffer[start:end + 4])
             if answer is not True:
                 self.buffer = buffer[start:]
                 if answer is False:
@@ -454,6 +463,9 @@ class HitConnection(asyncio.Protocol):
                 return False
             else:
                 may_hit = False
+        if not self.allowed and not (peer_query and config.peer_address is not None
+                                     and config.peer_address(self.client)):
+            return False            # only a configured peer's queries, from a client not allowed (as aiohttp's path)
         if head.via is not None and (config.own_url.encode() in head.via
                                      or f"bloomwise-{config.own_port}".encode() in head.via):
             return False
@@ -524,18 +536,19 @@ class HitConnection(asyncio.Protocol):
                 self._hand_over(outcome)
             return
         config.counters["requests_total"] += 1
-        config.counters["fast_remote_hits"] += 1
+        if outcome.outcome == "remote_hit":
+            config.counters["fast_remote_hits"] += 1
         if transport is None:
             return
         now = time.time()
         transport.writelines((response_head(outcome.status, outcome.headers, len(outcome.body),
                                             config.http_date(now)), outcome.body))
         elapsed = time.perf_counter() - outcome.received
-        config.metrics.observe_request("remote_hit", elapsed)
+        config.metrics.observe_request(outcome.outcome, elapsed)
         if config.log_access is not None:
             content_type = CIMultiDict(outcome.headers).get("Content-Type", "-" if not outcome.body
                                                             else "application/octet-stream")
-            config.log_access(now - elapsed, elapsed, self.client, "TCP_MISS", outcome.status, len(outcome.body),
+            config.log_access(now - elapsed, elapsed, self.client, outcome.code, outcome.status, len(outcome.body),
                               "GET", miss.target, outcome.hierarchy, content_type.split(";", 1)[0].strip() or "-")
         self.buffer = self.buffer[miss.head_length:]
         self.scanned = 0

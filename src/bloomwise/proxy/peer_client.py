@@ -154,7 +154,7 @@ def _expire(waiter) -> None:
 class PeerConnections:
     """Kept-alive connections to one peer (``http://host:port``) for its queries."""
 
-    def __init__(self, peer_url: str, *, max_idle: int = 32):
+    def __init__(self, peer_url: str, *, max_idle: int = 256):
         parts = urlsplit(peer_url)
         self.host, self.port = parts.hostname, parts.port or 80
         self.max_idle = max_idle

@@ -57,7 +57,7 @@ from bloomwise.cache.squid_digest import DIGEST_CONTENT_TYPE, DIGEST_PATH, Cache
 from bloomwise.cache.store import DocumentCache
 from bloomwise.cache.traces import request_key
 from bloomwise.proxy import fast_hits, http_cache, peer_client
-from bloomwise.proxy.fast_hits import LeanMissOutcome, PeersAsked, RemoteHitAnswer
+from bloomwise.proxy.fast_hits import LeanAnswer, LeanMissOutcome, PeersAsked
 from bloomwise.cache.summary import SummaryPublisher
 from bloomwise.proxy.access import ClientPolicy, DestinationPolicy, GuardedResolver
 from bloomwise.proxy.advertised import AdvertisedSet
@@ -233,7 +233,7 @@ class BloomwiseProxy:
                 handed_over=aiohttp_connection, header_timeout=self.config.header_timeout,
                 on_header_timeout=self._header_timed_out, idle_timeout=IDLE_CONNECTION_TIMEOUT,
                 log_access=self.log_access if self.config.access_log else None,
-                lean_miss=self.lean_miss if self.config.lean_misses else None)
+                lean_miss=self.lean_miss if self.config.lean_misses else None, peer_address=self.is_peer_address)
         self.config.destinations.add_own_endpoints(s.getsockname()[:2] for s in sockets)
         if not self.config.name:
             self.node.name = self.url
@@ -594,11 +594,15 @@ class BloomwiseProxy:
         headers = request.headers
         peers_asked = request.get(_PEERS_ASKED_KEY)
         if peers_asked is not None:  # the lean path did everything up to the peers' answers (lean_miss)
-            if peers_asked.key == request_key(method, url):
+            if peers_asked.key != request_key(method, url):
+                peers_asked.end()  # not this request's (cannot happen: the connection's first request was asked)
+            elif peers_asked.collapsed is not None:  # a followed fetch's copy the lean path could not serialise
+                _log_as(request, "TCP_CF_MISS")
+                return self._respond_document(peers_asked.collapsed, "MISS", COLLAPSED_STATUS)
+            else:
                 _log_as(request, "TCP_MISS")
                 return await self._lead_miss(request, url, peers_asked.key, peers_asked.leader, peers_asked.started,
                                              "uri-miss", peers_asked)
-            peers_asked.end()  # not this request's (cannot happen: the connection's first request is the one asked)
         via = headers.get("Via", "")
         if self.url in via or f"bloomwise-{self.config.port}" in via:
             self.counters["loops_refused"] += 1
@@ -671,6 +675,14 @@ class BloomwiseProxy:
     async def _follow(self, request, key: str, leader: asyncio.Event):
         """A miss for a URL another request is fetching: its stored answer when it comes (counted as collapsed),
         or None when it was not stored (uncacheable, too large, failed): then this request fetches on its own."""
+        doc = await self._followed_document(key, leader)
+        if doc is None:
+            return None
+        _log_as(request, "TCP_CF_MISS")
+        return self._respond_document(doc, "MISS", COLLAPSED_STATUS)
+
+    async def _followed_document(self, key: str, leader: asyncio.Event):
+        """The document the leader of ``key``'s fetch stored, fresh (counted as a collapsed request), or None."""
         try:
             await asyncio.wait_for(leader.wait(), self.config.origin_timeout + self.config.peer_timeout)
         except asyncio.TimeoutError:
@@ -679,8 +691,7 @@ class BloomwiseProxy:
         if doc is None or not http_cache.is_fresh(doc.headers or {}, doc.stored_at):
             return None
         self.counters["collapsed_requests"] += 1
-        _log_as(request, "TCP_CF_MISS")
-        return self._respond_document(doc, "MISS", "fwd=uri-miss; fwd-status=200; collapsed")
+        return doc
 
     async def _miss(self, request, url: str, key: str, started: float, forwarded_because: str,
                     peers_asked: Optional[PeersAsked] = None):
@@ -735,12 +746,14 @@ class BloomwiseProxy:
         """A plain ``GET url`` that missed in the lean path (bloomwise.proxy.fast_hits), taken as far as the
         peers: the aiohttp path's steps for it, in its order, without its request and response objects.
 
-        None: not taken, nothing counted (no peers, a destination refused, a fetch of ``url`` in flight already,
-        a copy stored meanwhile): the aiohttp path answers the request from the start. Otherwise the request is
-        counted by the node, leads the collapsed forwarding of ``key`` and the peers are asked once:
-        a :class:`RemoteHitAnswer` (stored if allowed, the miss ended) for the lean path to send, or
-        :class:`PeersAsked` (no peer had it, or its reply is for aiohttp to serialise) for the aiohttp path to
-        finish (``_miss`` with the peers' outcome: the origin fetch, or the response).
+        None: not taken, nothing counted (no peers, a destination refused, a copy stored meanwhile): the aiohttp
+        path answers the request from the start. Otherwise the request is counted by the node; when a fetch of
+        ``url`` is in flight it waits for it (collapsed forwarding, as ``_follow``) and gets its stored copy, a
+        :class:`LeanAnswer`; else (or when that copy cannot be shared) it leads the collapsed forwarding of
+        ``key`` and the peers are asked once: a :class:`LeanAnswer` (a remote hit, stored if allowed, the miss
+        ended) for the lean path to send, or :class:`PeersAsked` (no peer had it, or a reply for aiohttp to
+        serialise) for the aiohttp path to finish (``_miss`` with the peers' outcome: the origin fetch, or the
+        response).
 
         :param request_headers: the client's request headers (a case-insensitive mapping; storing rules read it).
         """
@@ -753,10 +766,21 @@ class BloomwiseProxy:
         except ValueError:
             return None
         refusal, _ = await self.config.destinations.check(parts.hostname, port)
-        if refusal is not None or key in self._in_flight or self.node.cache.peek(key) is not None:
+        if refusal is not None or self.node.cache.peek(key) is not None:
             return None
         self.node.lookup(key)        # counts the request and its local miss, as the aiohttp path does
-        leader = self._in_flight[key] = asyncio.Event()
+        leader = self._in_flight.get(key)
+        if leader is not None:       # collapsed forwarding: wait for the request fetching it (as _follow)
+            doc = await self._followed_document(key, leader)
+            if doc is not None:
+                body = doc.body or b""
+                if fast_hits.serialisable_headers(doc.headers or {}):
+                    return LeanAnswer(200, self._document_headers(doc, "MISS", COLLAPSED_STATUS), body,
+                                      "TCP_CF_MISS", "HIER_NONE/-", "collapsed", received)
+                return PeersAsked(key, None, None, time.perf_counter(), received, None, collapsed=doc)
+            leader = None            # its answer could not be shared: this request fetches its own
+        else:
+            leader = self._in_flight[key] = asyncio.Event()
         started = time.perf_counter()
         try:
             hit = await self._ask_peers(url, key, started)
@@ -771,7 +795,8 @@ class BloomwiseProxy:
                                                        "uri-miss")
                 finally:
                     self._end_miss(key, leader, started)
-                return RemoteHitAnswer(status, headers, body, f"SIBLING_HIT/{urlsplit(link.url).hostname}", received)
+                return LeanAnswer(status, headers, body, "TCP_MISS", f"SIBLING_HIT/{urlsplit(link.url).hostname}",
+                                  "remote_hit", received)
         return PeersAsked(key, hit, leader, started, received, self._end_miss)
 
     async def _ask_peer(self, link: PeerLink, url: str, key: str, state: RequestState):
@@ -963,6 +988,12 @@ class BloomwiseProxy:
         S the seconds it stays fresh)."""
         from aiohttp import web
 
+        return web.Response(status=200, body=doc.body or b"",
+                            headers=self._document_headers(doc, cache_state, cache_status, age=age))
+
+    def _document_headers(self, doc, cache_state: str, cache_status: Optional[str] = None, *,
+                          age: Optional[float] = None) -> dict:
+        """The client's headers of a stored document (as :meth:`_respond_document`)."""
         stored = doc.headers or {}
         if age is None:
             age = http_cache.current_age(stored, doc.stored_at)
@@ -971,7 +1002,7 @@ class BloomwiseProxy:
             cache_status = f"hit; ttl={int(lifetime - age) if lifetime is not None else 0}"
         headers = self._client_headers(dict(stored), cache_state, cache_status)
         headers["Age"] = str(int(age))
-        return web.Response(status=200, body=doc.body or b"", headers=headers)
+        return headers
 
     # -- stats ------------------------------------------------------------------------------------------------
     def stats(self) -> dict:
@@ -1043,6 +1074,8 @@ except ImportError:  # aiohttp before 3.12 (or none: this module is imported onl
 #: Squid result code -> the outcome label of the request-duration histogram (a SIBLING_HIT is a remote hit)
 _OUTCOMES = {"TCP_HIT": "hit", "TCP_CF_MISS": "collapsed", "TCP_MISS": "miss", "TCP_REFRESH_MISS": "miss",
              "TCP_CLIENT_REFRESH_MISS": "miss"}
+#: the Cache-Status of a collapsed request's answer (the document its leader stored)
+COLLAPSED_STATUS = "fwd=uri-miss; fwd-status=200; collapsed"
 #: seconds an idle kept-alive client connection stays open (Squid's client_idle_pconn_timeout is 2 minutes)
 IDLE_CONNECTION_TIMEOUT = 120.0
 
