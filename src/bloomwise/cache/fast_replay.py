@@ -35,10 +35,11 @@ import numpy as np
 from bloomwise._native.hashes import hash_many, xxh3
 from bloomwise._native.replay import MAX_CAPACITY, IndependentCaches
 from bloomwise.cache.store import EVICTION_POLICIES
-from bloomwise.cache.traces import OracleGeneralReader, assigned_requests, random_proxy_draws
+from bloomwise.cache.traces import (CsvTraceReader, OracleGeneralReader, assigned_requests, check_assignment,
+                                    random_proxy_draws)
 
 __all__ = ["ENGINES", "COMPILED_POLICIES", "BLOCK_REQUESTS", "RequestBlock", "IndependentTotals", "choose_engine",
-           "compiled_limitation", "request_blocks", "replay_independent", "OracleGeneralTrace"]
+           "compiled_limitation", "request_blocks", "replay_independent", "OracleGeneralTrace", "CsvTrace"]
 
 #: ``engine=`` values: ``auto`` (compiled when it covers the replay, else Python), ``compiled``, ``python``
 ENGINES = ("auto", "compiled", "python")
@@ -195,7 +196,7 @@ class OracleGeneralTrace:
         if rule not in ("random", "round-robin"):
             raise ValueError(f"{path} has no client field: choose how its requests go to proxies, 'random' or "
                              f"'round-robin', not {rule!r}")
-        assigned_requests([], rule, num_proxies, seed=seed, limit=limit)  # the same checks of the arguments
+        check_assignment([], rule, num_proxies, seed=seed, limit=limit)
         self.path, self.rule, self.num_proxies, self.seed, self.limit = path, rule, num_proxies, seed, limit
         self.strict = strict
         self.reader: Optional[OracleGeneralReader] = None
@@ -212,24 +213,78 @@ class OracleGeneralTrace:
         if num_proxies != self.num_proxies:
             raise ValueError(f"this trace is assigned to {self.num_proxies} proxies, not {num_proxies}")
         reader = self._open()
-        draws = random_proxy_draws(num_proxies, self.seed) if self.rule == "random" else None
-        pending = np.zeros(0, dtype=np.int64)  # random draws not used yet
-        position, remaining = 0, self.limit
         try:
+            assign = _position_assignment(self.rule, num_proxies, self.seed)
+            remaining = self.limit
             for objects, sizes, _ in reader.record_arrays():
                 if remaining is not None:
                     if remaining <= 0:
                         break
                     objects, sizes = objects[:remaining], sizes[:remaining]
                     remaining -= len(objects)
-                count = len(objects)
-                if draws is None:
-                    proxies = (np.arange(position, position + count, dtype=np.int64) % num_proxies)
+                yield RequestBlock(objects, sizes, assign(len(objects)), len(objects), 0)
+        finally:
+            reader.close()
+
+
+def _position_assignment(rule: str, num_proxies: int, seed: int) -> Callable[[int], np.ndarray]:
+    """``proxies(count)``: the int32 proxies of the next ``count`` requests by rule ``random`` or ``round-robin``
+    (:mod:`bloomwise.cache.traces.assignment`: request i's draw, or i mod P), called block after block."""
+    draws = random_proxy_draws(num_proxies, seed) if rule == "random" else None
+    state = {"position": 0, "pending": np.zeros(0, dtype=np.int64)}  # requests assigned; draws not used yet
+
+    def proxies(count: int) -> np.ndarray:
+        position = state["position"]
+        state["position"] = position + count
+        if draws is None:
+            return (np.arange(position, position + count, dtype=np.int64) % num_proxies).astype(np.int32)
+        pending = state["pending"]
+        while len(pending) < count:
+            pending = np.concatenate([pending, next(draws)])
+        state["pending"] = pending[count:]
+        return pending[:count].astype(np.int32)
+
+    return proxies
+
+
+class CsvTrace:
+    """A libCacheSim csv file (:class:`~bloomwise.cache.traces.CsvTraceReader`) with its proxy assignment, for
+    both engines: iterating gives the Request records of ``assigned_requests(reader, rule, num_proxies,
+    seed=seed, limit=limit)`` (the Python engine, the reference); :meth:`request_blocks` gives the same requests
+    as arrays parsed by the compiled reader (``CsvTraceReader.record_arrays``: the ids ``XXH3-64`` of the object
+    field, the proxy of rule ``hash-client`` ``XXH3-64(client) mod P``, as :func:`request_blocks` computes them
+    from the records). Each use opens the file anew; ``reader`` is the last reader opened (its counts).
+
+    :param columns: the csv columns (``{"time": 1, "object": 2, "size": 3}``), None to read them from the header.
+    """
+
+    def __init__(self, path, rule: str, num_proxies: int, *, seed: int = 0, limit: Optional[int] = None,
+                 strict: bool = False, columns: Optional[dict] = None):
+        check_assignment([], rule, num_proxies, seed=seed, limit=limit)
+        self.path, self.rule, self.num_proxies, self.seed, self.limit = path, rule, num_proxies, seed, limit
+        self.strict, self.columns = strict, columns
+        self.reader: Optional[CsvTraceReader] = None
+
+    def _open(self) -> CsvTraceReader:
+        self.reader = CsvTraceReader(self.path, columns=self.columns, strict=self.strict)
+        return self.reader
+
+    def __iter__(self) -> Iterator:
+        return assigned_requests(self._open(), self.rule, self.num_proxies, seed=self.seed, limit=self.limit)
+
+    def request_blocks(self, num_proxies: int) -> Iterator[RequestBlock]:
+        """The requests as :class:`RequestBlock` arrays (``num_proxies`` must be the trace's)."""
+        if num_proxies != self.num_proxies:
+            raise ValueError(f"this trace is assigned to {self.num_proxies} proxies, not {num_proxies}")
+        reader = self._open()
+        try:
+            check_assignment(reader, self.rule, num_proxies, seed=self.seed, limit=self.limit)
+            assign = None if self.rule == "hash-client" else _position_assignment(self.rule, num_proxies, self.seed)
+            for keys, sizes, _, client_hashes, _ in reader.record_arrays(self.limit):
+                if assign is not None:
+                    proxies = assign(len(keys))
                 else:
-                    while len(pending) < count:
-                        pending = np.concatenate([pending, next(draws)])
-                    proxies, pending = pending[:count], pending[count:]
-                position += count
-                yield RequestBlock(objects, sizes, proxies.astype(np.int32), count, 0)
+                    proxies = (client_hashes % np.uint64(num_proxies)).astype(np.int32)
+                yield RequestBlock(keys, sizes, proxies, len(keys), 0)
         finally:
             reader.close()
