@@ -13,10 +13,12 @@ How a trace becomes arrays (:func:`request_blocks`): :data:`BLOCK_REQUESTS` reco
 ``XXH3-64(UTF-8 bytes of url, seed 0)`` (bloomwise's compiled XXH3; the method is always GET, so the URL alone names
 the key), the proxy is :func:`~bloomwise.cache.traces.assign_proxy`'s (the same hash of the client, mod P), sizes
 are int64. A source may instead give its own blocks (``request_blocks(num_proxies)``): :class:`OracleGeneralTrace`
-reads libCacheSim's binary records straight into arrays, the object number itself as the id (exact: no hashing). Two
-different URLs with the same 64-bit hash would share a cache entry: among n distinct URLs the probability that any
-two collide is below ``n**2 / 2**65`` (3e-8 for a million URLs, 3e-6 for ten million), the only way the engines can
-differ. Memory: one block of arrays plus what the caches hold.
+reads libCacheSim's binary records straight into arrays, the object number itself as the id (exact: no hashing),
+and :class:`CsvTrace` parses libCacheSim's csv lines into arrays with the compiled reader of
+``CsvTraceReader.record_arrays`` (the ids and proxies computed as above, with no Request per record). Two different
+URLs with the same 64-bit hash would share a cache entry: among n distinct URLs the probability that any two collide
+is below ``n**2 / 2**65`` (3e-8 for a million URLs, 3e-6 for ten million), the only way the engines can differ.
+Memory: one block of arrays plus what the caches hold.
 
 >>> from bloomwise.cache.traces import Request
 >>> trace = [Request(0.0, "c", "GET", url, 600) for url in ("a", "b", "a", "c", "a")]
