@@ -17,15 +17,19 @@ Per request, at its cache ``c`` (``capacity`` bytes):
 
 State per cache: an open-addressing table (linear probing, at most half full, backward-shift deletion, so no
 tombstones) from the 64-bit id to an entry ``(id, size, older, younger)`` of a doubly linked age list; entries are
-recycled through a free list. Memory grows with the objects cached (56 to 112 bytes each: a 24-byte entry in arrays
+recycled through a free list. Memory grows with the objects cached (64 to 128 bytes each: a 32-byte entry in arrays
 grown by doubling, 16-byte slots at most half used), never with the requests or the distinct objects seen. Byte
 counters are exact: 128-bit sums of sizes < 2**63.
 """
-from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memset
+from libc.math cimport fabs
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc, qsort, realloc
+from libc.string cimport memcpy, memset
 
-__all__ = ["IndependentCaches", "MAX_SIZE", "MAX_CAPACITY"]
+from bloomwise._native.layouts cimport (Geometry, geometry_init, positions, test_bits, MAX_HASHES,
+                                         LAYOUT_PARTITIONED)
+
+__all__ = ["IndependentCaches", "CooperativeCaches", "COOPERATIVE_MODES", "MAX_SIZE", "MAX_CAPACITY"]
 
 #: the largest request size (bytes) and cache capacity the kernel takes: sizes fit int64, and bytes held
 #: (at most twice the capacity) fit uint64
@@ -45,6 +49,7 @@ cdef struct Slot:
 cdef struct Entry:
     uint64_t key
     int64_t size
+    uint64_t filter_hash         # CooperativeCaches: the key's hash under its cache's summary seed
     int32_t older                # toward the oldest; NONE at the oldest
     int32_t younger              # toward the youngest; NONE at the youngest. Free entries: the next free one
 
@@ -346,3 +351,497 @@ cdef class IndependentCaches:
             out.append(s.entries[e].key)
             e = s.entries[e].younger
         return out
+
+
+# ---- cooperating caches: icp and summary ---------------------------------------------------------------------------
+# The request loop of the simulator's policies ``icp`` and ``summary`` (bloomwise.cache.simulation.replay, the
+# reference), with each cache's counting filter and published summary (bloomwise.cache.store.DocumentCache and
+# bloomwise.cache.summary.SummaryPublisher): the same hashes (XXH3-64 of the key's UTF-8 bytes under the cache's
+# seed), the same positions (layouts.pxd, partitioned layout), 4-bit counters sticky at 15, the same publication
+# rule (the threshold of new documents, the re-sizing tolerance, a whole summary or the smaller of delta and whole
+# on the wire, byte for byte in size). Receivers' copies: every peer receives every update at the same instant, so
+# one published copy per cache stands for all of them (the Python engine's ``wire=False``; ``wire=True`` gives the
+# same state).
+
+cdef extern from "common.h" nogil:
+    uint64_t bw_xxh3(const void* data, size_t length, uint64_t seed)
+
+
+cdef enum:
+    MODE_ICP = 1
+    MODE_SUMMARY = 2
+    COUNTER_MAX = 15
+    KIND_BITS = 1
+    KIND_COUNTERS = 2
+    #: a summary update's bytes besides its content: the 64-byte file header and the 40-byte record (summary.py)
+    UPDATE_OVERHEAD = 64 + 40
+    #: an ICP query and its reply besides the URL twice (simulation.ICP_QUERY_OVERHEAD)
+    ICP_OVERHEAD = 20 + 4 + 20
+
+#: the policies CooperativeCaches runs, by name
+COOPERATIVE_MODES = {"icp": MODE_ICP, "summary": MODE_SUMMARY}
+
+
+cdef struct Summary:
+    # the cache's counting filter (one byte per 4-bit counter)
+    uint8_t* cells
+    Geometry g
+    uint64_t seed
+    int64_t expected             # documents the filter is sized for
+    uint8_t* dirty               # per chunk of 64 positions: changed since the last publication
+    uint64_t* dirty_list
+    uint64_t dirty_count
+    # what the peers hold: the last published version
+    bint published
+    Geometry pub_g
+    uint64_t* pub_words          # bits kind: the bit view
+    uint8_t* pub_cells           # counters kind: the counters
+    # the publisher's counts
+    int64_t version
+    int64_t changes              # documents added plus documents evicted
+    int64_t new_documents
+    int64_t changes_at
+    int64_t new_at
+    int64_t published_positions
+    int64_t published_documents
+    int64_t resizes
+    # the node's counters (CacheNode)
+    int64_t remote_hits
+    int64_t false_hits
+    int64_t false_misses
+    int64_t peer_queries
+    int64_t origin_fetches
+    int64_t summaries_out
+    uint64_t summary_bytes_out
+    double query_cost
+
+
+cdef int compare_u64(const void* a, const void* b) noexcept nogil:
+    cdef uint64_t x = (<const uint64_t*>a)[0], y = (<const uint64_t*>b)[0]
+    return (x > y) - (x < y)
+
+
+cdef inline uint64_t varint_bytes(uint64_t value) noexcept nogil:
+    """LEB128 length of ``value`` (the varints of a summary delta's position gaps)."""
+    cdef uint64_t n = 1
+    while value >= 0x80:
+        value >>= 7
+        n += 1
+    return n
+
+
+cdef inline uint64_t state_bytes(int kind, uint64_t num_cells) noexcept nogil:
+    """A whole summary's content: bits, or 4-bit counters, in whole 64-bit words (a whole update's content in bloomwise.cache.summary)."""
+    if kind == KIND_BITS:
+        return (num_cells + 63) // 64 * 8
+    return (num_cells * 4 + 63) // 64 * 8
+
+
+cdef inline void mark_dirty(Summary* s, uint64_t position) noexcept nogil:
+    cdef uint64_t chunk = position >> 6
+    if not s.dirty[chunk]:
+        s.dirty[chunk] = 1
+        s.dirty_list[s.dirty_count] = chunk
+        s.dirty_count += 1
+
+
+cdef inline void filter_add(Summary* s, uint64_t h, bint all_changes) noexcept nogil:
+    """CountingCore._add_hash with 4-bit counters: +1 unless saturated."""
+    cdef uint64_t pos[MAX_HASHES]
+    cdef uint32_t i
+    cdef uint8_t c
+    positions(&s.g, h, pos)
+    for i in range(s.g.num_hashes):
+        c = s.cells[pos[i]]
+        if c != COUNTER_MAX:
+            s.cells[pos[i]] = c + 1
+            if c == 0 or all_changes:
+                mark_dirty(s, pos[i])
+
+
+cdef inline void filter_remove(Summary* s, uint64_t h, bint all_changes) noexcept nogil:
+    """CountingCore._remove_hash of a key present (partitioned: one probe per slice, so its counters are >= 1):
+    -1 unless saturated (sticky)."""
+    cdef uint64_t pos[MAX_HASHES]
+    cdef uint32_t i
+    cdef uint8_t c
+    positions(&s.g, h, pos)
+    for i in range(s.g.num_hashes):
+        c = s.cells[pos[i]]
+        if c != COUNTER_MAX:
+            s.cells[pos[i]] = c - 1
+            if c == 1 or all_changes:
+                mark_dirty(s, pos[i])
+
+
+cdef inline bint published_may_contain(const Summary* s, int kind, uint64_t h) noexcept nogil:
+    """The peers' answer for a key of hash ``h``: all its bits set (bits kind), all its counters nonzero (counters)."""
+    cdef uint64_t out[MAX_HASHES]
+    cdef uint32_t i
+    if kind == KIND_BITS:
+        return test_bits(&s.pub_g, s.pub_words, h)
+    positions(&s.pub_g, h, out)
+    for i in range(s.pub_g.num_hashes):
+        if s.pub_cells[out[i]] == 0:
+            return False
+    return True
+
+
+cdef void summary_free(Summary* s) noexcept nogil:
+    free(s.cells)
+    free(s.dirty)
+    free(s.dirty_list)
+    free(s.pub_words)
+    free(s.pub_cells)
+    s.cells = NULL
+    s.dirty = NULL
+    s.dirty_list = NULL
+    s.pub_words = NULL
+    s.pub_cells = NULL
+
+
+cdef int filter_alloc(Summary* s, uint64_t num_cells, uint32_t num_hashes) noexcept nogil:
+    """A new, empty counting filter of ``num_cells`` counters and ``num_hashes`` probes (the published copy stays)."""
+    cdef uint64_t chunks = (num_cells + 63) // 64
+    cdef uint8_t* cells = <uint8_t*>calloc(num_cells, 1)
+    cdef uint8_t* dirty = <uint8_t*>calloc(chunks, 1)
+    cdef uint64_t* dirty_list = <uint64_t*>malloc(chunks * sizeof(uint64_t))
+    if cells == NULL or dirty == NULL or dirty_list == NULL:
+        free(cells)
+        free(dirty)
+        free(dirty_list)
+        return -1
+    free(s.cells)
+    free(s.dirty)
+    free(s.dirty_list)
+    s.cells, s.dirty, s.dirty_list, s.dirty_count = cells, dirty, dirty_list, 0
+    geometry_init(&s.g, num_cells, num_hashes, LAYOUT_PARTITIONED)
+    return 0
+
+
+cdef class CooperativeCaches:
+    """``num_caches`` caches of ``capacity`` bytes (LRU or FIFO) that ask each other on a miss, under policy
+    ``mode`` (``"icp"`` or ``"summary"``), publishing summaries of ``kind`` ``"bits"`` or ``"counters"``: see the
+    section comment above and bloomwise.cache.simulation.replay.
+
+    :param miss_cost: omega, added to a request's wait when it goes to the origin; ``peer_cost``: tau.
+    :param num_cells, num_hashes: each counting filter's starting geometry (m counters, k probes), sized for
+        ``expected_entries`` documents.
+    :param seed: cache p's filter hashes under seed ``seed + p``.
+    :param update_threshold: new documents over documents cached before a summary is due.
+    :param resize_tolerance: a fraction, or a negative number for None (never re-size).
+    :param geometry: ``geometry(documents) -> (m, k)``, the geometry of a filter re-sized for that many documents
+        (called at each re-sizing; bloomwise.cache.store.filter_geometry).
+    """
+
+    cdef Store* stores
+    cdef Summary* summaries
+    cdef uint8_t* maybe
+    cdef int num_caches
+    cdef int mode
+    cdef int kind
+    cdef uint64_t capacity
+    cdef bint lru
+    cdef double miss_cost, peer_cost, update_threshold, resize_tolerance
+    cdef object geometry
+    # totals over all caches
+    cdef double latency
+    cdef uint64_t query_bytes
+    cdef int64_t checks_lacking, check_false_positives
+    cdef uint64_t remote_low, remote_high
+
+    def __cinit__(self, int num_caches, capacity, bint lru, str mode, str kind, double miss_cost, double peer_cost,
+                  num_cells, int num_hashes, int64_t expected_entries, seed, double update_threshold,
+                  double resize_tolerance, geometry):
+        cdef int i
+        if num_caches < 1:
+            raise ValueError(f"num_caches must be at least 1, got {num_caches}")
+        if not 1 <= capacity <= MAX_CAPACITY:
+            raise ValueError(f"capacity must be in [1, 2**63 - 1] bytes, got {capacity!r}")
+        if mode not in COOPERATIVE_MODES:
+            raise ValueError(f"mode must be one of {', '.join(COOPERATIVE_MODES)}, got {mode!r}")
+        if not 1 <= num_hashes <= MAX_HASHES or not num_hashes <= num_cells < 2 ** 48:
+            raise ValueError(f"a filter of {num_cells} counters and {num_hashes} probes is beyond the kernel")
+        self.stores = <Store*>calloc(num_caches, sizeof(Store))
+        self.summaries = <Summary*>calloc(num_caches, sizeof(Summary))
+        self.maybe = <uint8_t*>calloc(num_caches, 1)
+        if self.stores == NULL or self.summaries == NULL or self.maybe == NULL:
+            raise MemoryError(f"no memory for {num_caches} caches")
+        self.num_caches = num_caches
+        self.mode = COOPERATIVE_MODES[mode]
+        if kind not in ("bits", "counters"):
+            raise ValueError(f"kind must be 'bits' or 'counters', got {kind!r}")
+        self.kind = KIND_BITS if kind == "bits" else KIND_COUNTERS
+        for i in range(num_caches):
+            if store_init(&self.stores[i]) < 0:
+                raise MemoryError(f"no memory for {num_caches} caches")
+            if self.mode != MODE_ICP:
+                if filter_alloc(&self.summaries[i], num_cells, num_hashes) < 0:
+                    raise MemoryError(f"no memory for {num_caches} filters of {num_cells} counters")
+                self.summaries[i].seed = <uint64_t>((seed + i) & 0xFFFFFFFFFFFFFFFF)
+                self.summaries[i].expected = expected_entries
+        self.capacity, self.lru = capacity, lru
+        self.miss_cost, self.peer_cost = miss_cost, peer_cost
+        self.update_threshold, self.resize_tolerance = update_threshold, resize_tolerance
+        self.geometry = geometry
+
+    def __dealloc__(self):
+        cdef int i
+        if self.stores != NULL:
+            for i in range(self.num_caches):
+                free(self.stores[i].slots)
+                free(self.stores[i].entries)
+            free(self.stores)
+        if self.summaries != NULL:
+            for i in range(self.num_caches):
+                summary_free(&self.summaries[i])
+            free(self.summaries)
+        free(self.maybe)
+
+    # -- publication ---------------------------------------------------------------------------------------------------
+    cdef inline bint due(self, int p) noexcept nogil:
+        """SummaryPublisher.due."""
+        cdef Summary* s = &self.summaries[p]
+        cdef int64_t count = self.stores[p].count
+        if s.version == 0:
+            return s.changes != s.changes_at
+        return <double>(s.new_documents - s.new_at) >= self.update_threshold * <double>(count if count > 1 else 1)
+
+    cdef int resize(self, int p) except -1:
+        """DocumentCache.resize_filter(documents cached): a new filter holding exactly the cached keys."""
+        cdef Summary* s = &self.summaries[p]
+        cdef Store* store = &self.stores[p]
+        cdef int32_t e
+        num_cells, num_hashes = self.geometry(store.count)
+        if not 1 <= num_hashes <= MAX_HASHES or not num_hashes <= num_cells < 2 ** 48:
+            raise ValueError(f"a filter of {num_cells} counters and {num_hashes} probes is beyond the kernel")
+        if filter_alloc(s, num_cells, num_hashes) < 0:
+            raise MemoryError(f"no memory for a filter of {num_cells} counters")
+        e = store.oldest
+        while e != NONE:
+            filter_add(s, store.entries[e].filter_hash, False)
+            e = store.entries[e].younger
+        s.expected = store.count
+        s.resizes += 1
+        return 0
+
+    cdef int publish(self, int p) except -1:
+        """SummaryPublisher.publish(): re-size first if the load drifted, then the whole summary (first version,
+        or after a re-sizing) or the smaller of delta and whole; counts one copy per peer."""
+        cdef Summary* s = &self.summaries[p]
+        cdef int64_t count = self.stores[p].count
+        cdef bint whole
+        cdef uint64_t m, words, nbytes, whole_size, delta_size, chunk, i, j, end, position, previous, changed
+        cdef uint64_t word
+        cdef uint64_t* grown_words
+        cdef uint8_t* grown_cells
+        cdef bint now, was
+        whole = s.version == 0
+        if self.resize_tolerance >= 0 and count > 0 \
+                and fabs(<double>(count - s.expected)) > self.resize_tolerance * <double>s.expected:
+            self.resize(p)
+            whole = True
+        s.version += 1
+        s.changes_at, s.new_at = s.changes, s.new_documents
+        m = s.g.num_bits
+        s.published_positions += <int64_t>m
+        s.published_documents += count
+        whole_size = UPDATE_OVERHEAD + state_bytes(self.kind, m)
+        if whole:
+            words = (m + 63) // 64
+            if self.kind == KIND_BITS:
+                grown_words = <uint64_t*>realloc(s.pub_words, words * sizeof(uint64_t))
+                if grown_words == NULL:
+                    raise MemoryError(f"no memory for a summary of {m} bits")
+                s.pub_words = grown_words
+                memset(s.pub_words, 0, words * sizeof(uint64_t))
+                for i in range(m):
+                    if s.cells[i]:
+                        s.pub_words[i >> 6] |= (<uint64_t>1) << (i & 63)
+            else:
+                grown_cells = <uint8_t*>realloc(s.pub_cells, m)
+                if grown_cells == NULL:
+                    raise MemoryError(f"no memory for a summary of {m} counters")
+                s.pub_cells = grown_cells
+                memcpy(s.pub_cells, s.cells, m)
+            s.pub_g = s.g
+            nbytes = whole_size
+        else:  # the positions that differ from the version the peers hold, in increasing order
+            qsort(s.dirty_list, s.dirty_count, sizeof(uint64_t), compare_u64)
+            delta_size = UPDATE_OVERHEAD
+            changed = 0
+            previous = <uint64_t>-1  # so that the first gap is the first position
+            for j in range(s.dirty_count):
+                chunk = s.dirty_list[j]
+                end = min(m, (chunk + 1) * 64)
+                for position in range(chunk * 64, end):
+                    if self.kind == KIND_BITS:
+                        now = s.cells[position] != 0
+                        was = (s.pub_words[position >> 6] >> (position & 63)) & 1
+                        if now == was:
+                            continue
+                        s.pub_words[position >> 6] ^= (<uint64_t>1) << (position & 63)
+                    else:
+                        if s.cells[position] == s.pub_cells[position]:
+                            continue
+                        s.pub_cells[position] = s.cells[position]
+                    delta_size += varint_bytes(position - previous - 1)
+                    previous = position
+                    changed += 1
+            if self.kind == KIND_COUNTERS:
+                delta_size += (changed + 1) // 2
+            nbytes = delta_size if delta_size <= whole_size else whole_size
+        for j in range(s.dirty_count):
+            s.dirty[s.dirty_list[j]] = 0
+        s.dirty_count = 0
+        s.published = True
+        s.summaries_out += self.num_caches - 1
+        s.summary_bytes_out += nbytes * <uint64_t>(self.num_caches - 1)
+        return 0
+
+    # -- the requests --------------------------------------------------------------------------------------------------
+    def replay(self, const uint64_t[::1] keys not None, const int64_t[::1] sizes not None,
+               const int32_t[::1] caches not None, const uint8_t[::1] names not None,
+               const int64_t[::1] name_offsets not None, const int64_t[::1] url_lengths not None):
+        """Run requests ``i`` = 0 .. len(keys)-1: object ``keys[i]`` of ``sizes[i]`` bytes asked at cache
+        ``caches[i]``; its cache key's UTF-8 bytes are ``names[name_offsets[i]:name_offsets[i + 1]]`` (what the
+        filters hash) and its URL has ``url_lengths[i]`` characters (what an ICP query carries).
+
+        :raises ValueError: arrays of different lengths, a cache number outside [0, num_caches), a negative size or
+            offsets out of order (checked before any request runs).
+        """
+        cdef Py_ssize_t n = keys.shape[0], r
+        cdef int num = self.num_caches, p, j
+        cdef Store* stores = self.stores
+        cdef Store* s
+        cdef Summary* summaries = self.summaries
+        cdef Summary* node
+        cdef Summary* peer
+        cdef uint8_t* maybe = self.maybe
+        cdef uint64_t key, capacity = self.capacity, h
+        cdef int64_t size
+        cdef int32_t e
+        cdef bint lru = self.lru, served, summary = self.mode == MODE_SUMMARY
+        cdef int kind = self.kind
+        cdef double miss_cost = self.miss_cost, tau = self.peer_cost, waited
+        cdef const uint8_t* name
+        cdef size_t name_length
+        cdef uint64_t query_size
+        if sizes.shape[0] != n or caches.shape[0] != n or url_lengths.shape[0] != n or name_offsets.shape[0] != n + 1:
+            raise ValueError(f"keys, sizes, caches and url_lengths must have one length n and name_offsets n + 1, got "
+                             f"{n}, {sizes.shape[0]}, {caches.shape[0]}, {url_lengths.shape[0]}, "
+                             f"{name_offsets.shape[0]}")
+        if name_offsets[0] < 0 or name_offsets[n] > names.shape[0]:
+            raise ValueError("name_offsets point outside names")
+        for r in range(n):
+            if caches[r] < 0 or caches[r] >= num:
+                raise ValueError(f"request {r}: cache {caches[r]} is not in [0, {num})")
+            if sizes[r] < 0:
+                raise ValueError(f"request {r}: size {sizes[r]} is negative")
+            if name_offsets[r + 1] < name_offsets[r] or url_lengths[r] < 0:
+                raise ValueError(f"request {r}: its name offsets decrease or its URL length is negative")
+        for r in range(n):
+            p, key, size = caches[r], keys[r], sizes[r]
+            s = &stores[p]
+            node = &summaries[p]
+            s.requests += 1
+            add_bytes(&s.requested_low, &s.requested_high, size)
+            e = store_find(s, key)
+            if e != NONE:
+                s.hits += 1
+                add_bytes(&s.hit_low, &s.hit_high, size)
+                if lru:
+                    make_youngest(s, e)
+                continue
+            s.misses += 1
+            name = &names[0] + name_offsets[r]
+            name_length = <size_t>(name_offsets[r + 1] - name_offsets[r])
+            query_size = ICP_OVERHEAD + 2 * (<uint64_t>url_lengths[r] + 1)
+            served = False
+            waited = 0.0
+            if summary:  # each peer's published summary, and the oracle's count of its false positives
+                for j in range(num):
+                    maybe[j] = 0
+                    if j == p or not summaries[j].published:
+                        continue
+                    peer = &summaries[j]
+                    h = bw_xxh3(name, name_length, peer.seed)
+                    maybe[j] = published_may_contain(peer, kind, h)
+                    if store_find(&stores[j], key) == NONE:
+                        self.checks_lacking += 1
+                        if maybe[j]:
+                            self.check_false_positives += 1
+            for j in range(num):
+                if j == p or (summary and not maybe[j]):
+                    continue
+                e = store_find(&stores[j], key)
+                node.peer_queries += 1
+                node.query_cost += tau
+                self.query_bytes += query_size
+                waited = tau if tau > waited else waited
+                if e != NONE:
+                    if lru:
+                        make_youngest(&stores[j], e)
+                    if not served:
+                        node.remote_hits += 1
+                        served = True
+                elif summary:
+                    node.false_hits += 1
+            if served:
+                add_bytes(&self.remote_low, &self.remote_high, size)
+            else:
+                node.origin_fetches += 1
+                waited += miss_cost
+                for j in range(num):
+                    if j != p and store_find(&stores[j], key) != NONE:
+                        node.false_misses += 1
+                        break
+            self.latency += waited
+            if <uint64_t>size <= capacity:
+                e = store_insert(s, key, size)
+                if e == NONE:
+                    raise MemoryError(f"no memory for another cached object (request {r})")
+                node.changes += 1
+                node.new_documents += 1
+                if summary:
+                    h = bw_xxh3(name, name_length, node.seed)
+                    s.entries[e].filter_hash = h
+                    filter_add(node, h, kind == KIND_COUNTERS)
+                while s.used > capacity:
+                    if summary:
+                        filter_remove(node, s.entries[s.oldest].filter_hash, kind == KIND_COUNTERS)
+                    evict_oldest(s)
+                    node.changes += 1
+            else:
+                s.refused += 1
+            if summary and self.due(p):
+                self.publish(p)
+
+    def counters(self, int cache) -> dict:
+        """Cache ``cache``'s counters, named as CacheNode's and SummaryPublisher's: ``requests``, ``local_hits``,
+        ``remote_hits``, ``false_hits``, ``false_misses``, ``peer_queries``, ``origin_fetches``, ``query_cost``,
+        ``summaries_out``, ``summary_bytes_out``, ``published_positions``, ``published_documents``, ``resizes``,
+        ``requested_bytes``, ``local_hit_bytes``, ``documents``, ``summary_cells`` (the positions of the summary
+        its peers hold, 0 before its first publication)."""
+        if not 0 <= cache < self.num_caches:
+            raise ValueError(f"cache {cache} is not in [0, {self.num_caches})")
+        cdef Store* s = &self.stores[cache]
+        cdef Summary* node = &self.summaries[cache]
+        return {"requests": s.requests, "local_hits": s.hits, "remote_hits": node.remote_hits,
+                "false_hits": node.false_hits, "false_misses": node.false_misses, "peer_queries": node.peer_queries,
+                "origin_fetches": node.origin_fetches, "query_cost": node.query_cost,
+                "summaries_out": node.summaries_out, "summary_bytes_out": node.summary_bytes_out,
+                "published_positions": node.published_positions, "published_documents": node.published_documents,
+                "resizes": node.resizes,
+                "requested_bytes": (<object>s.requested_high << 64) + s.requested_low,
+                "local_hit_bytes": (<object>s.hit_high << 64) + s.hit_low,
+                "documents": s.count,
+                "summary_cells": node.pub_g.num_bits if node.published else 0}
+
+    def totals(self) -> dict:
+        """Totals over all caches, summed in request order: ``latency``, ``query_bytes``, ``remote_hit_bytes``,
+        ``peer_checks_lacking``, ``peer_check_false_positives``."""
+        return {"latency": self.latency, "query_bytes": self.query_bytes,
+                "remote_hit_bytes": (<object>self.remote_high << 64) + self.remote_low,
+                "peer_checks_lacking": self.checks_lacking,
+                "peer_check_false_positives": self.check_false_positives}

@@ -6,6 +6,13 @@ counters for what it covers, and :func:`choose_engine` picks it when it can:
 - policy ``none`` (proxies that never ask each other), any number of proxies, LRU or FIFO eviction
   (``_native.replay.IndependentCaches``: the admission and eviction rules of
   :class:`~bloomwise.cache.store.DocumentCache`, the same hits, bytes, false misses, costs and latency);
+- policies ``icp`` and ``summary`` (:func:`replay_cooperative`, ``_native.replay.CooperativeCaches``): besides the
+  caches, each proxy's counting filter of its cached keys with the geometry, seed and hashing of DocumentCache's
+  (XXH3-64 of the key ``"GET " + url`` under seed ``config.seed + p``; positions and 4-bit sticky counters as
+  ``CountingBloomFilter``'s), the publisher's rules (threshold of new documents, re-sizing, whole or the smaller of
+  delta and whole, the bytes on the wire), the peers' copies of each summary, the routing, false hits and misses,
+  the oracle's checks, costs, latency and bytes: every field of the PolicyResult equal to the Python engine's. The
+  blocks then carry the cache keys' bytes (``request_blocks(names=True)``), hashed once per peer checked;
 - not when the caller passes its own ``nodes`` to inspect afterwards (the compiled caches are not CacheNodes).
 
 How a trace becomes arrays (:func:`request_blocks`): :data:`BLOCK_REQUESTS` records at a time, GET requests only
@@ -18,7 +25,8 @@ and :class:`CsvTrace` parses libCacheSim's csv lines into arrays with the compil
 ``CsvTraceReader.record_arrays`` (the ids and proxies computed as above, with no Request per record). Two different
 URLs with the same 64-bit hash would share a cache entry: among n distinct URLs the probability that any two collide
 is below ``n**2 / 2**65`` (3e-8 for a million URLs, 3e-6 for ten million), the only way the engines can differ.
-Memory: one block of arrays plus what the caches hold.
+Memory: one block of arrays plus what the caches hold (and, for the cooperative policies, each proxy's counting
+filter, one byte per counter, and its published summary: state that grows with the documents cached).
 
 >>> from bloomwise.cache.traces import Request
 >>> trace = [Request(0.0, "c", "GET", url, 600) for url in ("a", "b", "a", "c", "a")]
@@ -35,18 +43,21 @@ from typing import Callable, Iterable, Iterator, Optional
 import numpy as np
 
 from bloomwise._native.hashes import hash_many, xxh3
-from bloomwise._native.replay import MAX_CAPACITY, IndependentCaches
-from bloomwise.cache.store import EVICTION_POLICIES
+from bloomwise._native.replay import MAX_CAPACITY, CooperativeCaches, IndependentCaches
+from bloomwise.cache.store import EVICTION_POLICIES, filter_geometry
 from bloomwise.cache.traces import (CsvTraceReader, OracleGeneralReader, assigned_requests, check_assignment,
                                     random_proxy_draws)
 
 __all__ = ["ENGINES", "COMPILED_POLICIES", "BLOCK_REQUESTS", "RequestBlock", "IndependentTotals", "choose_engine",
-           "compiled_limitation", "request_blocks", "replay_independent", "OracleGeneralTrace", "CsvTrace"]
+           "compiled_limitation", "request_blocks", "replay_independent", "CooperativeTotals", "replay_cooperative",
+           "OracleGeneralTrace", "CsvTrace"]
 
 #: ``engine=`` values: ``auto`` (compiled when it covers the replay, else Python), ``compiled``, ``python``
 ENGINES = ("auto", "compiled", "python")
 #: the policies the compiled replay runs
-COMPILED_POLICIES = ("none",)
+COMPILED_POLICIES = ("none", "icp", "summary")
+#: the policies whose caches ask each other (``_native.replay.CooperativeCaches``)
+COOPERATIVE_POLICIES = ("icp", "summary")
 #: records read, converted and replayed at a time (the progress callback is called after each full block)
 BLOCK_REQUESTS = 65536
 _MAX_PROXIES = 2 ** 31 - 1
@@ -56,7 +67,7 @@ def compiled_limitation(policy: str, *, num_proxies: int, cache_size: int, evict
                         inspecting: bool = False) -> Optional[str]:
     """Why the compiled replay cannot run this configuration, or None when it can."""
     if policy not in COMPILED_POLICIES:
-        return f"it runs policy {', '.join(COMPILED_POLICIES)} only, not {policy!r}"
+        return f"it runs policies {', '.join(COMPILED_POLICIES)} only, not {policy!r}"
     if inspecting:
         return "the caller passed nodes to inspect, which only the Python engine fills"
     if eviction not in EVICTION_POLICIES:
@@ -92,13 +103,21 @@ def choose_engine(engine: str, policy: str, *, num_proxies: int, cache_size: int
 @dataclasses.dataclass
 class RequestBlock:
     """Up to :data:`BLOCK_REQUESTS` records of a trace as arrays: the GET requests' ``keys`` (uint64),
-    ``sizes`` (int64) and ``proxies`` (int32), ``records`` read (GET or not) and ``skipped`` (not GET)."""
+    ``sizes`` (int64) and ``proxies`` (int32), ``records`` read (GET or not) and ``skipped`` (not GET).
+
+    For the policies whose caches ask each other (their summaries hash the cache key, their queries carry the URL),
+    also the cache keys ``"GET " + url`` as UTF-8 bytes one after the other, ``names`` (uint8), request i's being
+    ``names[name_offsets[i]:name_offsets[i + 1]]`` (``name_offsets``: int64, one more than the requests), and
+    ``url_lengths`` (int64: the URL's length in characters); None when not asked for."""
 
     keys: np.ndarray
     sizes: np.ndarray
     proxies: np.ndarray
     records: int
     skipped: int
+    names: Optional[np.ndarray] = None
+    name_offsets: Optional[np.ndarray] = None
+    url_lengths: Optional[np.ndarray] = None
 
 
 def _hash_texts(texts: list) -> np.ndarray:
@@ -125,8 +144,26 @@ def _sizes_array(requests: list) -> np.ndarray:
     return array
 
 
-def request_blocks(requests: Iterable, num_proxies: int) -> Iterator[RequestBlock]:
-    """The trace as :class:`RequestBlock` arrays (see the module docstring for the ids and the proxies)."""
+def _key_names(urls: list) -> tuple:
+    """``(names, name_offsets, url_lengths)`` of :class:`RequestBlock` for these URLs: the UTF-8 bytes of each
+    cache key ``"GET " + url`` (as the filters hash a str key; a URL with a lone surrogate, which the filters refuse,
+    raises UnicodeEncodeError), their offsets and the URLs' lengths in characters."""
+    texts = ["GET " + url for url in urls]
+    joined = "".join(texts)
+    data = joined.encode("utf-8")
+    char_lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    if len(data) == len(joined):  # ASCII: one byte per character
+        byte_lengths = char_lengths
+    else:
+        byte_lengths = np.fromiter((len(text.encode("utf-8")) for text in texts), dtype=np.int64, count=len(texts))
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(byte_lengths, out=offsets[1:])
+    return np.frombuffer(data, dtype=np.uint8), offsets, char_lengths - 4
+
+
+def request_blocks(requests: Iterable, num_proxies: int, *, names: bool = False) -> Iterator[RequestBlock]:
+    """The trace as :class:`RequestBlock` arrays (see the module docstring for the ids and the proxies);
+    ``names=True`` adds the cache keys' bytes and the URLs' lengths."""
     source = iter(requests)
     while True:
         block = list(islice(source, BLOCK_REQUESTS))
@@ -146,7 +183,8 @@ def request_blocks(requests: Iterable, num_proxies: int) -> Iterator[RequestBloc
                 hashes = np.fromiter((xxh3(client.encode("utf-8")) for client in clients), dtype=np.uint64,
                                      count=len(clients))
             proxies = (hashes % np.uint64(num_proxies)).astype(np.int32)
-        yield RequestBlock(keys, sizes, proxies, len(block), len(block) - len(gets))
+        named = _key_names([request.url for request in gets]) if names else (None, None, None)
+        yield RequestBlock(keys, sizes, proxies, len(block), len(block) - len(gets), *named)
 
 
 @dataclasses.dataclass
@@ -180,6 +218,47 @@ def replay_independent(requests: Iterable, *, num_proxies: int, cache_size: int,
             for mark in range((before // BLOCK_REQUESTS + 1) * BLOCK_REQUESTS, seen + 1, BLOCK_REQUESTS):
                 progress(mark)
     return IndependentTotals([caches.counters(p) for p in range(num_proxies)], caches.miss_cost_total, skipped)
+
+
+@dataclasses.dataclass
+class CooperativeTotals:
+    """The outcome of :func:`replay_cooperative`: ``counters[p]``, proxy p's counters
+    (``CooperativeCaches.counters``); ``totals``, the sums over all proxies in request order
+    (``CooperativeCaches.totals``: latency, query_bytes, remote_hit_bytes, peer_checks_lacking,
+    peer_check_false_positives); ``skipped``, the records that were not GET requests."""
+
+    counters: list
+    totals: dict
+    skipped: int
+
+
+def replay_cooperative(requests: Iterable, policy: str, *, num_proxies: int, cache_size: int, eviction: str,
+                       origin_cost: float, peer_cost: float, summary_kind: str = "bits", bits_per_entry: int = 8,
+                       expected_entries: int = 1, seed: int = 0, update_threshold: float = 0.01,
+                       resize_tolerance: Optional[float] = 0.1,
+                       progress: Optional[Callable[[int], None]] = None) -> CooperativeTotals:
+    """Replay ``requests`` (Request records) under ``icp`` or ``summary``, compiled: the caches, filters and
+    summaries of ``bloomwise.cache.simulation.replay`` with these parameters (its ``SimulationConfig``'s).
+    ``progress(n)`` is called after every :data:`BLOCK_REQUESTS` records read."""
+    if policy not in COOPERATIVE_POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(COOPERATIVE_POLICIES)}, got {policy!r}")
+    reason = compiled_limitation(policy, num_proxies=num_proxies, cache_size=cache_size, eviction=eviction)
+    if reason is not None:
+        raise ValueError(f"the compiled engine cannot run this replay: {reason}")
+    num_cells, num_hashes = filter_geometry(bits_per_entry, expected_entries)
+    caches = CooperativeCaches(num_proxies, cache_size, eviction == "lru", policy, summary_kind, float(origin_cost),
+                               float(peer_cost), num_cells, num_hashes, expected_entries, seed,
+                               float(update_threshold), -1.0 if resize_tolerance is None else float(resize_tolerance),
+                               lambda documents: filter_geometry(bits_per_entry, documents))
+    seen = skipped = 0
+    for block in request_blocks(requests, num_proxies, names=True):
+        caches.replay(block.keys, block.sizes, block.proxies, block.names, block.name_offsets, block.url_lengths)
+        before, seen = seen, seen + block.records
+        skipped += block.skipped
+        if progress is not None:
+            for mark in range((before // BLOCK_REQUESTS + 1) * BLOCK_REQUESTS, seen + 1, BLOCK_REQUESTS):
+                progress(mark)
+    return CooperativeTotals([caches.counters(p) for p in range(num_proxies)], caches.totals(), skipped)
 
 
 class OracleGeneralTrace:
