@@ -250,8 +250,12 @@ def replay_cooperative(requests: Iterable, policy: str, *, num_proxies: int, cac
                                float(peer_cost), num_cells, num_hashes, expected_entries, seed,
                                float(update_threshold), -1.0 if resize_tolerance is None else float(resize_tolerance),
                                lambda documents: filter_geometry(bits_per_entry, documents))
+    if getattr(requests, "gives_key_names", False):  # a trace that reads itself into arrays (CsvTrace)
+        blocks = requests.request_blocks(num_proxies, names=True)
+    else:
+        blocks = request_blocks(requests, num_proxies, names=True)
     seen = skipped = 0
-    for block in request_blocks(requests, num_proxies, names=True):
+    for block in blocks:
         caches.replay(block.keys, block.sizes, block.proxies, block.names, block.name_offsets, block.url_lengths)
         before, seen = seen, seen + block.records
         skipped += block.skipped
@@ -353,19 +357,25 @@ class CsvTrace:
     def __iter__(self) -> Iterator:
         return assigned_requests(self._open(), self.rule, self.num_proxies, seed=self.seed, limit=self.limit)
 
-    def request_blocks(self, num_proxies: int) -> Iterator[RequestBlock]:
-        """The requests as :class:`RequestBlock` arrays (``num_proxies`` must be the trace's)."""
+    #: :meth:`request_blocks` can add the cache keys' bytes (``names=True``) for the cooperative policies
+    gives_key_names = True
+
+    def request_blocks(self, num_proxies: int, *, names: bool = False) -> Iterator[RequestBlock]:
+        """The requests as :class:`RequestBlock` arrays (``num_proxies`` must be the trace's); ``names=True`` adds
+        the cache keys' bytes and the URLs' lengths, as :func:`request_blocks` does."""
         if num_proxies != self.num_proxies:
             raise ValueError(f"this trace is assigned to {self.num_proxies} proxies, not {num_proxies}")
         reader = self._open()
         try:
             check_assignment(reader, self.rule, num_proxies, seed=self.seed, limit=self.limit)
             assign = None if self.rule == "hash-client" else _position_assignment(self.rule, num_proxies, self.seed)
-            for keys, sizes, _, client_hashes, _ in reader.record_arrays(self.limit):
+            for arrays in reader.record_arrays(self.limit, names=names):
+                count = len(arrays.keys)
                 if assign is not None:
-                    proxies = assign(len(keys))
+                    proxies = assign(count)
                 else:
-                    proxies = (client_hashes % np.uint64(num_proxies)).astype(np.int32)
-                yield RequestBlock(keys, sizes, proxies, len(keys), 0)
+                    proxies = (arrays.client_hashes % np.uint64(num_proxies)).astype(np.int32)
+                yield RequestBlock(arrays.keys, arrays.sizes, proxies, count, 0, arrays.names, arrays.name_offsets,
+                                   arrays.url_lengths)
         finally:
             reader.close()
