@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from bloomwise._native.hashes import xxh3
 from bloomwise._native.trace_reader import CHUNK_DONE, DEFERRED, LIMIT_REACHED, OUTPUT_FULL, CsvChunkParser
-from bloomwise.cache.traces.files import open_binary, read_errors
 from bloomwise.cache.traces import lines as line_reading  # MAX_LINE_BYTES read when used (tests change it)
+from bloomwise.cache.traces.files import open_binary, read_errors
 from bloomwise.cache.traces.lines import BAD_LINE, LineBlocks, decode_line
 from bloomwise.cache.traces.readers import DETECTION_LINES, BaseTraceReader
 from bloomwise.cache.traces.records import NO_CLIENT, Request, TraceError, new_request
@@ -61,6 +61,8 @@ MAX_NEXT_ACCESS = 2 ** 40
 #: Bytes of one oracleGeneral record.
 ORACLE_GENERAL_RECORD_BYTES = 24
 _RECORDS_PER_BLOCK = 16384
+_MAX_COLUMN = 1000  # a column number beyond this is refused (a record is at most MAX_LINE_BYTES anyway)
+_INF = float("inf")
 #: Requests per block of :meth:`CsvTraceReader.record_arrays` (the compiled replay's block).
 ARRAY_BLOCK = 65536
 #: Bytes of cache-key names per block of ``record_arrays(names=True)`` (at least four longest lines).
@@ -82,8 +84,6 @@ class CsvArrays(NamedTuple):
     names: "np.ndarray | None" = None
     name_offsets: "np.ndarray | None" = None
     url_lengths: "np.ndarray | None" = None
-_MAX_COLUMN = 1000  # a column number beyond this is refused (a record is at most MAX_LINE_BYTES anyway)
-_INF = float("inf")
 
 
 def parse_csv_columns(text: str) -> dict[str, int]:
