@@ -21,7 +21,7 @@ recycled through a free list. Memory grows with the objects cached (64 to 128 by
 grown by doubling, 16-byte slots at most half used), never with the requests or the distinct objects seen. Byte
 counters are exact: 128-bit sums of sizes < 2**63.
 """
-from libc.math cimport fabs
+from libc.math cimport exp, fabs, log, log1p, pow, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcpy, memset
@@ -353,15 +353,21 @@ cdef class IndependentCaches:
         return out
 
 
-# ---- cooperating caches: icp and summary ---------------------------------------------------------------------------
-# The request loop of the simulator's policies ``icp`` and ``summary`` (bloomwise.cache.simulation.replay, the
-# reference), with each cache's counting filter and published summary (bloomwise.cache.store.DocumentCache and
+# ---- cooperating caches: icp, summary and paradox -------------------------------------------------------------------
+# The request loop of the simulator's policies ``icp``, ``summary`` and ``paradox`` (bloomwise.cache.simulation.replay,
+# the reference), with each cache's counting filter and published summary (bloomwise.cache.store.DocumentCache and
 # bloomwise.cache.summary.SummaryPublisher): the same hashes (XXH3-64 of the key's UTF-8 bytes under the cache's
 # seed), the same positions (layouts.pxd, partitioned layout), 4-bit counters sticky at 15, the same publication
 # rule (the threshold of new documents, the re-sizing tolerance, a whole summary or the smaller of delta and whole
 # on the wire, byte for byte in size). Receivers' copies: every peer receives every update at the same instant, so
 # one published copy per cache stands for all of them (the Python engine's ``wire=False``; ``wire=True`` gives the
-# same state).
+# same state). ``paradox`` adds each proxy's prior of each peer (bloomwise.cache.routing.OnlinePrior: the
+# bias-corrected EWMA, its closed-form runs of absent samples, Laplace smoothing over the effective sample size),
+# the posterior of PeerSummary.posterior (Theorem 2's log-odds over the counters, or Bayes with the fill's FPR for
+# bits) and ParadoxPolicy.order (the ratio p / tau above 1 / omega, sorted by decreasing ratio, ties in peer
+# order, cut after a certain hit), the peers asked one at a time until the first hit. The floating-point
+# operations are Python's, in its order, with the C library's pow, log, log1p and exp that Python's float ** and
+# math functions call, and no fused multiply-adds (built with -ffp-contract=off): the same doubles.
 
 cdef extern from "common.h" nogil:
     uint64_t bw_xxh3(const void* data, size_t length, uint64_t seed)
@@ -370,6 +376,7 @@ cdef extern from "common.h" nogil:
 cdef enum:
     MODE_ICP = 1
     MODE_SUMMARY = 2
+    MODE_PARADOX = 3
     COUNTER_MAX = 15
     KIND_BITS = 1
     KIND_COUNTERS = 2
@@ -379,7 +386,7 @@ cdef enum:
     ICP_OVERHEAD = 20 + 4 + 20
 
 #: the policies CooperativeCaches runs, by name
-COOPERATIVE_MODES = {"icp": MODE_ICP, "summary": MODE_SUMMARY}
+COOPERATIVE_MODES = {"icp": MODE_ICP, "summary": MODE_SUMMARY, "paradox": MODE_PARADOX}
 
 
 cdef struct Summary:
@@ -396,6 +403,9 @@ cdef struct Summary:
     Geometry pub_g
     uint64_t* pub_words          # bits kind: the bit view
     uint8_t* pub_cells           # counters kind: the counters
+    int64_t pub_nonzero          # positions set (bits) or nonzero (counters) in the published version
+    double pub_fpr               # PeerSummary.fpr: (pub_nonzero / m) ** k
+    double log_ratios[16]        # PeerSummary's table log(c m / (n k)), c = 0..15 (counters kind)
     # the publisher's counts
     int64_t version
     int64_t changes              # documents added plus documents evicted
@@ -487,6 +497,97 @@ cdef inline bint published_may_contain(const Summary* s, int kind, uint64_t h) n
     return True
 
 
+cdef struct Prior:             # OnlinePrior
+    double num
+    double den
+    int64_t pending              # absent samples not folded in yet
+    int64_t recorded
+
+
+cdef inline void prior_fold(Prior* a, double w) noexcept nogil:
+    cdef double decay
+    if a.pending:
+        decay = pow(1.0 - w, <double>a.pending)
+        a.num *= decay
+        a.den = a.den * decay + (1.0 - decay)
+        a.recorded += a.pending
+        a.pending = 0
+
+
+cdef inline void prior_record(Prior* a, bint member, double w) noexcept nogil:
+    prior_fold(a, w)
+    a.num = (1.0 - w) * a.num + (w if member else 0.0)
+    a.den = (1.0 - w) * a.den + w
+    a.recorded += 1
+
+
+cdef inline double prior_estimate(Prior* a, double w, double initial) noexcept nogil:
+    prior_fold(a, w)
+    return a.num / a.den if a.den > 0.0 else initial
+
+
+cdef inline double prior_effective_samples(const Prior* a, double w) noexcept nogil:
+    cdef int64_t t = a.recorded + a.pending
+    cdef double r, rt
+    if t == 0:
+        return 0.0
+    r = 1.0 - w
+    if r == 0.0:
+        return 1.0
+    rt = pow(r, <double>t)
+    return (1.0 - rt) * (1.0 + r) / ((1.0 - r) * (1.0 + rt))
+
+
+cdef inline double prior_smoothed(Prior* a, double w, double initial, bint given, double fraction) noexcept nogil:
+    """OnlinePrior.smoothed(fraction if given else None)."""
+    cdef double estimate, n
+    if not (a.recorded or a.pending):
+        return initial
+    if given:
+        fraction = fraction if fraction > 0.0 else 0.0  # max(0.0, fraction)
+        estimate = fraction if fraction < 1.0 else 1.0  # min(1.0, ...)
+    else:
+        estimate = prior_estimate(a, w, initial)
+    n = prior_effective_samples(a, w)
+    return (n * estimate + 1.0) / (n + 2.0)
+
+
+cdef void summary_derive(Summary* s, int kind, int64_t num_keys) noexcept nogil:
+    """What PeerSummary derives from the version just published (its fpr and log-ratio table)."""
+    cdef uint64_t m = s.pub_g.num_bits, k = s.pub_g.num_hashes
+    cdef int64_t n = num_keys if num_keys > 1 else 1
+    cdef double base
+    cdef int c
+    s.pub_fpr = pow(<double>s.pub_nonzero / <double>m, <double>k)
+    if kind == KIND_COUNTERS:
+        base = log(<double>m / <double>(n * <int64_t>k))
+        s.log_ratios[0] = -INFINITY
+        for c in range(1, 16):
+            s.log_ratios[c] = log(<double>c) + base
+
+
+cdef inline double posterior(const Summary* s, int kind, uint64_t h, double prior) noexcept nogil:
+    """PeerSummary.posterior(key, prior) for a key of hash ``h`` that the summary may contain."""
+    cdef uint64_t pos[MAX_HASHES]
+    cdef uint32_t i
+    cdef uint8_t c
+    cdef double z = 0.0
+    if prior <= 0.0:
+        return 0.0
+    if kind == KIND_COUNTERS:
+        positions(&s.pub_g, h, pos)
+        for i in range(s.pub_g.num_hashes):
+            c = s.pub_cells[pos[i]]
+            if c == 0:
+                return 0.0
+            z += s.log_ratios[c]
+        if prior >= 1.0:
+            return 1.0
+        z += log(prior) - log1p(-prior)
+        return 1.0 / (1.0 + exp(-z)) if z >= 0 else exp(z) / (1.0 + exp(z))
+    return prior / (prior + (1.0 - prior) * s.pub_fpr)
+
+
 cdef void summary_free(Summary* s) noexcept nogil:
     free(s.cells)
     free(s.dirty)
@@ -521,7 +622,7 @@ cdef int filter_alloc(Summary* s, uint64_t num_cells, uint32_t num_hashes) noexc
 
 cdef class CooperativeCaches:
     """``num_caches`` caches of ``capacity`` bytes (LRU or FIFO) that ask each other on a miss, under policy
-    ``mode`` (``"icp"`` or ``"summary"``), publishing summaries of ``kind`` ``"bits"`` or ``"counters"``: see the
+    ``mode`` (``"icp"``, ``"summary"`` or ``"paradox"``), publishing summaries of ``kind`` ``"bits"`` or ``"counters"``: see the
     section comment above and bloomwise.cache.simulation.replay.
 
     :param miss_cost: omega, added to a request's wait when it goes to the origin; ``peer_cost``: tau.
@@ -532,11 +633,21 @@ cdef class CooperativeCaches:
     :param resize_tolerance: a fraction, or a negative number for None (never re-size).
     :param geometry: ``geometry(documents) -> (m, k)``, the geometry of a filter re-sized for that many documents
         (called at each re-sizing; bloomwise.cache.store.filter_geometry).
+    :param prior_window, prior_estimator, initial_prior: paradox's priors (ParadoxPolicy's parameters).
     """
 
     cdef Store* stores
     cdef Summary* summaries
-    cdef uint8_t* maybe
+    cdef uint8_t* maybe          # per peer, this request: its summary may contain the key
+    cdef uint64_t* hashes        # per peer, this request: the key's hash under its summary's seed
+    cdef Prior* priors           # paradox: priors[p * num_caches + j], proxy p's prior of peer j
+    cdef double* order_ratio     # paradox: the peers to ask, in order, with their ratio and posterior
+    cdef double* order_prob
+    cdef int* order_peer
+    cdef const uint8_t* current_name
+    cdef size_t current_name_length
+    cdef bint mixture
+    cdef double prior_weight, initial_prior
     cdef int num_caches
     cdef int mode
     cdef int kind
@@ -552,7 +663,8 @@ cdef class CooperativeCaches:
 
     def __cinit__(self, int num_caches, capacity, bint lru, str mode, str kind, double miss_cost, double peer_cost,
                   num_cells, int num_hashes, int64_t expected_entries, seed, double update_threshold,
-                  double resize_tolerance, geometry):
+                  double resize_tolerance, geometry, double prior_window=1000.0, str prior_estimator="mixture",
+                  double initial_prior=1.0):
         cdef int i
         if num_caches < 1:
             raise ValueError(f"num_caches must be at least 1, got {num_caches}")
@@ -564,8 +676,23 @@ cdef class CooperativeCaches:
             raise ValueError(f"a filter of {num_cells} counters and {num_hashes} probes is beyond the kernel")
         self.stores = <Store*>calloc(num_caches, sizeof(Store))
         self.summaries = <Summary*>calloc(num_caches, sizeof(Summary))
+        if prior_estimator not in ("mixture", "outcomes") or not prior_window >= 1.0:
+            raise ValueError(f"prior_estimator must be 'mixture' or 'outcomes' and prior_window >= 1, got "
+                             f"{prior_estimator!r}, {prior_window!r}")
         self.maybe = <uint8_t*>calloc(num_caches, 1)
-        if self.stores == NULL or self.summaries == NULL or self.maybe == NULL:
+        self.hashes = <uint64_t*>calloc(num_caches, sizeof(uint64_t))
+        self.order_ratio = <double*>calloc(num_caches, sizeof(double))
+        self.order_prob = <double*>calloc(num_caches, sizeof(double))
+        self.order_peer = <int*>calloc(num_caches, sizeof(int))
+        if mode == "paradox":
+            self.priors = <Prior*>calloc(<size_t>num_caches * num_caches, sizeof(Prior))
+            if self.priors == NULL:
+                raise MemoryError(f"no memory for {num_caches}**2 priors")
+        self.mixture = prior_estimator == "mixture"
+        self.prior_weight = 1.0 / prior_window
+        self.initial_prior = initial_prior
+        if self.stores == NULL or self.summaries == NULL or self.maybe == NULL or self.hashes == NULL \
+                or self.order_ratio == NULL or self.order_prob == NULL or self.order_peer == NULL:
             raise MemoryError(f"no memory for {num_caches} caches")
         self.num_caches = num_caches
         self.mode = COOPERATIVE_MODES[mode]
@@ -597,6 +724,11 @@ cdef class CooperativeCaches:
                 summary_free(&self.summaries[i])
             free(self.summaries)
         free(self.maybe)
+        free(self.hashes)
+        free(self.priors)
+        free(self.order_ratio)
+        free(self.order_prob)
+        free(self.order_peer)
 
     # -- publication ---------------------------------------------------------------------------------------------------
     cdef inline bint due(self, int p) noexcept nogil:
@@ -655,15 +787,20 @@ cdef class CooperativeCaches:
                     raise MemoryError(f"no memory for a summary of {m} bits")
                 s.pub_words = grown_words
                 memset(s.pub_words, 0, words * sizeof(uint64_t))
+                s.pub_nonzero = 0
                 for i in range(m):
                     if s.cells[i]:
                         s.pub_words[i >> 6] |= (<uint64_t>1) << (i & 63)
+                        s.pub_nonzero += 1
             else:
                 grown_cells = <uint8_t*>realloc(s.pub_cells, m)
                 if grown_cells == NULL:
                     raise MemoryError(f"no memory for a summary of {m} counters")
                 s.pub_cells = grown_cells
                 memcpy(s.pub_cells, s.cells, m)
+                s.pub_nonzero = 0
+                for i in range(m):
+                    s.pub_nonzero += s.cells[i] != 0
             s.pub_g = s.g
             nbytes = whole_size
         else:  # the positions that differ from the version the peers hold, in increasing order
@@ -681,9 +818,11 @@ cdef class CooperativeCaches:
                         if now == was:
                             continue
                         s.pub_words[position >> 6] ^= (<uint64_t>1) << (position & 63)
+                        s.pub_nonzero += 1 if now else -1
                     else:
                         if s.cells[position] == s.pub_cells[position]:
                             continue
+                        s.pub_nonzero += (s.cells[position] != 0) - (s.pub_cells[position] != 0)
                         s.pub_cells[position] = s.cells[position]
                     delta_size += varint_bytes(position - previous - 1)
                     previous = position
@@ -695,6 +834,7 @@ cdef class CooperativeCaches:
             s.dirty[s.dirty_list[j]] = 0
         s.dirty_count = 0
         s.published = True
+        summary_derive(s, self.kind, count)
         s.summaries_out += self.num_caches - 1
         s.summary_bytes_out += nbytes * <uint64_t>(self.num_caches - 1)
         return 0
@@ -721,7 +861,9 @@ cdef class CooperativeCaches:
         cdef uint64_t key, capacity = self.capacity, h
         cdef int64_t size
         cdef int32_t e
-        cdef bint lru = self.lru, served, summary = self.mode == MODE_SUMMARY
+        cdef bint lru = self.lru, served, summary = self.mode == MODE_SUMMARY, paradox = self.mode == MODE_PARADOX
+        cdef bint cooperative = summary or paradox
+        cdef uint64_t* hashes = self.hashes
         cdef int kind = self.kind
         cdef double miss_cost = self.miss_cost, tau = self.peer_cost, waited
         cdef const uint8_t* name
@@ -757,20 +899,24 @@ cdef class CooperativeCaches:
             name = &names[0] + name_offsets[r]
             name_length = <size_t>(name_offsets[r + 1] - name_offsets[r])
             query_size = ICP_OVERHEAD + 2 * (<uint64_t>url_lengths[r] + 1)
+            self.current_name, self.current_name_length = name, name_length
             served = False
             waited = 0.0
-            if summary:  # each peer's published summary, and the oracle's count of its false positives
+            if cooperative:  # each peer's published summary, and the oracle's count of its false positives
                 for j in range(num):
                     maybe[j] = 0
                     if j == p or not summaries[j].published:
                         continue
                     peer = &summaries[j]
-                    h = bw_xxh3(name, name_length, peer.seed)
-                    maybe[j] = published_may_contain(peer, kind, h)
+                    hashes[j] = bw_xxh3(name, name_length, peer.seed)
+                    maybe[j] = published_may_contain(peer, kind, hashes[j])
                     if store_find(&stores[j], key) == NONE:
                         self.checks_lacking += 1
                         if maybe[j]:
                             self.check_false_positives += 1
+            if paradox:
+                self.ask_in_order(p, key, size, query_size)
+                continue
             for j in range(num):
                 if j == p or (summary and not maybe[j]):
                     continue
@@ -787,35 +933,119 @@ cdef class CooperativeCaches:
                         served = True
                 elif summary:
                     node.false_hits += 1
-            if served:
-                add_bytes(&self.remote_low, &self.remote_high, size)
-            else:
-                node.origin_fetches += 1
-                waited += miss_cost
-                for j in range(num):
-                    if j != p and store_find(&stores[j], key) != NONE:
-                        node.false_misses += 1
-                        break
-            self.latency += waited
-            if <uint64_t>size <= capacity:
-                e = store_insert(s, key, size)
-                if e == NONE:
-                    raise MemoryError(f"no memory for another cached object (request {r})")
+            self.finish(p, key, size, served, waited, name, name_length)
+
+    cdef int finish(self, int p, uint64_t key, int64_t size, bint served, double waited, const uint8_t* name,
+                    size_t name_length) except -1:
+        """A local miss after its peers answered: the origin if none had it (and the oracle's false miss), the wait,
+        the document stored (filter updated, evictions), and the summary published when due."""
+        cdef Store* stores = self.stores
+        cdef Store* s = &stores[p]
+        cdef Summary* node = &self.summaries[p]
+        cdef int j, num = self.num_caches
+        cdef int32_t e
+        cdef uint64_t h, capacity = self.capacity
+        cdef bint cooperative = self.mode != MODE_ICP, counters = self.kind == KIND_COUNTERS
+        if served:
+            add_bytes(&self.remote_low, &self.remote_high, size)
+        else:
+            node.origin_fetches += 1
+            waited += self.miss_cost
+            for j in range(num):
+                if j != p and store_find(&stores[j], key) != NONE:
+                    node.false_misses += 1
+                    break
+        self.latency += waited
+        if <uint64_t>size <= capacity:
+            e = store_insert(s, key, size)
+            if e == NONE:
+                raise MemoryError("no memory for another cached object")
+            node.changes += 1
+            node.new_documents += 1
+            if cooperative:
+                h = bw_xxh3(name, name_length, node.seed)
+                s.entries[e].filter_hash = h
+                filter_add(node, h, counters)
+            while s.used > capacity:
+                if cooperative:
+                    filter_remove(node, s.entries[s.oldest].filter_hash, counters)
+                evict_oldest(s)
                 node.changes += 1
-                node.new_documents += 1
-                if summary:
-                    h = bw_xxh3(name, name_length, node.seed)
-                    s.entries[e].filter_hash = h
-                    filter_add(node, h, kind == KIND_COUNTERS)
-                while s.used > capacity:
-                    if summary:
-                        filter_remove(node, s.entries[s.oldest].filter_hash, kind == KIND_COUNTERS)
-                    evict_oldest(s)
-                    node.changes += 1
+        else:
+            s.refused += 1
+        if cooperative and self.due(p):
+            self.publish(p)
+        return 0
+
+    cdef int ask_in_order(self, int p, uint64_t key, int64_t size, uint64_t query_size) except -1:
+        """``paradox`` on a local miss (after the oracle filled ``maybe`` and ``hashes``): ParadoxPolicy.order, then
+        the peers asked one at a time until the first hit, and :meth:`finish`."""
+        cdef Store* stores = self.stores
+        cdef Summary* summaries = self.summaries
+        cdef Summary* node = &summaries[p]
+        cdef Summary* peer
+        cdef Prior* priors = self.priors + <Py_ssize_t>p * self.num_caches
+        cdef Prior* average
+        cdef int j, num = self.num_caches, count = 0, at, kind = self.kind
+        cdef int32_t e
+        cdef bint mixture = self.mixture, served = False
+        cdef double w = self.prior_weight, initial = self.initial_prior, tau = self.peer_cost
+        cdef double threshold = 1.0 / self.miss_cost, prior, fpr, prob, ratio, waited = 0.0
+        for j in range(num):
+            if j == p or not summaries[j].published:
+                continue
+            peer = &summaries[j]
+            average = &priors[j]
+            if not self.maybe[j]:
+                if mixture:
+                    average.pending += 1
+                continue
+            if mixture:
+                prior_record(average, True, w)
+                fpr = peer.pub_fpr
+                if not (average.recorded + average.pending) or fpr >= 1.0:
+                    prior = initial
+                else:
+                    prior = prior_smoothed(average, w, initial, True, (prior_estimate(average, w, initial) - fpr)
+                                           / (1.0 - fpr))
             else:
-                s.refused += 1
-            if summary and self.due(p):
-                self.publish(p)
+                prior = prior_smoothed(average, w, initial, False, 0.0)
+            prob = posterior(peer, kind, self.hashes[j], prior)
+            ratio = prob / tau
+            if ratio > threshold:  # sorted by decreasing ratio, ties in the order found (Python's sort is stable)
+                at = count
+                while at > 0 and self.order_ratio[at - 1] < ratio:
+                    self.order_ratio[at] = self.order_ratio[at - 1]
+                    self.order_prob[at] = self.order_prob[at - 1]
+                    self.order_peer[at] = self.order_peer[at - 1]
+                    at -= 1
+                self.order_ratio[at], self.order_prob[at], self.order_peer[at] = ratio, prob, j
+                count += 1
+        for at in range(count):
+            j = self.order_peer[at]
+            e = store_find(&stores[j], key)
+            node.peer_queries += 1
+            node.query_cost += tau
+            if e != NONE:
+                if not served:
+                    node.remote_hits += 1
+            else:
+                node.false_hits += 1
+            if not mixture:
+                if e != NONE:
+                    prior_record(&priors[j], True, w)
+                else:
+                    priors[j].pending += 1
+            self.query_bytes += query_size
+            waited = waited + tau
+            if e != NONE:
+                if self.lru:
+                    make_youngest(&stores[j], e)
+                served = True
+                break
+            if self.order_prob[at] >= 1.0:  # a certain hit ends the sequence
+                break
+        return self.finish(p, key, size, served, waited, self.current_name, self.current_name_length)
 
     def counters(self, int cache) -> dict:
         """Cache ``cache``'s counters, named as CacheNode's and SummaryPublisher's: ``requests``, ``local_hits``,
