@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bloomwise.cache.fast_replay import BLOCK_REQUESTS, choose_engine
+from bloomwise.cache.fast_replay import BLOCK_REQUESTS, OracleGeneralTrace, choose_engine
 from bloomwise.cache.simulation import SimulationConfig, replay
 from bloomwise.cache.traces import Request, SyntheticTrace, assigned_requests, open_trace
 from real_traces import real_trace
@@ -92,6 +92,16 @@ def test_real_cloudphysics_slice_every_field_equal(policy):
                for engine in ("python", "compiled")]
     assert_same_result(*results)
     assert results[0].remote_hits > 500
+
+
+@pytest.mark.parametrize("policy", ["summary", "paradox"])
+def test_oracle_general_arrays_every_field_equal(policy):
+    """The CloudPhysics oracleGeneral file read straight into arrays, the keys' bytes made from the object numbers
+    (``"GET <object>"``, as the Request records of iteration have them), against the Python engine on those records:
+    every field equal."""
+    trace = OracleGeneralTrace(real_trace("cloudphysics"), "random", 4, seed=2, limit=12_000)
+    config = SimulationConfig(num_proxies=4, cache_size=4 << 20, mean_document_size=4096, update_threshold=0.05)
+    assert_same_result(*(replay(trace, policy, config, engine=engine) for engine in ("python", "compiled")))
 
 
 def test_progress_at_every_block():

@@ -371,6 +371,8 @@ cdef class IndependentCaches:
 
 cdef extern from "common.h" nogil:
     uint64_t bw_xxh3(const void* data, size_t length, uint64_t seed)
+    int __builtin_ctzll(unsigned long long x)
+    int __builtin_popcountll(unsigned long long x)
 
 
 cdef enum:
@@ -392,6 +394,7 @@ COOPERATIVE_MODES = {"icp": MODE_ICP, "summary": MODE_SUMMARY, "paradox": MODE_P
 cdef struct Summary:
     # the cache's counting filter (one byte per 4-bit counter)
     uint8_t* cells
+    uint64_t* words              # its bit view (counter > 0), kept up to date
     Geometry g
     uint64_t seed
     int64_t expected             # documents the filter is sized for
@@ -401,8 +404,8 @@ cdef struct Summary:
     # what the peers hold: the last published version
     bint published
     Geometry pub_g
-    uint64_t* pub_words          # bits kind: the bit view
-    uint8_t* pub_cells           # counters kind: the counters
+    uint64_t* pub_words          # the bit view
+    uint8_t* pub_cells           # counters kind: the counters (whole chunks of 64)
     int64_t pub_nonzero          # positions set (bits) or nonzero (counters) in the published version
     double pub_fpr               # PeerSummary.fpr: (pub_nonzero / m) ** k
     double log_ratios[16]        # PeerSummary's table log(c m / (n k)), c = 0..15 (counters kind)
@@ -465,7 +468,10 @@ cdef inline void filter_add(Summary* s, uint64_t h, bint all_changes) noexcept n
         c = s.cells[pos[i]]
         if c != COUNTER_MAX:
             s.cells[pos[i]] = c + 1
-            if c == 0 or all_changes:
+            if c == 0:
+                s.words[pos[i] >> 6] |= (<uint64_t>1) << (pos[i] & 63)
+                mark_dirty(s, pos[i])
+            elif all_changes:
                 mark_dirty(s, pos[i])
 
 
@@ -480,7 +486,10 @@ cdef inline void filter_remove(Summary* s, uint64_t h, bint all_changes) noexcep
         c = s.cells[pos[i]]
         if c != COUNTER_MAX:
             s.cells[pos[i]] = c - 1
-            if c == 1 or all_changes:
+            if c == 1:
+                s.words[pos[i] >> 6] &= ~((<uint64_t>1) << (pos[i] & 63))
+                mark_dirty(s, pos[i])
+            elif all_changes:
                 mark_dirty(s, pos[i])
 
 
@@ -588,13 +597,32 @@ cdef inline double posterior(const Summary* s, int kind, uint64_t h, double prio
     return prior / (prior + (1.0 - prior) * s.pub_fpr)
 
 
+cdef inline uint64_t decimal_name(uint8_t* out, uint64_t number) noexcept nogil:
+    """Write ``"GET "`` and the decimal digits of ``number`` (``str(number)``) to ``out`` (24 bytes); the digits'
+    count."""
+    cdef uint8_t reversed_digits[20]
+    cdef uint64_t count = 0, i
+    while True:
+        reversed_digits[count] = <uint8_t>(48 + number % 10)
+        count += 1
+        number //= 10
+        if number == 0:
+            break
+    out[0], out[1], out[2], out[3] = 71, 69, 84, 32  # "GET "
+    for i in range(count):
+        out[4 + i] = reversed_digits[count - 1 - i]
+    return count
+
+
 cdef void summary_free(Summary* s) noexcept nogil:
     free(s.cells)
+    free(s.words)
     free(s.dirty)
     free(s.dirty_list)
     free(s.pub_words)
     free(s.pub_cells)
     s.cells = NULL
+    s.words = NULL
     s.dirty = NULL
     s.dirty_list = NULL
     s.pub_words = NULL
@@ -604,18 +632,21 @@ cdef void summary_free(Summary* s) noexcept nogil:
 cdef int filter_alloc(Summary* s, uint64_t num_cells, uint32_t num_hashes) noexcept nogil:
     """A new, empty counting filter of ``num_cells`` counters and ``num_hashes`` probes (the published copy stays)."""
     cdef uint64_t chunks = (num_cells + 63) // 64
-    cdef uint8_t* cells = <uint8_t*>calloc(num_cells, 1)
+    cdef uint8_t* cells = <uint8_t*>calloc(chunks * 64, 1)  # whole chunks: the comparisons read 8 bytes at a time
+    cdef uint64_t* words = <uint64_t*>calloc(chunks, sizeof(uint64_t))
     cdef uint8_t* dirty = <uint8_t*>calloc(chunks, 1)
     cdef uint64_t* dirty_list = <uint64_t*>malloc(chunks * sizeof(uint64_t))
-    if cells == NULL or dirty == NULL or dirty_list == NULL:
+    if cells == NULL or words == NULL or dirty == NULL or dirty_list == NULL:
         free(cells)
+        free(words)
         free(dirty)
         free(dirty_list)
         return -1
     free(s.cells)
+    free(s.words)
     free(s.dirty)
     free(s.dirty_list)
-    s.cells, s.dirty, s.dirty_list, s.dirty_count = cells, dirty, dirty_list, 0
+    s.cells, s.words, s.dirty, s.dirty_list, s.dirty_count = cells, words, dirty, dirty_list, 0
     geometry_init(&s.g, num_cells, num_hashes, LAYOUT_PARTITIONED)
     return 0
 
@@ -640,6 +671,8 @@ cdef class CooperativeCaches:
     cdef Summary* summaries
     cdef uint8_t* maybe          # per peer, this request: its summary may contain the key
     cdef uint64_t* hashes        # per peer, this request: the key's hash under its summary's seed
+    cdef int32_t* held           # per peer, this request: its entry of the key, or NONE (the oracle's look-up)
+    cdef uint8_t name_buffer[32] # a numbered request's key, "GET <number>"
     cdef Prior* priors           # paradox: priors[p * num_caches + j], proxy p's prior of peer j
     cdef double* order_ratio     # paradox: the peers to ask, in order, with their ratio and posterior
     cdef double* order_prob
@@ -681,6 +714,7 @@ cdef class CooperativeCaches:
                              f"{prior_estimator!r}, {prior_window!r}")
         self.maybe = <uint8_t*>calloc(num_caches, 1)
         self.hashes = <uint64_t*>calloc(num_caches, sizeof(uint64_t))
+        self.held = <int32_t*>calloc(num_caches, sizeof(int32_t))
         self.order_ratio = <double*>calloc(num_caches, sizeof(double))
         self.order_prob = <double*>calloc(num_caches, sizeof(double))
         self.order_peer = <int*>calloc(num_caches, sizeof(int))
@@ -692,6 +726,7 @@ cdef class CooperativeCaches:
         self.prior_weight = 1.0 / prior_window
         self.initial_prior = initial_prior
         if self.stores == NULL or self.summaries == NULL or self.maybe == NULL or self.hashes == NULL \
+                or self.held == NULL \
                 or self.order_ratio == NULL or self.order_prob == NULL or self.order_peer == NULL:
             raise MemoryError(f"no memory for {num_caches} caches")
         self.num_caches = num_caches
@@ -725,6 +760,7 @@ cdef class CooperativeCaches:
             free(self.summaries)
         free(self.maybe)
         free(self.hashes)
+        free(self.held)
         free(self.priors)
         free(self.order_ratio)
         free(self.order_prob)
@@ -764,10 +800,9 @@ cdef class CooperativeCaches:
         cdef int64_t count = self.stores[p].count
         cdef bint whole
         cdef uint64_t m, words, nbytes, whole_size, delta_size, chunk, i, j, end, position, previous, changed
-        cdef uint64_t word
+        cdef uint64_t word, now_group, was_group, chunks
         cdef uint64_t* grown_words
         cdef uint8_t* grown_cells
-        cdef bint now, was
         whole = s.version == 0
         if self.resize_tolerance >= 0 and count > 0 \
                 and fabs(<double>(count - s.expected)) > self.resize_tolerance * <double>s.expected:
@@ -781,52 +816,62 @@ cdef class CooperativeCaches:
         whole_size = UPDATE_OVERHEAD + state_bytes(self.kind, m)
         if whole:
             words = (m + 63) // 64
-            if self.kind == KIND_BITS:
-                grown_words = <uint64_t*>realloc(s.pub_words, words * sizeof(uint64_t))
-                if grown_words == NULL:
-                    raise MemoryError(f"no memory for a summary of {m} bits")
-                s.pub_words = grown_words
-                memset(s.pub_words, 0, words * sizeof(uint64_t))
-                s.pub_nonzero = 0
-                for i in range(m):
-                    if s.cells[i]:
-                        s.pub_words[i >> 6] |= (<uint64_t>1) << (i & 63)
-                        s.pub_nonzero += 1
-            else:
-                grown_cells = <uint8_t*>realloc(s.pub_cells, m)
+            grown_words = <uint64_t*>realloc(s.pub_words, words * sizeof(uint64_t))
+            if grown_words == NULL:
+                raise MemoryError(f"no memory for a summary of {m} positions")
+            s.pub_words = grown_words
+            memcpy(s.pub_words, s.words, words * sizeof(uint64_t))
+            s.pub_nonzero = 0
+            for i in range(words):
+                s.pub_nonzero += __builtin_popcountll(s.words[i])
+            if self.kind == KIND_COUNTERS:
+                grown_cells = <uint8_t*>realloc(s.pub_cells, words * 64)
                 if grown_cells == NULL:
                     raise MemoryError(f"no memory for a summary of {m} counters")
                 s.pub_cells = grown_cells
-                memcpy(s.pub_cells, s.cells, m)
-                s.pub_nonzero = 0
-                for i in range(m):
-                    s.pub_nonzero += s.cells[i] != 0
+                memcpy(s.pub_cells, s.cells, words * 64)
             s.pub_g = s.g
             nbytes = whole_size
         else:  # the positions that differ from the version the peers hold, in increasing order
-            qsort(s.dirty_list, s.dirty_count, sizeof(uint64_t), compare_u64)
+            chunks = (m + 63) // 64
+            if s.dirty_count * 8 > chunks:  # many: list them in order from the flags
+                s.dirty_count = 0
+                for chunk in range(chunks):
+                    if s.dirty[chunk]:
+                        s.dirty_list[s.dirty_count] = chunk
+                        s.dirty_count += 1
+            else:
+                qsort(s.dirty_list, s.dirty_count, sizeof(uint64_t), compare_u64)
             delta_size = UPDATE_OVERHEAD
             changed = 0
             previous = <uint64_t>-1  # so that the first gap is the first position
             for j in range(s.dirty_count):
                 chunk = s.dirty_list[j]
-                end = min(m, (chunk + 1) * 64)
-                for position in range(chunk * 64, end):
-                    if self.kind == KIND_BITS:
-                        now = s.cells[position] != 0
-                        was = (s.pub_words[position >> 6] >> (position & 63)) & 1
-                        if now == was:
-                            continue
-                        s.pub_words[position >> 6] ^= (<uint64_t>1) << (position & 63)
-                        s.pub_nonzero += 1 if now else -1
-                    else:
+                if self.kind == KIND_BITS:  # the bits that flipped, in increasing order
+                    word = s.words[chunk] ^ s.pub_words[chunk]
+                    s.pub_nonzero += __builtin_popcountll(s.words[chunk]) - __builtin_popcountll(s.pub_words[chunk])
+                    s.pub_words[chunk] = s.words[chunk]
+                    while word:
+                        position = chunk * 64 + <uint64_t>__builtin_ctzll(word)
+                        word &= word - 1
+                        delta_size += varint_bytes(position - previous - 1)
+                        previous = position
+                        changed += 1
+                    continue
+                for i in range(chunk * 64, chunk * 64 + 64, 8):  # counters: 8 at a time, then the ones that differ
+                    memcpy(&now_group, s.cells + i, 8)
+                    memcpy(&was_group, s.pub_cells + i, 8)
+                    if now_group == was_group:
+                        continue
+                    for position in range(i, i + 8):
                         if s.cells[position] == s.pub_cells[position]:
                             continue
-                        s.pub_nonzero += (s.cells[position] != 0) - (s.pub_cells[position] != 0)
                         s.pub_cells[position] = s.cells[position]
-                    delta_size += varint_bytes(position - previous - 1)
-                    previous = position
-                    changed += 1
+                        delta_size += varint_bytes(position - previous - 1)
+                        previous = position
+                        changed += 1
+                s.pub_nonzero += __builtin_popcountll(s.words[chunk]) - __builtin_popcountll(s.pub_words[chunk])
+                s.pub_words[chunk] = s.words[chunk]
             if self.kind == KIND_COUNTERS:
                 delta_size += (changed + 1) // 2
             nbytes = delta_size if delta_size <= whole_size else whole_size
@@ -851,6 +896,46 @@ cdef class CooperativeCaches:
             offsets out of order (checked before any request runs).
         """
         cdef Py_ssize_t n = keys.shape[0], r
+        cdef int num = self.num_caches
+        if sizes.shape[0] != n or caches.shape[0] != n or url_lengths.shape[0] != n or name_offsets.shape[0] != n + 1:
+            raise ValueError(f"keys, sizes, caches and url_lengths must have one length n and name_offsets n + 1, got "
+                             f"{n}, {sizes.shape[0]}, {caches.shape[0]}, {url_lengths.shape[0]}, "
+                             f"{name_offsets.shape[0]}")
+        if name_offsets[0] < 0 or name_offsets[n] > names.shape[0]:
+            raise ValueError("name_offsets point outside names")
+        self.check(sizes, caches)
+        for r in range(n):
+            if name_offsets[r + 1] < name_offsets[r] or url_lengths[r] < 0:
+                raise ValueError(f"request {r}: its name offsets decrease or its URL length is negative")
+        if n:
+            self.run(&keys[0], &sizes[0], &caches[0], &names[0] if names.shape[0] else NULL, &name_offsets[0],
+                     &url_lengths[0], n)
+
+    def replay_numbered(self, const uint64_t[::1] keys not None, const int64_t[::1] sizes not None,
+                        const int32_t[::1] caches not None):
+        """:meth:`replay` for requests whose URL is the decimal number ``keys[i]`` (libCacheSim's traces): the cache
+        key ``"GET <keys[i]>"`` is written out here, on a local miss only."""
+        cdef Py_ssize_t n = keys.shape[0]
+        if sizes.shape[0] != n or caches.shape[0] != n:
+            raise ValueError(f"keys, sizes and caches must have one length, got {n}, {sizes.shape[0]}, "
+                             f"{caches.shape[0]}")
+        self.check(sizes, caches)
+        if n:
+            self.run(&keys[0], &sizes[0], &caches[0], NULL, NULL, NULL, n)
+
+    cdef int check(self, const int64_t[::1] sizes, const int32_t[::1] caches) except -1:
+        cdef Py_ssize_t r
+        for r in range(sizes.shape[0]):
+            if caches[r] < 0 or caches[r] >= self.num_caches:
+                raise ValueError(f"request {r}: cache {caches[r]} is not in [0, {self.num_caches})")
+            if sizes[r] < 0:
+                raise ValueError(f"request {r}: size {sizes[r]} is negative")
+        return 0
+
+    cdef int run(self, const uint64_t* keys, const int64_t* sizes, const int32_t* caches, const uint8_t* names,
+                 const int64_t* name_offsets, const int64_t* url_lengths, Py_ssize_t n) except -1:
+        """The requests, checked; ``names`` NULL: numbered keys (:meth:`replay_numbered`)."""
+        cdef Py_ssize_t r
         cdef int num = self.num_caches, p, j
         cdef Store* stores = self.stores
         cdef Store* s
@@ -858,30 +943,18 @@ cdef class CooperativeCaches:
         cdef Summary* node
         cdef Summary* peer
         cdef uint8_t* maybe = self.maybe
-        cdef uint64_t key, capacity = self.capacity, h
+        cdef int32_t* held = self.held
+        cdef uint64_t key
         cdef int64_t size
         cdef int32_t e
         cdef bint lru = self.lru, served, summary = self.mode == MODE_SUMMARY, paradox = self.mode == MODE_PARADOX
         cdef bint cooperative = summary or paradox
         cdef uint64_t* hashes = self.hashes
         cdef int kind = self.kind
-        cdef double miss_cost = self.miss_cost, tau = self.peer_cost, waited
+        cdef double tau = self.peer_cost, waited
         cdef const uint8_t* name
         cdef size_t name_length
-        cdef uint64_t query_size
-        if sizes.shape[0] != n or caches.shape[0] != n or url_lengths.shape[0] != n or name_offsets.shape[0] != n + 1:
-            raise ValueError(f"keys, sizes, caches and url_lengths must have one length n and name_offsets n + 1, got "
-                             f"{n}, {sizes.shape[0]}, {caches.shape[0]}, {url_lengths.shape[0]}, "
-                             f"{name_offsets.shape[0]}")
-        if name_offsets[0] < 0 or name_offsets[n] > names.shape[0]:
-            raise ValueError("name_offsets point outside names")
-        for r in range(n):
-            if caches[r] < 0 or caches[r] >= num:
-                raise ValueError(f"request {r}: cache {caches[r]} is not in [0, {num})")
-            if sizes[r] < 0:
-                raise ValueError(f"request {r}: size {sizes[r]} is negative")
-            if name_offsets[r + 1] < name_offsets[r] or url_lengths[r] < 0:
-                raise ValueError(f"request {r}: its name offsets decrease or its URL length is negative")
+        cdef uint64_t query_size, digits
         for r in range(n):
             p, key, size = caches[r], keys[r], sizes[r]
             s = &stores[p]
@@ -896,21 +969,29 @@ cdef class CooperativeCaches:
                     make_youngest(s, e)
                 continue
             s.misses += 1
-            name = &names[0] + name_offsets[r]
-            name_length = <size_t>(name_offsets[r + 1] - name_offsets[r])
-            query_size = ICP_OVERHEAD + 2 * (<uint64_t>url_lengths[r] + 1)
+            if names != NULL:
+                name = names + name_offsets[r]
+                name_length = <size_t>(name_offsets[r + 1] - name_offsets[r])
+                query_size = ICP_OVERHEAD + 2 * (<uint64_t>url_lengths[r] + 1)
+            else:
+                digits = decimal_name(self.name_buffer, key)
+                name, name_length = self.name_buffer, 4 + digits
+                query_size = ICP_OVERHEAD + 2 * (digits + 1)
             self.current_name, self.current_name_length = name, name_length
             served = False
             waited = 0.0
             if cooperative:  # each peer's published summary, and the oracle's count of its false positives
                 for j in range(num):
                     maybe[j] = 0
-                    if j == p or not summaries[j].published:
+                    if j == p:
+                        continue
+                    held[j] = store_find(&stores[j], key)  # (asking a peer changes no cache's contents)
+                    if not summaries[j].published:
                         continue
                     peer = &summaries[j]
                     hashes[j] = bw_xxh3(name, name_length, peer.seed)
                     maybe[j] = published_may_contain(peer, kind, hashes[j])
-                    if store_find(&stores[j], key) == NONE:
+                    if held[j] == NONE:
                         self.checks_lacking += 1
                         if maybe[j]:
                             self.check_false_positives += 1
@@ -920,7 +1001,7 @@ cdef class CooperativeCaches:
             for j in range(num):
                 if j == p or (summary and not maybe[j]):
                     continue
-                e = store_find(&stores[j], key)
+                e = held[j] if summary else store_find(&stores[j], key)
                 node.peer_queries += 1
                 node.query_cost += tau
                 self.query_bytes += query_size
@@ -934,6 +1015,7 @@ cdef class CooperativeCaches:
                 elif summary:
                     node.false_hits += 1
             self.finish(p, key, size, served, waited, name, name_length)
+        return 0
 
     cdef int finish(self, int p, uint64_t key, int64_t size, bint served, double waited, const uint8_t* name,
                     size_t name_length) except -1:
@@ -952,7 +1034,7 @@ cdef class CooperativeCaches:
             node.origin_fetches += 1
             waited += self.miss_cost
             for j in range(num):
-                if j != p and store_find(&stores[j], key) != NONE:
+                if j != p and (self.held[j] if cooperative else store_find(&stores[j], key)) != NONE:
                     node.false_misses += 1
                     break
         self.latency += waited
@@ -1023,7 +1105,7 @@ cdef class CooperativeCaches:
                 count += 1
         for at in range(count):
             j = self.order_peer[at]
-            e = store_find(&stores[j], key)
+            e = self.held[j]
             node.peer_queries += 1
             node.query_cost += tau
             if e != NONE:

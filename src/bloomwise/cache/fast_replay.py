@@ -47,7 +47,8 @@ from bloomwise.cache.store import EVICTION_POLICIES, filter_geometry
 from bloomwise.cache.traces import OracleGeneralReader, assigned_requests, random_proxy_draws
 
 __all__ = ["ENGINES", "COMPILED_POLICIES", "BLOCK_REQUESTS", "RequestBlock", "IndependentTotals", "choose_engine",
-           "compiled_limitation", "request_blocks", "replay_independent", "CooperativeTotals", "replay_cooperative",
+           "compiled_limitation", "request_blocks", "decimal_key_names", "replay_independent", "CooperativeTotals",
+           "replay_cooperative",
            "OracleGeneralTrace"]
 
 #: ``engine=`` values: ``auto`` (compiled when it covers the replay, else Python), ``compiled``, ``python``
@@ -159,6 +160,26 @@ def _key_names(urls: list) -> tuple:
     return np.frombuffer(data, dtype=np.uint8), offsets, char_lengths - 4
 
 
+def decimal_key_names(objects: np.ndarray) -> tuple:
+    """``(names, name_offsets, url_lengths)`` of :class:`RequestBlock` for requests whose URL is the decimal object
+    number (libCacheSim's traces: ``str(object)``), the keys ``"GET <number>"`` made without a Python object per
+    request.
+
+    >>> names, offsets, lengths = decimal_key_names(np.array([7, 12345], dtype=np.uint64))
+    >>> bytes(names), offsets.tolist(), lengths.tolist()
+    (b'GET 7GET 12345', [0, 5, 14], [1, 5])
+    """
+    digits = objects.astype(np.uint64).astype("S20")  # the decimal text, NUL-padded to 20 bytes
+    url_lengths = np.char.str_len(digits).astype(np.int64)
+    table = np.zeros((len(objects), 24), dtype=np.uint8)
+    table[:, :4] = np.frombuffer(b"GET ", dtype=np.uint8)
+    table[:, 4:] = digits.view(np.uint8).reshape(len(objects), 20)
+    keep = np.arange(24) < (url_lengths + 4)[:, None]
+    offsets = np.zeros(len(objects) + 1, dtype=np.int64)
+    np.cumsum(url_lengths + 4, out=offsets[1:])
+    return table[keep], offsets, url_lengths
+
+
 def request_blocks(requests: Iterable, num_proxies: int, *, names: bool = False) -> Iterator[RequestBlock]:
     """The trace as :class:`RequestBlock` arrays (see the module docstring for the ids and the proxies);
     ``names=True`` adds the cache keys' bytes and the URLs' lengths."""
@@ -251,9 +272,20 @@ def replay_cooperative(requests: Iterable, policy: str, *, num_proxies: int, cac
                                float(update_threshold), -1.0 if resize_tolerance is None else float(resize_tolerance),
                                lambda documents: filter_geometry(bits_per_entry, documents),
                                prior_window=float(prior_window), prior_estimator=prior_estimator)
+    own_blocks = getattr(requests, "request_blocks", None)
+    numbered = getattr(requests, "numbered_keys", False)
+    blocks = own_blocks(num_proxies, names=not numbered) if own_blocks is not None else \
+        request_blocks(requests, num_proxies, names=True)
     seen = skipped = 0
-    for block in request_blocks(requests, num_proxies, names=True):
-        caches.replay(block.keys, block.sizes, block.proxies, block.names, block.name_offsets, block.url_lengths)
+    for block in blocks:
+        if own_blocks is not None and numbered:  # the ids are the object numbers, the URLs their decimal text
+            caches.replay_numbered(block.keys, block.sizes, block.proxies)
+        elif block.names is None:
+            raise ValueError("the trace's own request blocks do not carry the cache keys' bytes (names) that the "
+                             "cooperative policies hash")
+        else:
+            caches.replay(block.keys, block.sizes, block.proxies, block.names, block.name_offsets,
+                          block.url_lengths)
         before, seen = seen, seen + block.records
         skipped += block.skipped
         if progress is not None:
@@ -273,6 +305,10 @@ class OracleGeneralTrace:
     :param rule: ``"random"`` or ``"round-robin"`` (the file has no clients).
     """
 
+    #: the blocks' ids are the object numbers and each request's URL is ``str(object)``: a compiled replay that
+    #: hashes the cache keys writes ``"GET <object>"`` itself (``CooperativeCaches.replay_numbered``)
+    numbered_keys = True
+
     def __init__(self, path, rule: str, num_proxies: int, *, seed: int = 0, limit: Optional[int] = None,
                  strict: bool = False):
         if rule not in ("random", "round-robin"):
@@ -290,8 +326,9 @@ class OracleGeneralTrace:
     def __iter__(self) -> Iterator:
         return assigned_requests(self._open(), self.rule, self.num_proxies, seed=self.seed, limit=self.limit)
 
-    def request_blocks(self, num_proxies: int) -> Iterator[RequestBlock]:
-        """The requests as :class:`RequestBlock` arrays (``num_proxies`` must be the trace's)."""
+    def request_blocks(self, num_proxies: int, *, names: bool = False) -> Iterator[RequestBlock]:
+        """The requests as :class:`RequestBlock` arrays (``num_proxies`` must be the trace's); ``names=True`` adds
+        the cache keys ``"GET <object>"`` (:func:`decimal_key_names`), as iteration's Request records have them."""
         if num_proxies != self.num_proxies:
             raise ValueError(f"this trace is assigned to {self.num_proxies} proxies, not {num_proxies}")
         reader = self._open()
@@ -313,6 +350,7 @@ class OracleGeneralTrace:
                         pending = np.concatenate([pending, next(draws)])
                     proxies, pending = pending[:count], pending[count:]
                 position += count
-                yield RequestBlock(objects, sizes, proxies.astype(np.int32), count, 0)
+                named = decimal_key_names(objects) if names else (None, None, None)
+                yield RequestBlock(objects, sizes, proxies.astype(np.int32), count, 0, *named)
         finally:
             reader.close()
