@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bloomwise.cache.fast_replay import BLOCK_REQUESTS, OracleGeneralTrace, choose_engine
+from bloomwise.cache.fast_replay import BLOCK_REQUESTS, CsvTrace, OracleGeneralTrace, choose_engine
 from bloomwise.cache.simulation import SimulationConfig, replay
 from bloomwise.cache.traces import Request, SyntheticTrace, assigned_requests, open_trace
-from real_traces import real_trace
+from real_traces import fetched_trace, real_trace
 
 
 def both_engines(requests, policy, config, **kwargs):
@@ -102,6 +102,17 @@ def test_oracle_general_arrays_every_field_equal(policy):
     trace = OracleGeneralTrace(real_trace("cloudphysics"), "random", 4, seed=2, limit=12_000)
     config = SimulationConfig(num_proxies=4, cache_size=4 << 20, mean_document_size=4096, update_threshold=0.05)
     assert_same_result(*(replay(trace, policy, config, engine=engine) for engine in ("python", "compiled")))
+
+
+@pytest.mark.parametrize("policy", ["summary", "paradox"])
+def test_twitter_csv_slice_every_field_equal(policy):
+    """The first 10,000 requests of the Twitter csv trace (CsvTrace: the compiled engine replays its records with
+    their keys' bytes), eight proxies at random: every field equal."""
+    trace = CsvTrace(fetched_trace("twitter-cluster52"), "random", 8, seed=1, limit=10_000)
+    config = SimulationConfig(num_proxies=8, cache_size=256 << 10, mean_document_size=210, update_threshold=0.02)
+    results = [replay(trace, policy, config, engine=engine) for engine in ("python", "compiled")]
+    assert_same_result(*results)
+    assert results[0].remote_hits > 500
 
 
 def test_progress_at_every_block():

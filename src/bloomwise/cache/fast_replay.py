@@ -21,11 +21,13 @@ How a trace becomes arrays (:func:`request_blocks`): :data:`BLOCK_REQUESTS` reco
 ``XXH3-64(UTF-8 bytes of url, seed 0)`` (bloomwise's compiled XXH3; the method is always GET, so the URL alone names
 the key), the proxy is :func:`~bloomwise.cache.traces.assign_proxy`'s (the same hash of the client, mod P), sizes
 are int64. A source may instead give its own blocks (``request_blocks(num_proxies)``): :class:`OracleGeneralTrace`
-reads libCacheSim's binary records straight into arrays, the object number itself as the id (exact: no hashing). Two
-different URLs with the same 64-bit hash would share a cache entry: among n distinct URLs the probability that any
-two collide is below ``n**2 / 2**65`` (3e-8 for a million URLs, 3e-6 for ten million), the only way the engines can
-differ. Memory: one block of arrays plus what the caches hold (and, for the cooperative policies, each proxy's
-counting filter, one byte per counter, and its published summary: state that grows with the documents cached).
+reads libCacheSim's binary records straight into arrays, the object number itself as the id (exact: no hashing),
+and :class:`CsvTrace` parses libCacheSim's csv lines into arrays with the compiled reader of
+``CsvTraceReader.record_arrays`` (the ids and proxies computed as above, with no Request per record). Two different
+URLs with the same 64-bit hash would share a cache entry: among n distinct URLs the probability that any two collide
+is below ``n**2 / 2**65`` (3e-8 for a million URLs, 3e-6 for ten million), the only way the engines can differ.
+Memory: one block of arrays plus what the caches hold (and, for the cooperative policies, each proxy's counting
+filter, one byte per counter, and its published summary: state that grows with the documents cached).
 
 >>> from bloomwise.cache.traces import Request
 >>> trace = [Request(0.0, "c", "GET", url, 600) for url in ("a", "b", "a", "c", "a")]
@@ -44,12 +46,12 @@ import numpy as np
 from bloomwise._native.hashes import hash_many, xxh3
 from bloomwise._native.replay import MAX_CAPACITY, CooperativeCaches, IndependentCaches
 from bloomwise.cache.store import EVICTION_POLICIES, filter_geometry
-from bloomwise.cache.traces import OracleGeneralReader, assigned_requests, random_proxy_draws
+from bloomwise.cache.traces import (CsvTraceReader, OracleGeneralReader, assigned_requests, check_assignment,
+                                    random_proxy_draws)
 
 __all__ = ["ENGINES", "COMPILED_POLICIES", "BLOCK_REQUESTS", "RequestBlock", "IndependentTotals", "choose_engine",
-           "compiled_limitation", "request_blocks", "decimal_key_names", "replay_independent", "CooperativeTotals",
-           "replay_cooperative",
-           "OracleGeneralTrace"]
+           "compiled_limitation", "request_blocks", "replay_independent", "CooperativeTotals",
+           "replay_cooperative", "OracleGeneralTrace", "CsvTrace"]
 
 #: ``engine=`` values: ``auto`` (compiled when it covers the replay, else Python), ``compiled``, ``python``
 ENGINES = ("auto", "compiled", "python")
@@ -160,26 +162,6 @@ def _key_names(urls: list) -> tuple:
     return np.frombuffer(data, dtype=np.uint8), offsets, char_lengths - 4
 
 
-def decimal_key_names(objects: np.ndarray) -> tuple:
-    """``(names, name_offsets, url_lengths)`` of :class:`RequestBlock` for requests whose URL is the decimal object
-    number (libCacheSim's traces: ``str(object)``), the keys ``"GET <number>"`` made without a Python object per
-    request.
-
-    >>> names, offsets, lengths = decimal_key_names(np.array([7, 12345], dtype=np.uint64))
-    >>> bytes(names), offsets.tolist(), lengths.tolist()
-    (b'GET 7GET 12345', [0, 5, 14], [1, 5])
-    """
-    digits = objects.astype(np.uint64).astype("S20")  # the decimal text, NUL-padded to 20 bytes
-    url_lengths = np.char.str_len(digits).astype(np.int64)
-    table = np.zeros((len(objects), 24), dtype=np.uint8)
-    table[:, :4] = np.frombuffer(b"GET ", dtype=np.uint8)
-    table[:, 4:] = digits.view(np.uint8).reshape(len(objects), 20)
-    keep = np.arange(24) < (url_lengths + 4)[:, None]
-    offsets = np.zeros(len(objects) + 1, dtype=np.int64)
-    np.cumsum(url_lengths + 4, out=offsets[1:])
-    return table[keep], offsets, url_lengths
-
-
 def request_blocks(requests: Iterable, num_proxies: int, *, names: bool = False) -> Iterator[RequestBlock]:
     """The trace as :class:`RequestBlock` arrays (see the module docstring for the ids and the proxies);
     ``names=True`` adds the cache keys' bytes and the URLs' lengths."""
@@ -272,17 +254,15 @@ def replay_cooperative(requests: Iterable, policy: str, *, num_proxies: int, cac
                                float(update_threshold), -1.0 if resize_tolerance is None else float(resize_tolerance),
                                lambda documents: filter_geometry(bits_per_entry, documents),
                                prior_window=float(prior_window), prior_estimator=prior_estimator)
-    own_blocks = getattr(requests, "request_blocks", None)
     numbered = getattr(requests, "numbered_keys", False)
-    blocks = own_blocks(num_proxies, names=not numbered) if own_blocks is not None else \
-        request_blocks(requests, num_proxies, names=True)
+    if numbered:  # the source's arrays: ids are the object numbers, URLs their decimal text
+        blocks = requests.request_blocks(num_proxies)
+    else:  # the records, with their keys' bytes (a source's own arrays, such as CsvTrace's, carry no key text)
+        blocks = request_blocks(requests, num_proxies, names=True)
     seen = skipped = 0
     for block in blocks:
-        if own_blocks is not None and numbered:  # the ids are the object numbers, the URLs their decimal text
+        if numbered:
             caches.replay_numbered(block.keys, block.sizes, block.proxies)
-        elif block.names is None:
-            raise ValueError("the trace's own request blocks do not carry the cache keys' bytes (names) that the "
-                             "cooperative policies hash")
         else:
             caches.replay(block.keys, block.sizes, block.proxies, block.names, block.name_offsets,
                           block.url_lengths)
@@ -314,7 +294,7 @@ class OracleGeneralTrace:
         if rule not in ("random", "round-robin"):
             raise ValueError(f"{path} has no client field: choose how its requests go to proxies, 'random' or "
                              f"'round-robin', not {rule!r}")
-        assigned_requests([], rule, num_proxies, seed=seed, limit=limit)  # the same checks of the arguments
+        check_assignment([], rule, num_proxies, seed=seed, limit=limit)
         self.path, self.rule, self.num_proxies, self.seed, self.limit = path, rule, num_proxies, seed, limit
         self.strict = strict
         self.reader: Optional[OracleGeneralReader] = None
@@ -326,31 +306,83 @@ class OracleGeneralTrace:
     def __iter__(self) -> Iterator:
         return assigned_requests(self._open(), self.rule, self.num_proxies, seed=self.seed, limit=self.limit)
 
-    def request_blocks(self, num_proxies: int, *, names: bool = False) -> Iterator[RequestBlock]:
-        """The requests as :class:`RequestBlock` arrays (``num_proxies`` must be the trace's); ``names=True`` adds
-        the cache keys ``"GET <object>"`` (:func:`decimal_key_names`), as iteration's Request records have them."""
+    def request_blocks(self, num_proxies: int) -> Iterator[RequestBlock]:
+        """The requests as :class:`RequestBlock` arrays (``num_proxies`` must be the trace's)."""
         if num_proxies != self.num_proxies:
             raise ValueError(f"this trace is assigned to {self.num_proxies} proxies, not {num_proxies}")
         reader = self._open()
-        draws = random_proxy_draws(num_proxies, self.seed) if self.rule == "random" else None
-        pending = np.zeros(0, dtype=np.int64)  # random draws not used yet
-        position, remaining = 0, self.limit
         try:
+            assign = _position_assignment(self.rule, num_proxies, self.seed)
+            remaining = self.limit
             for objects, sizes, _ in reader.record_arrays():
                 if remaining is not None:
                     if remaining <= 0:
                         break
                     objects, sizes = objects[:remaining], sizes[:remaining]
                     remaining -= len(objects)
-                count = len(objects)
-                if draws is None:
-                    proxies = (np.arange(position, position + count, dtype=np.int64) % num_proxies)
+                yield RequestBlock(objects, sizes, assign(len(objects)), len(objects), 0)
+        finally:
+            reader.close()
+
+
+def _position_assignment(rule: str, num_proxies: int, seed: int) -> Callable[[int], np.ndarray]:
+    """``proxies(count)``: the int32 proxies of the next ``count`` requests by rule ``random`` or ``round-robin``
+    (:mod:`bloomwise.cache.traces.assignment`: request i's draw, or i mod P), called block after block."""
+    draws = random_proxy_draws(num_proxies, seed) if rule == "random" else None
+    state = {"position": 0, "pending": np.zeros(0, dtype=np.int64)}  # requests assigned; draws not used yet
+
+    def proxies(count: int) -> np.ndarray:
+        position = state["position"]
+        state["position"] = position + count
+        if draws is None:
+            return (np.arange(position, position + count, dtype=np.int64) % num_proxies).astype(np.int32)
+        pending = state["pending"]
+        while len(pending) < count:
+            pending = np.concatenate([pending, next(draws)])
+        state["pending"] = pending[count:]
+        return pending[:count].astype(np.int32)
+
+    return proxies
+
+
+class CsvTrace:
+    """A libCacheSim csv file (:class:`~bloomwise.cache.traces.CsvTraceReader`) with its proxy assignment, for
+    both engines: iterating gives the Request records of ``assigned_requests(reader, rule, num_proxies,
+    seed=seed, limit=limit)`` (the Python engine, the reference); :meth:`request_blocks` gives the same requests
+    as arrays parsed by the compiled reader (``CsvTraceReader.record_arrays``: the ids ``XXH3-64`` of the object
+    field, the proxy of rule ``hash-client`` ``XXH3-64(client) mod P``, as :func:`request_blocks` computes them
+    from the records). Each use opens the file anew; ``reader`` is the last reader opened (its counts).
+
+    :param columns: the csv columns (``{"time": 1, "object": 2, "size": 3}``), None to read them from the header.
+    """
+
+    def __init__(self, path, rule: str, num_proxies: int, *, seed: int = 0, limit: Optional[int] = None,
+                 strict: bool = False, columns: Optional[dict] = None):
+        check_assignment([], rule, num_proxies, seed=seed, limit=limit)
+        self.path, self.rule, self.num_proxies, self.seed, self.limit = path, rule, num_proxies, seed, limit
+        self.strict, self.columns = strict, columns
+        self.reader: Optional[CsvTraceReader] = None
+
+    def _open(self) -> CsvTraceReader:
+        self.reader = CsvTraceReader(self.path, columns=self.columns, strict=self.strict)
+        return self.reader
+
+    def __iter__(self) -> Iterator:
+        return assigned_requests(self._open(), self.rule, self.num_proxies, seed=self.seed, limit=self.limit)
+
+    def request_blocks(self, num_proxies: int) -> Iterator[RequestBlock]:
+        """The requests as :class:`RequestBlock` arrays (``num_proxies`` must be the trace's)."""
+        if num_proxies != self.num_proxies:
+            raise ValueError(f"this trace is assigned to {self.num_proxies} proxies, not {num_proxies}")
+        reader = self._open()
+        try:
+            check_assignment(reader, self.rule, num_proxies, seed=self.seed, limit=self.limit)
+            assign = None if self.rule == "hash-client" else _position_assignment(self.rule, num_proxies, self.seed)
+            for keys, sizes, _, client_hashes, _ in reader.record_arrays(self.limit):
+                if assign is not None:
+                    proxies = assign(len(keys))
                 else:
-                    while len(pending) < count:
-                        pending = np.concatenate([pending, next(draws)])
-                    proxies, pending = pending[:count], pending[count:]
-                position += count
-                named = decimal_key_names(objects) if names else (None, None, None)
-                yield RequestBlock(objects, sizes, proxies.astype(np.int32), count, 0, *named)
+                    proxies = (client_hashes % np.uint64(num_proxies)).astype(np.int32)
+                yield RequestBlock(keys, sizes, proxies, len(keys), 0)
         finally:
             reader.close()
