@@ -597,6 +597,130 @@ cdef inline double posterior(const Summary* s, int kind, uint64_t h, double prio
     return prior / (prior + (1.0 - prior) * s.pub_fpr)
 
 
+cdef struct Directory:
+    # which caches hold each cached key: one table look-up answers for every peer (the oracle's question)
+    Slot* slots                  # key -> row (open addressing as Store's, at most half full)
+    uint64_t mask
+    int64_t count
+    uint64_t* rows               # row r: words [r * width, (r + 1) * width), bit c set when cache c holds the key
+    int32_t width                # 64-bit words per row
+    int32_t allocated            # rows allocated
+    int32_t unused               # rows never used yet start here
+    int32_t free_list            # free rows, linked through their first word
+
+
+cdef int directory_init(Directory* d, int num_caches) noexcept nogil:
+    cdef uint64_t i
+    d.width = (num_caches + 63) // 64
+    d.slots = <Slot*>malloc(INITIAL_SLOTS * sizeof(Slot))
+    d.rows = <uint64_t*>malloc(INITIAL_ENTRIES * d.width * sizeof(uint64_t))
+    if d.slots == NULL or d.rows == NULL:
+        return -1
+    for i in range(INITIAL_SLOTS):
+        d.slots[i].entry = NONE
+    d.mask = INITIAL_SLOTS - 1
+    d.allocated = INITIAL_ENTRIES
+    d.free_list = NONE
+    return 0
+
+
+cdef inline const uint64_t* directory_find(const Directory* d, uint64_t key) noexcept nogil:
+    """The row of ``key`` (the caches holding it), or NULL when none does."""
+    cdef uint64_t i = slot_of(key, d.mask)
+    cdef int32_t e
+    while True:
+        e = d.slots[i].entry
+        if e == NONE:
+            return NULL
+        if d.slots[i].key == key:
+            return d.rows + <size_t>e * d.width
+        i = (i + 1) & d.mask
+
+
+cdef int directory_add(Directory* d, uint64_t key, int cache) noexcept nogil:
+    """Note that ``cache`` holds ``key``; -1 when out of memory."""
+    cdef uint64_t i = slot_of(key, d.mask), size, j, old_size
+    cdef int32_t e, w
+    cdef Slot* slots
+    cdef Slot* old
+    cdef uint64_t* grown
+    while True:
+        e = d.slots[i].entry
+        if e == NONE:
+            break
+        if d.slots[i].key == key:
+            d.rows[<size_t>e * d.width + (cache >> 6)] |= (<uint64_t>1) << (cache & 63)
+            return 0
+        i = (i + 1) & d.mask
+    if 2 * (<uint64_t>d.count + 1) > d.mask + 1:  # grow the table, then find the key's slot again
+        old_size = d.mask + 1
+        size = 2 * old_size
+        slots = <Slot*>malloc(size * sizeof(Slot))
+        if slots == NULL:
+            return -1
+        for j in range(size):
+            slots[j].entry = NONE
+        old = d.slots
+        for j in range(old_size):
+            if old[j].entry != NONE:
+                i = slot_of(old[j].key, size - 1)
+                while slots[i].entry != NONE:
+                    i = (i + 1) & (size - 1)
+                slots[i] = old[j]
+        free(old)
+        d.slots, d.mask = slots, size - 1
+        i = slot_of(key, d.mask)
+        while d.slots[i].entry != NONE:
+            i = (i + 1) & d.mask
+    if d.free_list != NONE:
+        e = d.free_list
+        d.free_list = <int32_t>d.rows[<size_t>e * d.width]
+    else:
+        if d.unused == d.allocated:
+            if d.allocated >= MAX_ENTRIES // 2:
+                return -1
+            grown = <uint64_t*>realloc(d.rows, 2 * <size_t>d.allocated * d.width * sizeof(uint64_t))
+            if grown == NULL:
+                return -1
+            d.rows, d.allocated = grown, 2 * d.allocated
+        e = d.unused
+        d.unused += 1
+    for w in range(d.width):
+        d.rows[<size_t>e * d.width + w] = 0
+    d.rows[<size_t>e * d.width + (cache >> 6)] = (<uint64_t>1) << (cache & 63)
+    d.slots[i].key, d.slots[i].entry = key, e
+    d.count += 1
+    return 0
+
+
+cdef void directory_remove(Directory* d, uint64_t key, int cache) noexcept nogil:
+    """Note that ``cache`` no longer holds ``key`` (held); the key leaves the table when no cache holds it."""
+    cdef uint64_t mask = d.mask, hole = slot_of(key, mask), j, home
+    cdef int32_t e, w
+    cdef uint64_t* row
+    while d.slots[hole].key != key or d.slots[hole].entry == NONE:
+        hole = (hole + 1) & mask
+    e = d.slots[hole].entry
+    row = d.rows + <size_t>e * d.width
+    row[cache >> 6] &= ~((<uint64_t>1) << (cache & 63))
+    for w in range(d.width):
+        if row[w]:
+            return
+    row[0] = <uint64_t><int64_t>d.free_list
+    d.free_list = e
+    d.count -= 1
+    j = hole
+    while True:  # backward-shift deletion, as Store's remove_slot
+        j = (j + 1) & mask
+        if d.slots[j].entry == NONE:
+            break
+        home = slot_of(d.slots[j].key, mask)
+        if ((j - home) & mask) >= ((j - hole) & mask):
+            d.slots[hole] = d.slots[j]
+            hole = j
+    d.slots[hole].entry = NONE
+
+
 cdef inline uint64_t decimal_name(uint8_t* out, uint64_t number) noexcept nogil:
     """Write ``"GET "`` and the decimal digits of ``number`` (``str(number)``) to ``out`` (24 bytes); the digits'
     count."""
@@ -671,7 +795,8 @@ cdef class CooperativeCaches:
     cdef Summary* summaries
     cdef uint8_t* maybe          # per peer, this request: its summary may contain the key
     cdef uint64_t* hashes        # per peer, this request: the key's hash under its summary's seed
-    cdef int32_t* held           # per peer, this request: its entry of the key, or NONE (the oracle's look-up)
+    cdef int32_t* held           # per peer, this request: whether it holds the key (the oracle's look-up)
+    cdef Directory directory     # which caches hold each cached key
     cdef uint8_t name_buffer[32] # a numbered request's key, "GET <number>"
     cdef Prior* priors           # paradox: priors[p * num_caches + j], proxy p's prior of peer j
     cdef double* order_ratio     # paradox: the peers to ask, in order, with their ratio and posterior
@@ -715,6 +840,8 @@ cdef class CooperativeCaches:
         self.maybe = <uint8_t*>calloc(num_caches, 1)
         self.hashes = <uint64_t*>calloc(num_caches, sizeof(uint64_t))
         self.held = <int32_t*>calloc(num_caches, sizeof(int32_t))
+        if directory_init(&self.directory, num_caches) < 0:
+            raise MemoryError(f"no memory for the directory of {num_caches} caches")
         self.order_ratio = <double*>calloc(num_caches, sizeof(double))
         self.order_prob = <double*>calloc(num_caches, sizeof(double))
         self.order_peer = <int*>calloc(num_caches, sizeof(int))
@@ -761,6 +888,8 @@ cdef class CooperativeCaches:
         free(self.maybe)
         free(self.hashes)
         free(self.held)
+        free(self.directory.slots)
+        free(self.directory.rows)
         free(self.priors)
         free(self.order_ratio)
         free(self.order_prob)
@@ -955,6 +1084,7 @@ cdef class CooperativeCaches:
         cdef const uint8_t* name
         cdef size_t name_length
         cdef uint64_t query_size, digits
+        cdef const uint64_t* row
         for r in range(n):
             p, key, size = caches[r], keys[r], sizes[r]
             s = &stores[p]
@@ -980,18 +1110,18 @@ cdef class CooperativeCaches:
             self.current_name, self.current_name_length = name, name_length
             served = False
             waited = 0.0
+            row = directory_find(&self.directory, key)  # the caches that hold the key (asking changes none)
+            for j in range(num):
+                held[j] = row != NULL and (row[j >> 6] >> (j & 63)) & 1
             if cooperative:  # each peer's published summary, and the oracle's count of its false positives
                 for j in range(num):
                     maybe[j] = 0
-                    if j == p:
-                        continue
-                    held[j] = store_find(&stores[j], key)  # (asking a peer changes no cache's contents)
-                    if not summaries[j].published:
+                    if j == p or not summaries[j].published:
                         continue
                     peer = &summaries[j]
                     hashes[j] = bw_xxh3(name, name_length, peer.seed)
                     maybe[j] = published_may_contain(peer, kind, hashes[j])
-                    if held[j] == NONE:
+                    if not held[j]:
                         self.checks_lacking += 1
                         if maybe[j]:
                             self.check_false_positives += 1
@@ -1001,14 +1131,13 @@ cdef class CooperativeCaches:
             for j in range(num):
                 if j == p or (summary and not maybe[j]):
                     continue
-                e = held[j] if summary else store_find(&stores[j], key)
                 node.peer_queries += 1
                 node.query_cost += tau
                 self.query_bytes += query_size
                 waited = tau if tau > waited else waited
-                if e != NONE:
+                if held[j]:
                     if lru:
-                        make_youngest(&stores[j], e)
+                        make_youngest(&stores[j], store_find(&stores[j], key))
                     if not served:
                         node.remote_hits += 1
                         served = True
@@ -1033,14 +1162,12 @@ cdef class CooperativeCaches:
         else:
             node.origin_fetches += 1
             waited += self.miss_cost
-            for j in range(num):
-                if j != p and (self.held[j] if cooperative else store_find(&stores[j], key)) != NONE:
-                    node.false_misses += 1
-                    break
+            if directory_find(&self.directory, key) != NULL:  # another cache held it (this one did not)
+                node.false_misses += 1
         self.latency += waited
         if <uint64_t>size <= capacity:
             e = store_insert(s, key, size)
-            if e == NONE:
+            if e == NONE or directory_add(&self.directory, key, p) < 0:
                 raise MemoryError("no memory for another cached object")
             node.changes += 1
             node.new_documents += 1
@@ -1051,6 +1178,7 @@ cdef class CooperativeCaches:
             while s.used > capacity:
                 if cooperative:
                     filter_remove(node, s.entries[s.oldest].filter_hash, counters)
+                directory_remove(&self.directory, s.entries[s.oldest].key, p)
                 evict_oldest(s)
                 node.changes += 1
         else:
@@ -1105,7 +1233,7 @@ cdef class CooperativeCaches:
                 count += 1
         for at in range(count):
             j = self.order_peer[at]
-            e = self.held[j]
+            e = store_find(&stores[j], key) if self.held[j] else NONE
             node.peer_queries += 1
             node.query_cost += tau
             if e != NONE:
