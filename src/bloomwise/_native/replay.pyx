@@ -493,17 +493,10 @@ cdef inline void filter_remove(Summary* s, uint64_t h, bint all_changes) noexcep
                 mark_dirty(s, pos[i])
 
 
-cdef inline bint published_may_contain(const Summary* s, int kind, uint64_t h) noexcept nogil:
-    """The peers' answer for a key of hash ``h``: all its bits set (bits kind), all its counters nonzero (counters)."""
-    cdef uint64_t out[MAX_HASHES]
-    cdef uint32_t i
-    if kind == KIND_BITS:
-        return test_bits(&s.pub_g, s.pub_words, h)
-    positions(&s.pub_g, h, out)
-    for i in range(s.pub_g.num_hashes):
-        if s.pub_cells[out[i]] == 0:
-            return False
-    return True
+cdef inline bint published_may_contain(const Summary* s, uint64_t h) noexcept nogil:
+    """The peers' answer for a key of hash ``h``: all its positions set in the published bit view (for a counters
+    summary, the same as all its counters nonzero)."""
+    return test_bits(&s.pub_g, s.pub_words, h)
 
 
 cdef struct Prior:             # OnlinePrior
@@ -513,29 +506,42 @@ cdef struct Prior:             # OnlinePrior
     int64_t recorded
 
 
-cdef inline void prior_fold(Prior* a, double w) noexcept nogil:
+cdef enum:
+    POWERS = 1 << 16             # pow(1 - w, t) kept for t below this: the same doubles as pow's, computed once
+
+
+cdef inline double power(double* powers, double r, int64_t t) noexcept nogil:
+    """``pow(r, t)``, from the table when t < POWERS (filled on first use by pow itself; -1 marks a gap)."""
+    if t >= POWERS:
+        return pow(r, <double>t)
+    if powers[t] < 0.0:
+        powers[t] = pow(r, <double>t)
+    return powers[t]
+
+
+cdef inline void prior_fold(Prior* a, double w, double* powers) noexcept nogil:
     cdef double decay
     if a.pending:
-        decay = pow(1.0 - w, <double>a.pending)
+        decay = power(powers, 1.0 - w, a.pending)
         a.num *= decay
         a.den = a.den * decay + (1.0 - decay)
         a.recorded += a.pending
         a.pending = 0
 
 
-cdef inline void prior_record(Prior* a, bint member, double w) noexcept nogil:
-    prior_fold(a, w)
+cdef inline void prior_record(Prior* a, bint member, double w, double* powers) noexcept nogil:
+    prior_fold(a, w, powers)
     a.num = (1.0 - w) * a.num + (w if member else 0.0)
     a.den = (1.0 - w) * a.den + w
     a.recorded += 1
 
 
-cdef inline double prior_estimate(Prior* a, double w, double initial) noexcept nogil:
-    prior_fold(a, w)
+cdef inline double prior_estimate(Prior* a, double w, double initial, double* powers) noexcept nogil:
+    prior_fold(a, w, powers)
     return a.num / a.den if a.den > 0.0 else initial
 
 
-cdef inline double prior_effective_samples(const Prior* a, double w) noexcept nogil:
+cdef inline double prior_effective_samples(const Prior* a, double w, double* powers) noexcept nogil:
     cdef int64_t t = a.recorded + a.pending
     cdef double r, rt
     if t == 0:
@@ -543,11 +549,12 @@ cdef inline double prior_effective_samples(const Prior* a, double w) noexcept no
     r = 1.0 - w
     if r == 0.0:
         return 1.0
-    rt = pow(r, <double>t)
+    rt = power(powers, r, t)
     return (1.0 - rt) * (1.0 + r) / ((1.0 - r) * (1.0 + rt))
 
 
-cdef inline double prior_smoothed(Prior* a, double w, double initial, bint given, double fraction) noexcept nogil:
+cdef inline double prior_smoothed(Prior* a, double w, double initial, bint given, double fraction,
+                                  double* powers) noexcept nogil:
     """OnlinePrior.smoothed(fraction if given else None)."""
     cdef double estimate, n
     if not (a.recorded or a.pending):
@@ -556,8 +563,8 @@ cdef inline double prior_smoothed(Prior* a, double w, double initial, bint given
         fraction = fraction if fraction > 0.0 else 0.0  # max(0.0, fraction)
         estimate = fraction if fraction < 1.0 else 1.0  # min(1.0, ...)
     else:
-        estimate = prior_estimate(a, w, initial)
-    n = prior_effective_samples(a, w)
+        estimate = prior_estimate(a, w, initial, powers)
+    n = prior_effective_samples(a, w, powers)
     return (n * estimate + 1.0) / (n + 2.0)
 
 
@@ -806,6 +813,7 @@ cdef class CooperativeCaches:
     cdef size_t current_name_length
     cdef bint mixture
     cdef double prior_weight, initial_prior
+    cdef double* powers          # paradox: pow(1 - prior_weight, t) for t < POWERS
     cdef int num_caches
     cdef int mode
     cdef int kind
@@ -847,8 +855,11 @@ cdef class CooperativeCaches:
         self.order_peer = <int*>calloc(num_caches, sizeof(int))
         if mode == "paradox":
             self.priors = <Prior*>calloc(<size_t>num_caches * num_caches, sizeof(Prior))
-            if self.priors == NULL:
+            self.powers = <double*>malloc(POWERS * sizeof(double))
+            if self.priors == NULL or self.powers == NULL:
                 raise MemoryError(f"no memory for {num_caches}**2 priors")
+            for i in range(POWERS):
+                self.powers[i] = -1.0
         self.mixture = prior_estimator == "mixture"
         self.prior_weight = 1.0 / prior_window
         self.initial_prior = initial_prior
@@ -891,6 +902,7 @@ cdef class CooperativeCaches:
         free(self.directory.slots)
         free(self.directory.rows)
         free(self.priors)
+        free(self.powers)
         free(self.order_ratio)
         free(self.order_prob)
         free(self.order_peer)
@@ -1120,7 +1132,7 @@ cdef class CooperativeCaches:
                         continue
                     peer = &summaries[j]
                     hashes[j] = bw_xxh3(name, name_length, peer.seed)
-                    maybe[j] = published_may_contain(peer, kind, hashes[j])
+                    maybe[j] = published_may_contain(peer, hashes[j])
                     if not held[j]:
                         self.checks_lacking += 1
                         if maybe[j]:
@@ -1201,6 +1213,7 @@ cdef class CooperativeCaches:
         cdef bint mixture = self.mixture, served = False
         cdef double w = self.prior_weight, initial = self.initial_prior, tau = self.peer_cost
         cdef double threshold = 1.0 / self.miss_cost, prior, fpr, prob, ratio, waited = 0.0
+        cdef double* powers = self.powers
         for j in range(num):
             if j == p or not summaries[j].published:
                 continue
@@ -1211,15 +1224,15 @@ cdef class CooperativeCaches:
                     average.pending += 1
                 continue
             if mixture:
-                prior_record(average, True, w)
+                prior_record(average, True, w, powers)
                 fpr = peer.pub_fpr
                 if not (average.recorded + average.pending) or fpr >= 1.0:
                     prior = initial
                 else:
-                    prior = prior_smoothed(average, w, initial, True, (prior_estimate(average, w, initial) - fpr)
-                                           / (1.0 - fpr))
+                    prior = prior_smoothed(average, w, initial, True,
+                                           (prior_estimate(average, w, initial, powers) - fpr) / (1.0 - fpr), powers)
             else:
-                prior = prior_smoothed(average, w, initial, False, 0.0)
+                prior = prior_smoothed(average, w, initial, False, 0.0, powers)
             prob = posterior(peer, kind, self.hashes[j], prior)
             ratio = prob / tau
             if ratio > threshold:  # sorted by decreasing ratio, ties in the order found (Python's sort is stable)
@@ -1243,7 +1256,7 @@ cdef class CooperativeCaches:
                 node.false_hits += 1
             if not mixture:
                 if e != NONE:
-                    prior_record(&priors[j], True, w)
+                    prior_record(&priors[j], True, w, powers)
                 else:
                     priors[j].pending += 1
             self.query_bytes += query_size

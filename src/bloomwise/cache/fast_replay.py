@@ -50,7 +50,7 @@ from bloomwise.cache.traces import (CsvTraceReader, OracleGeneralReader, assigne
                                     random_proxy_draws)
 
 __all__ = ["ENGINES", "COMPILED_POLICIES", "BLOCK_REQUESTS", "RequestBlock", "IndependentTotals", "choose_engine",
-           "compiled_limitation", "request_blocks", "replay_independent", "CooperativeTotals",
+           "compiled_limitation", "request_blocks", "replay_independent", "CooperativeTotals", "cooperative_caches",
            "replay_cooperative", "OracleGeneralTrace", "CsvTrace"]
 
 #: ``engine=`` values: ``auto`` (compiled when it covers the replay, else Python), ``compiled``, ``python``
@@ -233,6 +233,26 @@ class CooperativeTotals:
     skipped: int
 
 
+def cooperative_caches(policy: str, *, num_proxies: int, cache_size: int, eviction: str, origin_cost: float,
+                       peer_cost: float, summary_kind: str = "bits", bits_per_entry: int = 8, expected_entries: int = 1,
+                       seed: int = 0, update_threshold: float = 0.01, resize_tolerance: Optional[float] = 0.1,
+                       prior_window: float = 1000.0, prior_estimator: str = "mixture") -> CooperativeCaches:
+    """Empty ``CooperativeCaches`` for ``policy`` (``icp``, ``summary`` or ``paradox``) with the parameters of
+    :func:`replay_cooperative`; its ``replay(keys, sizes, proxies, names, name_offsets, url_lengths)`` runs the
+    requests of :class:`RequestBlock` arrays made with ``names=True`` (a benchmark times that loop alone)."""
+    if policy not in COOPERATIVE_POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(COOPERATIVE_POLICIES)}, got {policy!r}")
+    reason = compiled_limitation(policy, num_proxies=num_proxies, cache_size=cache_size, eviction=eviction)
+    if reason is not None:
+        raise ValueError(f"the compiled engine cannot run this replay: {reason}")
+    num_cells, num_hashes = filter_geometry(bits_per_entry, expected_entries)
+    return CooperativeCaches(num_proxies, cache_size, eviction == "lru", policy, summary_kind, float(origin_cost),
+                             float(peer_cost), num_cells, num_hashes, expected_entries, seed,
+                             float(update_threshold), -1.0 if resize_tolerance is None else float(resize_tolerance),
+                             lambda documents: filter_geometry(bits_per_entry, documents),
+                             prior_window=float(prior_window), prior_estimator=prior_estimator)
+
+
 def replay_cooperative(requests: Iterable, policy: str, *, num_proxies: int, cache_size: int, eviction: str,
                        origin_cost: float, peer_cost: float, summary_kind: str = "bits", bits_per_entry: int = 8,
                        expected_entries: int = 1, seed: int = 0, update_threshold: float = 0.01,
@@ -243,17 +263,11 @@ def replay_cooperative(requests: Iterable, policy: str, *, num_proxies: int, cac
     filters, summaries and (paradox) priors of ``bloomwise.cache.simulation.replay`` with these parameters (its
     ``SimulationConfig``'s).
     ``progress(n)`` is called after every :data:`BLOCK_REQUESTS` records read."""
-    if policy not in COOPERATIVE_POLICIES:
-        raise ValueError(f"policy must be one of {', '.join(COOPERATIVE_POLICIES)}, got {policy!r}")
-    reason = compiled_limitation(policy, num_proxies=num_proxies, cache_size=cache_size, eviction=eviction)
-    if reason is not None:
-        raise ValueError(f"the compiled engine cannot run this replay: {reason}")
-    num_cells, num_hashes = filter_geometry(bits_per_entry, expected_entries)
-    caches = CooperativeCaches(num_proxies, cache_size, eviction == "lru", policy, summary_kind, float(origin_cost),
-                               float(peer_cost), num_cells, num_hashes, expected_entries, seed,
-                               float(update_threshold), -1.0 if resize_tolerance is None else float(resize_tolerance),
-                               lambda documents: filter_geometry(bits_per_entry, documents),
-                               prior_window=float(prior_window), prior_estimator=prior_estimator)
+    caches = cooperative_caches(policy, num_proxies=num_proxies, cache_size=cache_size, eviction=eviction,
+                                origin_cost=origin_cost, peer_cost=peer_cost, summary_kind=summary_kind,
+                                bits_per_entry=bits_per_entry, expected_entries=expected_entries, seed=seed,
+                                update_threshold=update_threshold, resize_tolerance=resize_tolerance,
+                                prior_window=prior_window, prior_estimator=prior_estimator)
     numbered = getattr(requests, "numbered_keys", False)
     if numbered:  # the source's arrays: ids are the object numbers, URLs their decimal text
         blocks = requests.request_blocks(num_proxies)
