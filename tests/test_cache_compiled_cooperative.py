@@ -1,7 +1,8 @@
-"""The compiled replay of the cooperative policies (``icp``, ``summary``: _native/replay.pyx CooperativeCaches)
-against the Python engine, the reference: every field of PolicyResult equal (floats too; wall time aside) on fixed
-seeds, synthetic and real traces, over proxy counts, cache sizes, update thresholds, re-sizing on and off, bits and
-counters summaries, the wire on and off, LRU and FIFO; and a Hypothesis property on random small traces."""
+"""The compiled replay of the cooperative policies (``icp``, ``summary``, ``paradox``: _native/replay.pyx
+CooperativeCaches) against the Python engine, the reference: every field of PolicyResult equal (floats too; wall
+time aside) on fixed seeds, synthetic and real traces, over proxy counts, cache sizes, update thresholds, re-sizing
+on and off, bits and counters summaries, the wire on and off, LRU and FIFO, paradox's prior windows and estimators;
+and a Hypothesis property on random small traces."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bloomwise.cache.fast_replay import BLOCK_REQUESTS, choose_engine
+from bloomwise.cache.fast_replay import BLOCK_REQUESTS, CsvTrace, OracleGeneralTrace, choose_engine
 from bloomwise.cache.simulation import SimulationConfig, replay
 from bloomwise.cache.traces import Request, SyntheticTrace, assigned_requests, open_trace
-from real_traces import real_trace
+from real_traces import fetched_trace, real_trace
 
 
 def both_engines(requests, policy, config, **kwargs):
@@ -31,12 +32,15 @@ def assert_same_result(python, compiled):
 
 CASES = [  # (num_proxies, cache_size, config keywords): each runs under icp and summary, LRU and FIFO
     (2, 1 << 20, {"update_threshold": 0.1}),
-    (4, 512 << 10, {"update_threshold": 0.05, "origin_cost": 0.3, "peer_cost": 0.7}),
+    (4, 512 << 10, {"update_threshold": 0.05, "origin_cost": 3.3, "peer_cost": 0.7}),
     (4, 2 << 20, {"update_threshold": 0.1, "resize_tolerance": None, "bits_per_entry": 4}),
-    (4, 1 << 20, {"update_threshold": 1e-9, "wire": True}),  # a publication after every new document
+    (4, 1 << 20, {"update_threshold": 1e-9}),  # a publication after every new document
     (4, 1 << 20, {"update_threshold": 1.0, "resize_tolerance": 0.5}),
-    (16, 1 << 20, {"origin_cost": 0.3, "seed": 7}),
+    (16, 1 << 20, {"origin_cost": 7.7, "seed": 7, "prior_window": 50}),
     (4, 1 << 20, {"update_threshold": 0.1, "summary_kind": "counters", "expected_entries": 40}),
+    (4, 1 << 20, {"update_threshold": 0.05, "summary_kind": "bits", "prior_window": 3.5, "wire": True}),
+    (4, 1 << 20, {"update_threshold": 0.05, "prior_estimator": "outcomes", "prior_window": 20}),
+    (3, 1 << 20, {"update_threshold": 0.05, "prior_window": 1}),
 ]
 
 
@@ -48,11 +52,11 @@ def test_synthetic_every_field_equal(eviction, num_proxies, cache_size, keywords
     (or not), and make false hits and false misses."""
     trace = list(SyntheticTrace(8_000, num_proxies=num_proxies, num_documents=3_000, mean_size=4000, seed=5))
     config = SimulationConfig(num_proxies=num_proxies, cache_size=cache_size, eviction=eviction, **keywords)
-    for policy in ("icp", "summary"):
+    for policy in ("icp", "summary", "paradox"):
         python, compiled = both_engines(trace, policy, config)
         assert_same_result(python, compiled)
         assert python.remote_hits > 50 and python.local_hits > 50
-        if policy == "summary":  # the comparison covers summaries at work, stale ones included
+        if policy != "icp":  # the comparison covers summaries at work, stale ones included
             assert python.summary_messages > 0 and python.false_hits > 0 and python.peer_check_false_positives > 0
             if keywords.get("update_threshold", 0.01) >= 0.01:  # stale summaries
                 assert python.false_misses > 0
@@ -70,18 +74,18 @@ def test_edges_non_ascii_urls_skipped_records_and_refused_documents():
         method = "POST" if i % 37 == 0 else "GET"
         trace.append(Request(float(i), f"client{i % 5}", method, urls[j], sizes[j]))
     config = SimulationConfig(num_proxies=3, cache_size=1000, expected_entries=2, update_threshold=0.3)
-    for policy in ("icp", "summary"):
+    for policy in ("icp", "summary", "paradox"):
         python, compiled = both_engines(trace, policy, config)
         assert_same_result(python, compiled)
         assert python.skipped == 11 and python.remote_hits > 0 and python.summary_messages >= (policy == "summary")
 
 
-@pytest.mark.parametrize("policy", ["icp", "summary"])
+@pytest.mark.parametrize("policy", ["icp", "summary", "paradox"])
 def test_real_cloudphysics_slice_every_field_equal(policy):
-    """The first 20,000 requests of the CloudPhysics trace, four proxies (random assignment, seed 3), LRU, with
+    """The first 12,000 requests of the CloudPhysics trace, four proxies (random assignment, seed 3), LRU, with
     progress reported at the same counts by both engines."""
     path = real_trace("cloudphysics")
-    trace = list(assigned_requests(open_trace(path), "random", 4, seed=3, limit=20_000))
+    trace = list(assigned_requests(open_trace(path), "random", 4, seed=3, limit=12_000))
     config = SimulationConfig(num_proxies=4, cache_size=4 << 20, mean_document_size=4096)
     ticks = {"python": [], "compiled": []}
     results = [replay(list(trace), policy, config, engine=engine, progress=ticks[engine].append)
@@ -90,18 +94,39 @@ def test_real_cloudphysics_slice_every_field_equal(policy):
     assert results[0].remote_hits > 500
 
 
+@pytest.mark.parametrize("policy", ["summary", "paradox"])
+def test_oracle_general_arrays_every_field_equal(policy):
+    """The CloudPhysics oracleGeneral file read straight into arrays, the keys' bytes made from the object numbers
+    (``"GET <object>"``, as the Request records of iteration have them), against the Python engine on those records:
+    every field equal."""
+    trace = OracleGeneralTrace(real_trace("cloudphysics"), "random", 4, seed=2, limit=12_000)
+    config = SimulationConfig(num_proxies=4, cache_size=4 << 20, mean_document_size=4096, update_threshold=0.05)
+    assert_same_result(*(replay(trace, policy, config, engine=engine) for engine in ("python", "compiled")))
+
+
+@pytest.mark.parametrize("policy", ["summary", "paradox"])
+def test_twitter_csv_slice_every_field_equal(policy):
+    """The first 10,000 requests of the Twitter csv trace (CsvTrace: the compiled engine replays its records with
+    their keys' bytes), eight proxies at random: every field equal."""
+    trace = CsvTrace(fetched_trace("twitter-cluster52"), "random", 8, seed=1, limit=10_000)
+    config = SimulationConfig(num_proxies=8, cache_size=256 << 10, mean_document_size=210, update_threshold=0.02)
+    results = [replay(trace, policy, config, engine=engine) for engine in ("python", "compiled")]
+    assert_same_result(*results)
+    assert results[0].remote_hits > 500
+
+
 def test_progress_at_every_block():
     trace = list(SyntheticTrace(BLOCK_REQUESTS + 10, num_proxies=2, num_documents=3_000, seed=1))
     config = SimulationConfig(num_proxies=2, cache_size=1 << 20, update_threshold=0.1)
     ticks = {"python": [], "compiled": []}
-    results = [replay(trace, "summary", config, engine=engine, progress=ticks[engine].append)
+    results = [replay(trace, "icp", config, engine=engine, progress=ticks[engine].append)
                for engine in ("python", "compiled")]
     assert_same_result(*results)
     assert ticks["python"] == ticks["compiled"] == [BLOCK_REQUESTS]
 
 
-def test_auto_picks_compiled_for_icp_and_summary():
-    for policy in ("none", "icp", "summary"):
+def test_auto_picks_compiled_for_the_policies_it_covers():
+    for policy in ("none", "icp", "summary", "paradox"):
         assert choose_engine("auto", policy, num_proxies=4, cache_size=1 << 20, eviction="lru") == "compiled"
         assert choose_engine("auto", policy, num_proxies=4, cache_size=1 << 20, eviction="lru",
                              inspecting=True) == "python"
@@ -124,6 +149,9 @@ def test_property_random_small_traces(data):
         update_threshold=data.draw(st.sampled_from([1e-9, 0.01, 0.2, 1.0])),
         resize_tolerance=data.draw(st.sampled_from([None, 0.1, 0.5])),
         summary_kind=data.draw(st.sampled_from(["auto", "bits", "counters"])),
-        eviction=data.draw(st.sampled_from(["lru", "fifo"])), seed=data.draw(st.integers(0, 2**32)))
-    for policy in ("icp", "summary"):
+        eviction=data.draw(st.sampled_from(["lru", "fifo"])), seed=data.draw(st.integers(0, 2**32)),
+        prior_window=data.draw(st.sampled_from([1, 2.5, 1000])),
+        prior_estimator=data.draw(st.sampled_from(["mixture", "outcomes"])),
+        origin_cost=data.draw(st.sampled_from([1.5, 10.0, 100.0])))
+    for policy in ("icp", "summary", "paradox"):
         assert_same_result(*both_engines(trace, policy, config))

@@ -92,7 +92,7 @@ def test_auto_picks_compiled_where_it_covers_the_policy():
     assert [r.engine for r in results] == ["compiled", "compiled", "python"]
     assert [r.engine for r in simulate(trace, ["none"], config, engine="python")] == ["python"]
     with pytest.raises(ValueError, match=r"compiled engine cannot run this replay: it runs policies none, icp, "
-                                         r"summary only, not 'carp' \(engine 'auto' or 'python' can\)"):
+                                         r"summary, paradox only, not 'carp' \(engine 'auto' or 'python' can\)"):
         simulate(trace, ["none", "carp"], config, engine="compiled")
     with pytest.raises(ValueError, match="engine must be one of auto, compiled, python, got 'fast'"):
         simulate(trace, ["none"], config, engine="fast")
@@ -127,7 +127,7 @@ def test_cli_engine_option(capsys):
     assert main(base[:-1] + ["--policy", "none,carp", "--engine", "compiled"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("bloomwise simulate: --engine compiled: the compiled engine cannot run this replay: it "
-                          "runs policies none, icp, summary only, not 'carp'") and err.count("\n") == 1
+                          "runs policies none, icp, summary, paradox only, not 'carp'") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("lru", [True, False])

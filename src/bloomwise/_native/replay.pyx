@@ -21,7 +21,7 @@ recycled through a free list. Memory grows with the objects cached (64 to 128 by
 grown by doubling, 16-byte slots at most half used), never with the requests or the distinct objects seen. Byte
 counters are exact: 128-bit sums of sizes < 2**63.
 """
-from libc.math cimport fabs
+from libc.math cimport exp, fabs, log, log1p, pow, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcpy, memset
@@ -353,23 +353,32 @@ cdef class IndependentCaches:
         return out
 
 
-# ---- cooperating caches: icp and summary ---------------------------------------------------------------------------
-# The request loop of the simulator's policies ``icp`` and ``summary`` (bloomwise.cache.simulation.replay, the
-# reference), with each cache's counting filter and published summary (bloomwise.cache.store.DocumentCache and
+# ---- cooperating caches: icp, summary and paradox -------------------------------------------------------------------
+# The request loop of the simulator's policies ``icp``, ``summary`` and ``paradox`` (bloomwise.cache.simulation.replay,
+# the reference), with each cache's counting filter and published summary (bloomwise.cache.store.DocumentCache and
 # bloomwise.cache.summary.SummaryPublisher): the same hashes (XXH3-64 of the key's UTF-8 bytes under the cache's
 # seed), the same positions (layouts.pxd, partitioned layout), 4-bit counters sticky at 15, the same publication
 # rule (the threshold of new documents, the re-sizing tolerance, a whole summary or the smaller of delta and whole
 # on the wire, byte for byte in size). Receivers' copies: every peer receives every update at the same instant, so
 # one published copy per cache stands for all of them (the Python engine's ``wire=False``; ``wire=True`` gives the
-# same state).
+# same state). ``paradox`` adds each proxy's prior of each peer (bloomwise.cache.routing.OnlinePrior: the
+# bias-corrected EWMA, its closed-form runs of absent samples, Laplace smoothing over the effective sample size),
+# the posterior of PeerSummary.posterior (Theorem 2's log-odds over the counters, or Bayes with the fill's FPR for
+# bits) and ParadoxPolicy.order (the ratio p / tau above 1 / omega, sorted by decreasing ratio, ties in peer
+# order, cut after a certain hit), the peers asked one at a time until the first hit. The floating-point
+# operations are Python's, in its order, with the C library's pow, log, log1p and exp that Python's float ** and
+# math functions call, and no fused multiply-adds (built with -ffp-contract=off): the same doubles.
 
 cdef extern from "common.h" nogil:
     uint64_t bw_xxh3(const void* data, size_t length, uint64_t seed)
+    int __builtin_ctzll(unsigned long long x)
+    int __builtin_popcountll(unsigned long long x)
 
 
 cdef enum:
     MODE_ICP = 1
     MODE_SUMMARY = 2
+    MODE_PARADOX = 3
     COUNTER_MAX = 15
     KIND_BITS = 1
     KIND_COUNTERS = 2
@@ -379,12 +388,13 @@ cdef enum:
     ICP_OVERHEAD = 20 + 4 + 20
 
 #: the policies CooperativeCaches runs, by name
-COOPERATIVE_MODES = {"icp": MODE_ICP, "summary": MODE_SUMMARY}
+COOPERATIVE_MODES = {"icp": MODE_ICP, "summary": MODE_SUMMARY, "paradox": MODE_PARADOX}
 
 
 cdef struct Summary:
     # the cache's counting filter (one byte per 4-bit counter)
     uint8_t* cells
+    uint64_t* words              # its bit view (counter > 0), kept up to date
     Geometry g
     uint64_t seed
     int64_t expected             # documents the filter is sized for
@@ -394,8 +404,11 @@ cdef struct Summary:
     # what the peers hold: the last published version
     bint published
     Geometry pub_g
-    uint64_t* pub_words          # bits kind: the bit view
-    uint8_t* pub_cells           # counters kind: the counters
+    uint64_t* pub_words          # the bit view
+    uint8_t* pub_cells           # counters kind: the counters (whole chunks of 64)
+    int64_t pub_nonzero          # positions set (bits) or nonzero (counters) in the published version
+    double pub_fpr               # PeerSummary.fpr: (pub_nonzero / m) ** k
+    double log_ratios[16]        # PeerSummary's table log(c m / (n k)), c = 0..15 (counters kind)
     # the publisher's counts
     int64_t version
     int64_t changes              # documents added plus documents evicted
@@ -455,7 +468,10 @@ cdef inline void filter_add(Summary* s, uint64_t h, bint all_changes) noexcept n
         c = s.cells[pos[i]]
         if c != COUNTER_MAX:
             s.cells[pos[i]] = c + 1
-            if c == 0 or all_changes:
+            if c == 0:
+                s.words[pos[i] >> 6] |= (<uint64_t>1) << (pos[i] & 63)
+                mark_dirty(s, pos[i])
+            elif all_changes:
                 mark_dirty(s, pos[i])
 
 
@@ -470,30 +486,274 @@ cdef inline void filter_remove(Summary* s, uint64_t h, bint all_changes) noexcep
         c = s.cells[pos[i]]
         if c != COUNTER_MAX:
             s.cells[pos[i]] = c - 1
-            if c == 1 or all_changes:
+            if c == 1:
+                s.words[pos[i] >> 6] &= ~((<uint64_t>1) << (pos[i] & 63))
+                mark_dirty(s, pos[i])
+            elif all_changes:
                 mark_dirty(s, pos[i])
 
 
-cdef inline bint published_may_contain(const Summary* s, int kind, uint64_t h) noexcept nogil:
-    """The peers' answer for a key of hash ``h``: all its bits set (bits kind), all its counters nonzero (counters)."""
-    cdef uint64_t out[MAX_HASHES]
+cdef inline bint published_may_contain(const Summary* s, uint64_t h) noexcept nogil:
+    """The peers' answer for a key of hash ``h``: all its positions set in the published bit view (for a counters
+    summary, the same as all its counters nonzero)."""
+    return test_bits(&s.pub_g, s.pub_words, h)
+
+
+cdef struct Prior:             # OnlinePrior
+    double num
+    double den
+    int64_t pending              # absent samples not folded in yet
+    int64_t recorded
+
+
+cdef enum:
+    POWERS = 1 << 16             # pow(1 - w, t) kept for t below this: the same doubles as pow's, computed once
+
+
+cdef inline double power(double* powers, double r, int64_t t) noexcept nogil:
+    """``pow(r, t)``, from the table when t < POWERS (filled on first use by pow itself; -1 marks a gap)."""
+    if t >= POWERS:
+        return pow(r, <double>t)
+    if powers[t] < 0.0:
+        powers[t] = pow(r, <double>t)
+    return powers[t]
+
+
+cdef inline void prior_fold(Prior* a, double w, double* powers) noexcept nogil:
+    cdef double decay
+    if a.pending:
+        decay = power(powers, 1.0 - w, a.pending)
+        a.num *= decay
+        a.den = a.den * decay + (1.0 - decay)
+        a.recorded += a.pending
+        a.pending = 0
+
+
+cdef inline void prior_record(Prior* a, bint member, double w, double* powers) noexcept nogil:
+    prior_fold(a, w, powers)
+    a.num = (1.0 - w) * a.num + (w if member else 0.0)
+    a.den = (1.0 - w) * a.den + w
+    a.recorded += 1
+
+
+cdef inline double prior_estimate(Prior* a, double w, double initial, double* powers) noexcept nogil:
+    prior_fold(a, w, powers)
+    return a.num / a.den if a.den > 0.0 else initial
+
+
+cdef inline double prior_effective_samples(const Prior* a, double w, double* powers) noexcept nogil:
+    cdef int64_t t = a.recorded + a.pending
+    cdef double r, rt
+    if t == 0:
+        return 0.0
+    r = 1.0 - w
+    if r == 0.0:
+        return 1.0
+    rt = power(powers, r, t)
+    return (1.0 - rt) * (1.0 + r) / ((1.0 - r) * (1.0 + rt))
+
+
+cdef inline double prior_smoothed(Prior* a, double w, double initial, bint given, double fraction,
+                                  double* powers) noexcept nogil:
+    """OnlinePrior.smoothed(fraction if given else None)."""
+    cdef double estimate, n
+    if not (a.recorded or a.pending):
+        return initial
+    if given:
+        fraction = fraction if fraction > 0.0 else 0.0  # max(0.0, fraction)
+        estimate = fraction if fraction < 1.0 else 1.0  # min(1.0, ...)
+    else:
+        estimate = prior_estimate(a, w, initial, powers)
+    n = prior_effective_samples(a, w, powers)
+    return (n * estimate + 1.0) / (n + 2.0)
+
+
+cdef void summary_derive(Summary* s, int kind, int64_t num_keys) noexcept nogil:
+    """What PeerSummary derives from the version just published (its fpr and log-ratio table)."""
+    cdef uint64_t m = s.pub_g.num_bits, k = s.pub_g.num_hashes
+    cdef int64_t n = num_keys if num_keys > 1 else 1
+    cdef double base
+    cdef int c
+    s.pub_fpr = pow(<double>s.pub_nonzero / <double>m, <double>k)
+    if kind == KIND_COUNTERS:
+        base = log(<double>m / <double>(n * <int64_t>k))
+        s.log_ratios[0] = -INFINITY
+        for c in range(1, 16):
+            s.log_ratios[c] = log(<double>c) + base
+
+
+cdef inline double posterior(const Summary* s, int kind, uint64_t h, double prior) noexcept nogil:
+    """PeerSummary.posterior(key, prior) for a key of hash ``h`` that the summary may contain."""
+    cdef uint64_t pos[MAX_HASHES]
     cdef uint32_t i
-    if kind == KIND_BITS:
-        return test_bits(&s.pub_g, s.pub_words, h)
-    positions(&s.pub_g, h, out)
-    for i in range(s.pub_g.num_hashes):
-        if s.pub_cells[out[i]] == 0:
-            return False
-    return True
+    cdef uint8_t c
+    cdef double z = 0.0
+    if prior <= 0.0:
+        return 0.0
+    if kind == KIND_COUNTERS:
+        positions(&s.pub_g, h, pos)
+        for i in range(s.pub_g.num_hashes):
+            c = s.pub_cells[pos[i]]
+            if c == 0:
+                return 0.0
+            z += s.log_ratios[c]
+        if prior >= 1.0:
+            return 1.0
+        z += log(prior) - log1p(-prior)
+        return 1.0 / (1.0 + exp(-z)) if z >= 0 else exp(z) / (1.0 + exp(z))
+    return prior / (prior + (1.0 - prior) * s.pub_fpr)
+
+
+cdef struct Directory:
+    # which caches hold each cached key: one table look-up answers for every peer (the oracle's question)
+    Slot* slots                  # key -> row (open addressing as Store's, at most half full)
+    uint64_t mask
+    int64_t count
+    uint64_t* rows               # row r: words [r * width, (r + 1) * width), bit c set when cache c holds the key
+    int32_t width                # 64-bit words per row
+    int32_t allocated            # rows allocated
+    int32_t unused               # rows never used yet start here
+    int32_t free_list            # free rows, linked through their first word
+
+
+cdef int directory_init(Directory* d, int num_caches) noexcept nogil:
+    cdef uint64_t i
+    d.width = (num_caches + 63) // 64
+    d.slots = <Slot*>malloc(INITIAL_SLOTS * sizeof(Slot))
+    d.rows = <uint64_t*>malloc(INITIAL_ENTRIES * d.width * sizeof(uint64_t))
+    if d.slots == NULL or d.rows == NULL:
+        return -1
+    for i in range(INITIAL_SLOTS):
+        d.slots[i].entry = NONE
+    d.mask = INITIAL_SLOTS - 1
+    d.allocated = INITIAL_ENTRIES
+    d.free_list = NONE
+    return 0
+
+
+cdef inline const uint64_t* directory_find(const Directory* d, uint64_t key) noexcept nogil:
+    """The row of ``key`` (the caches holding it), or NULL when none does."""
+    cdef uint64_t i = slot_of(key, d.mask)
+    cdef int32_t e
+    while True:
+        e = d.slots[i].entry
+        if e == NONE:
+            return NULL
+        if d.slots[i].key == key:
+            return d.rows + <size_t>e * d.width
+        i = (i + 1) & d.mask
+
+
+cdef int directory_add(Directory* d, uint64_t key, int cache) noexcept nogil:
+    """Note that ``cache`` holds ``key``; -1 when out of memory."""
+    cdef uint64_t i = slot_of(key, d.mask), size, j, old_size
+    cdef int32_t e, w
+    cdef Slot* slots
+    cdef Slot* old
+    cdef uint64_t* grown
+    while True:
+        e = d.slots[i].entry
+        if e == NONE:
+            break
+        if d.slots[i].key == key:
+            d.rows[<size_t>e * d.width + (cache >> 6)] |= (<uint64_t>1) << (cache & 63)
+            return 0
+        i = (i + 1) & d.mask
+    if 2 * (<uint64_t>d.count + 1) > d.mask + 1:  # grow the table, then find the key's slot again
+        old_size = d.mask + 1
+        size = 2 * old_size
+        slots = <Slot*>malloc(size * sizeof(Slot))
+        if slots == NULL:
+            return -1
+        for j in range(size):
+            slots[j].entry = NONE
+        old = d.slots
+        for j in range(old_size):
+            if old[j].entry != NONE:
+                i = slot_of(old[j].key, size - 1)
+                while slots[i].entry != NONE:
+                    i = (i + 1) & (size - 1)
+                slots[i] = old[j]
+        free(old)
+        d.slots, d.mask = slots, size - 1
+        i = slot_of(key, d.mask)
+        while d.slots[i].entry != NONE:
+            i = (i + 1) & d.mask
+    if d.free_list != NONE:
+        e = d.free_list
+        d.free_list = <int32_t>d.rows[<size_t>e * d.width]
+    else:
+        if d.unused == d.allocated:
+            if d.allocated >= MAX_ENTRIES // 2:
+                return -1
+            grown = <uint64_t*>realloc(d.rows, 2 * <size_t>d.allocated * d.width * sizeof(uint64_t))
+            if grown == NULL:
+                return -1
+            d.rows, d.allocated = grown, 2 * d.allocated
+        e = d.unused
+        d.unused += 1
+    for w in range(d.width):
+        d.rows[<size_t>e * d.width + w] = 0
+    d.rows[<size_t>e * d.width + (cache >> 6)] = (<uint64_t>1) << (cache & 63)
+    d.slots[i].key, d.slots[i].entry = key, e
+    d.count += 1
+    return 0
+
+
+cdef void directory_remove(Directory* d, uint64_t key, int cache) noexcept nogil:
+    """Note that ``cache`` no longer holds ``key`` (held); the key leaves the table when no cache holds it."""
+    cdef uint64_t mask = d.mask, hole = slot_of(key, mask), j, home
+    cdef int32_t e, w
+    cdef uint64_t* row
+    while d.slots[hole].key != key or d.slots[hole].entry == NONE:
+        hole = (hole + 1) & mask
+    e = d.slots[hole].entry
+    row = d.rows + <size_t>e * d.width
+    row[cache >> 6] &= ~((<uint64_t>1) << (cache & 63))
+    for w in range(d.width):
+        if row[w]:
+            return
+    row[0] = <uint64_t><int64_t>d.free_list
+    d.free_list = e
+    d.count -= 1
+    j = hole
+    while True:  # backward-shift deletion, as Store's remove_slot
+        j = (j + 1) & mask
+        if d.slots[j].entry == NONE:
+            break
+        home = slot_of(d.slots[j].key, mask)
+        if ((j - home) & mask) >= ((j - hole) & mask):
+            d.slots[hole] = d.slots[j]
+            hole = j
+    d.slots[hole].entry = NONE
+
+
+cdef inline uint64_t decimal_name(uint8_t* out, uint64_t number) noexcept nogil:
+    """Write ``"GET "`` and the decimal digits of ``number`` (``str(number)``) to ``out`` (24 bytes); the digits'
+    count."""
+    cdef uint8_t reversed_digits[20]
+    cdef uint64_t count = 0, i
+    while True:
+        reversed_digits[count] = <uint8_t>(48 + number % 10)
+        count += 1
+        number //= 10
+        if number == 0:
+            break
+    out[0], out[1], out[2], out[3] = 71, 69, 84, 32  # "GET "
+    for i in range(count):
+        out[4 + i] = reversed_digits[count - 1 - i]
+    return count
 
 
 cdef void summary_free(Summary* s) noexcept nogil:
     free(s.cells)
+    free(s.words)
     free(s.dirty)
     free(s.dirty_list)
     free(s.pub_words)
     free(s.pub_cells)
     s.cells = NULL
+    s.words = NULL
     s.dirty = NULL
     s.dirty_list = NULL
     s.pub_words = NULL
@@ -503,25 +763,28 @@ cdef void summary_free(Summary* s) noexcept nogil:
 cdef int filter_alloc(Summary* s, uint64_t num_cells, uint32_t num_hashes) noexcept nogil:
     """A new, empty counting filter of ``num_cells`` counters and ``num_hashes`` probes (the published copy stays)."""
     cdef uint64_t chunks = (num_cells + 63) // 64
-    cdef uint8_t* cells = <uint8_t*>calloc(num_cells, 1)
+    cdef uint8_t* cells = <uint8_t*>calloc(chunks * 64, 1)  # whole chunks: the comparisons read 8 bytes at a time
+    cdef uint64_t* words = <uint64_t*>calloc(chunks, sizeof(uint64_t))
     cdef uint8_t* dirty = <uint8_t*>calloc(chunks, 1)
     cdef uint64_t* dirty_list = <uint64_t*>malloc(chunks * sizeof(uint64_t))
-    if cells == NULL or dirty == NULL or dirty_list == NULL:
+    if cells == NULL or words == NULL or dirty == NULL or dirty_list == NULL:
         free(cells)
+        free(words)
         free(dirty)
         free(dirty_list)
         return -1
     free(s.cells)
+    free(s.words)
     free(s.dirty)
     free(s.dirty_list)
-    s.cells, s.dirty, s.dirty_list, s.dirty_count = cells, dirty, dirty_list, 0
+    s.cells, s.words, s.dirty, s.dirty_list, s.dirty_count = cells, words, dirty, dirty_list, 0
     geometry_init(&s.g, num_cells, num_hashes, LAYOUT_PARTITIONED)
     return 0
 
 
 cdef class CooperativeCaches:
     """``num_caches`` caches of ``capacity`` bytes (LRU or FIFO) that ask each other on a miss, under policy
-    ``mode`` (``"icp"`` or ``"summary"``), publishing summaries of ``kind`` ``"bits"`` or ``"counters"``: see the
+    ``mode`` (``"icp"``, ``"summary"`` or ``"paradox"``), publishing summaries of ``kind`` ``"bits"`` or ``"counters"``: see the
     section comment above and bloomwise.cache.simulation.replay.
 
     :param miss_cost: omega, added to a request's wait when it goes to the origin; ``peer_cost``: tau.
@@ -532,11 +795,25 @@ cdef class CooperativeCaches:
     :param resize_tolerance: a fraction, or a negative number for None (never re-size).
     :param geometry: ``geometry(documents) -> (m, k)``, the geometry of a filter re-sized for that many documents
         (called at each re-sizing; bloomwise.cache.store.filter_geometry).
+    :param prior_window, prior_estimator, initial_prior: paradox's priors (ParadoxPolicy's parameters).
     """
 
     cdef Store* stores
     cdef Summary* summaries
-    cdef uint8_t* maybe
+    cdef uint8_t* maybe          # per peer, this request: its summary may contain the key
+    cdef uint64_t* hashes        # per peer, this request: the key's hash under its summary's seed
+    cdef int32_t* held           # per peer, this request: whether it holds the key (the oracle's look-up)
+    cdef Directory directory     # which caches hold each cached key
+    cdef uint8_t name_buffer[32] # a numbered request's key, "GET <number>"
+    cdef Prior* priors           # paradox: priors[p * num_caches + j], proxy p's prior of peer j
+    cdef double* order_ratio     # paradox: the peers to ask, in order, with their ratio and posterior
+    cdef double* order_prob
+    cdef int* order_peer
+    cdef const uint8_t* current_name
+    cdef size_t current_name_length
+    cdef bint mixture
+    cdef double prior_weight, initial_prior
+    cdef double* powers          # paradox: pow(1 - prior_weight, t) for t < POWERS
     cdef int num_caches
     cdef int mode
     cdef int kind
@@ -552,7 +829,8 @@ cdef class CooperativeCaches:
 
     def __cinit__(self, int num_caches, capacity, bint lru, str mode, str kind, double miss_cost, double peer_cost,
                   num_cells, int num_hashes, int64_t expected_entries, seed, double update_threshold,
-                  double resize_tolerance, geometry):
+                  double resize_tolerance, geometry, double prior_window=1000.0, str prior_estimator="mixture",
+                  double initial_prior=1.0):
         cdef int i
         if num_caches < 1:
             raise ValueError(f"num_caches must be at least 1, got {num_caches}")
@@ -564,8 +842,30 @@ cdef class CooperativeCaches:
             raise ValueError(f"a filter of {num_cells} counters and {num_hashes} probes is beyond the kernel")
         self.stores = <Store*>calloc(num_caches, sizeof(Store))
         self.summaries = <Summary*>calloc(num_caches, sizeof(Summary))
+        if prior_estimator not in ("mixture", "outcomes") or not prior_window >= 1.0:
+            raise ValueError(f"prior_estimator must be 'mixture' or 'outcomes' and prior_window >= 1, got "
+                             f"{prior_estimator!r}, {prior_window!r}")
         self.maybe = <uint8_t*>calloc(num_caches, 1)
-        if self.stores == NULL or self.summaries == NULL or self.maybe == NULL:
+        self.hashes = <uint64_t*>calloc(num_caches, sizeof(uint64_t))
+        self.held = <int32_t*>calloc(num_caches, sizeof(int32_t))
+        if directory_init(&self.directory, num_caches) < 0:
+            raise MemoryError(f"no memory for the directory of {num_caches} caches")
+        self.order_ratio = <double*>calloc(num_caches, sizeof(double))
+        self.order_prob = <double*>calloc(num_caches, sizeof(double))
+        self.order_peer = <int*>calloc(num_caches, sizeof(int))
+        if mode == "paradox":
+            self.priors = <Prior*>calloc(<size_t>num_caches * num_caches, sizeof(Prior))
+            self.powers = <double*>malloc(POWERS * sizeof(double))
+            if self.priors == NULL or self.powers == NULL:
+                raise MemoryError(f"no memory for {num_caches}**2 priors")
+            for i in range(POWERS):
+                self.powers[i] = -1.0
+        self.mixture = prior_estimator == "mixture"
+        self.prior_weight = 1.0 / prior_window
+        self.initial_prior = initial_prior
+        if self.stores == NULL or self.summaries == NULL or self.maybe == NULL or self.hashes == NULL \
+                or self.held == NULL \
+                or self.order_ratio == NULL or self.order_prob == NULL or self.order_peer == NULL:
             raise MemoryError(f"no memory for {num_caches} caches")
         self.num_caches = num_caches
         self.mode = COOPERATIVE_MODES[mode]
@@ -597,6 +897,15 @@ cdef class CooperativeCaches:
                 summary_free(&self.summaries[i])
             free(self.summaries)
         free(self.maybe)
+        free(self.hashes)
+        free(self.held)
+        free(self.directory.slots)
+        free(self.directory.rows)
+        free(self.priors)
+        free(self.powers)
+        free(self.order_ratio)
+        free(self.order_prob)
+        free(self.order_peer)
 
     # -- publication ---------------------------------------------------------------------------------------------------
     cdef inline bint due(self, int p) noexcept nogil:
@@ -632,10 +941,9 @@ cdef class CooperativeCaches:
         cdef int64_t count = self.stores[p].count
         cdef bint whole
         cdef uint64_t m, words, nbytes, whole_size, delta_size, chunk, i, j, end, position, previous, changed
-        cdef uint64_t word
+        cdef uint64_t word, now_group, was_group, chunks
         cdef uint64_t* grown_words
         cdef uint8_t* grown_cells
-        cdef bint now, was
         whole = s.version == 0
         if self.resize_tolerance >= 0 and count > 0 \
                 and fabs(<double>(count - s.expected)) > self.resize_tolerance * <double>s.expected:
@@ -649,45 +957,62 @@ cdef class CooperativeCaches:
         whole_size = UPDATE_OVERHEAD + state_bytes(self.kind, m)
         if whole:
             words = (m + 63) // 64
-            if self.kind == KIND_BITS:
-                grown_words = <uint64_t*>realloc(s.pub_words, words * sizeof(uint64_t))
-                if grown_words == NULL:
-                    raise MemoryError(f"no memory for a summary of {m} bits")
-                s.pub_words = grown_words
-                memset(s.pub_words, 0, words * sizeof(uint64_t))
-                for i in range(m):
-                    if s.cells[i]:
-                        s.pub_words[i >> 6] |= (<uint64_t>1) << (i & 63)
-            else:
-                grown_cells = <uint8_t*>realloc(s.pub_cells, m)
+            grown_words = <uint64_t*>realloc(s.pub_words, words * sizeof(uint64_t))
+            if grown_words == NULL:
+                raise MemoryError(f"no memory for a summary of {m} positions")
+            s.pub_words = grown_words
+            memcpy(s.pub_words, s.words, words * sizeof(uint64_t))
+            s.pub_nonzero = 0
+            for i in range(words):
+                s.pub_nonzero += __builtin_popcountll(s.words[i])
+            if self.kind == KIND_COUNTERS:
+                grown_cells = <uint8_t*>realloc(s.pub_cells, words * 64)
                 if grown_cells == NULL:
                     raise MemoryError(f"no memory for a summary of {m} counters")
                 s.pub_cells = grown_cells
-                memcpy(s.pub_cells, s.cells, m)
+                memcpy(s.pub_cells, s.cells, words * 64)
             s.pub_g = s.g
             nbytes = whole_size
         else:  # the positions that differ from the version the peers hold, in increasing order
-            qsort(s.dirty_list, s.dirty_count, sizeof(uint64_t), compare_u64)
+            chunks = (m + 63) // 64
+            if s.dirty_count * 8 > chunks:  # many: list them in order from the flags
+                s.dirty_count = 0
+                for chunk in range(chunks):
+                    if s.dirty[chunk]:
+                        s.dirty_list[s.dirty_count] = chunk
+                        s.dirty_count += 1
+            else:
+                qsort(s.dirty_list, s.dirty_count, sizeof(uint64_t), compare_u64)
             delta_size = UPDATE_OVERHEAD
             changed = 0
             previous = <uint64_t>-1  # so that the first gap is the first position
             for j in range(s.dirty_count):
                 chunk = s.dirty_list[j]
-                end = min(m, (chunk + 1) * 64)
-                for position in range(chunk * 64, end):
-                    if self.kind == KIND_BITS:
-                        now = s.cells[position] != 0
-                        was = (s.pub_words[position >> 6] >> (position & 63)) & 1
-                        if now == was:
-                            continue
-                        s.pub_words[position >> 6] ^= (<uint64_t>1) << (position & 63)
-                    else:
+                if self.kind == KIND_BITS:  # the bits that flipped, in increasing order
+                    word = s.words[chunk] ^ s.pub_words[chunk]
+                    s.pub_nonzero += __builtin_popcountll(s.words[chunk]) - __builtin_popcountll(s.pub_words[chunk])
+                    s.pub_words[chunk] = s.words[chunk]
+                    while word:
+                        position = chunk * 64 + <uint64_t>__builtin_ctzll(word)
+                        word &= word - 1
+                        delta_size += varint_bytes(position - previous - 1)
+                        previous = position
+                        changed += 1
+                    continue
+                for i in range(chunk * 64, chunk * 64 + 64, 8):  # counters: 8 at a time, then the ones that differ
+                    memcpy(&now_group, s.cells + i, 8)
+                    memcpy(&was_group, s.pub_cells + i, 8)
+                    if now_group == was_group:
+                        continue
+                    for position in range(i, i + 8):
                         if s.cells[position] == s.pub_cells[position]:
                             continue
                         s.pub_cells[position] = s.cells[position]
-                    delta_size += varint_bytes(position - previous - 1)
-                    previous = position
-                    changed += 1
+                        delta_size += varint_bytes(position - previous - 1)
+                        previous = position
+                        changed += 1
+                s.pub_nonzero += __builtin_popcountll(s.words[chunk]) - __builtin_popcountll(s.pub_words[chunk])
+                s.pub_words[chunk] = s.words[chunk]
             if self.kind == KIND_COUNTERS:
                 delta_size += (changed + 1) // 2
             nbytes = delta_size if delta_size <= whole_size else whole_size
@@ -695,6 +1020,7 @@ cdef class CooperativeCaches:
             s.dirty[s.dirty_list[j]] = 0
         s.dirty_count = 0
         s.published = True
+        summary_derive(s, self.kind, count)
         s.summaries_out += self.num_caches - 1
         s.summary_bytes_out += nbytes * <uint64_t>(self.num_caches - 1)
         return 0
@@ -711,6 +1037,46 @@ cdef class CooperativeCaches:
             offsets out of order (checked before any request runs).
         """
         cdef Py_ssize_t n = keys.shape[0], r
+        cdef int num = self.num_caches
+        if sizes.shape[0] != n or caches.shape[0] != n or url_lengths.shape[0] != n or name_offsets.shape[0] != n + 1:
+            raise ValueError(f"keys, sizes, caches and url_lengths must have one length n and name_offsets n + 1, got "
+                             f"{n}, {sizes.shape[0]}, {caches.shape[0]}, {url_lengths.shape[0]}, "
+                             f"{name_offsets.shape[0]}")
+        if name_offsets[0] < 0 or name_offsets[n] > names.shape[0]:
+            raise ValueError("name_offsets point outside names")
+        self.check(sizes, caches)
+        for r in range(n):
+            if name_offsets[r + 1] < name_offsets[r] or url_lengths[r] < 0:
+                raise ValueError(f"request {r}: its name offsets decrease or its URL length is negative")
+        if n:
+            self.run(&keys[0], &sizes[0], &caches[0], &names[0] if names.shape[0] else NULL, &name_offsets[0],
+                     &url_lengths[0], n)
+
+    def replay_numbered(self, const uint64_t[::1] keys not None, const int64_t[::1] sizes not None,
+                        const int32_t[::1] caches not None):
+        """:meth:`replay` for requests whose URL is the decimal number ``keys[i]`` (libCacheSim's traces): the cache
+        key ``"GET <keys[i]>"`` is written out here, on a local miss only."""
+        cdef Py_ssize_t n = keys.shape[0]
+        if sizes.shape[0] != n or caches.shape[0] != n:
+            raise ValueError(f"keys, sizes and caches must have one length, got {n}, {sizes.shape[0]}, "
+                             f"{caches.shape[0]}")
+        self.check(sizes, caches)
+        if n:
+            self.run(&keys[0], &sizes[0], &caches[0], NULL, NULL, NULL, n)
+
+    cdef int check(self, const int64_t[::1] sizes, const int32_t[::1] caches) except -1:
+        cdef Py_ssize_t r
+        for r in range(sizes.shape[0]):
+            if caches[r] < 0 or caches[r] >= self.num_caches:
+                raise ValueError(f"request {r}: cache {caches[r]} is not in [0, {self.num_caches})")
+            if sizes[r] < 0:
+                raise ValueError(f"request {r}: size {sizes[r]} is negative")
+        return 0
+
+    cdef int run(self, const uint64_t* keys, const int64_t* sizes, const int32_t* caches, const uint8_t* names,
+                 const int64_t* name_offsets, const int64_t* url_lengths, Py_ssize_t n) except -1:
+        """The requests, checked; ``names`` NULL: numbered keys (:meth:`replay_numbered`)."""
+        cdef Py_ssize_t r
         cdef int num = self.num_caches, p, j
         cdef Store* stores = self.stores
         cdef Store* s
@@ -718,28 +1084,19 @@ cdef class CooperativeCaches:
         cdef Summary* node
         cdef Summary* peer
         cdef uint8_t* maybe = self.maybe
-        cdef uint64_t key, capacity = self.capacity, h
+        cdef int32_t* held = self.held
+        cdef uint64_t key
         cdef int64_t size
         cdef int32_t e
-        cdef bint lru = self.lru, served, summary = self.mode == MODE_SUMMARY
+        cdef bint lru = self.lru, served, summary = self.mode == MODE_SUMMARY, paradox = self.mode == MODE_PARADOX
+        cdef bint cooperative = summary or paradox
+        cdef uint64_t* hashes = self.hashes
         cdef int kind = self.kind
-        cdef double miss_cost = self.miss_cost, tau = self.peer_cost, waited
+        cdef double tau = self.peer_cost, waited
         cdef const uint8_t* name
         cdef size_t name_length
-        cdef uint64_t query_size
-        if sizes.shape[0] != n or caches.shape[0] != n or url_lengths.shape[0] != n or name_offsets.shape[0] != n + 1:
-            raise ValueError(f"keys, sizes, caches and url_lengths must have one length n and name_offsets n + 1, got "
-                             f"{n}, {sizes.shape[0]}, {caches.shape[0]}, {url_lengths.shape[0]}, "
-                             f"{name_offsets.shape[0]}")
-        if name_offsets[0] < 0 or name_offsets[n] > names.shape[0]:
-            raise ValueError("name_offsets point outside names")
-        for r in range(n):
-            if caches[r] < 0 or caches[r] >= num:
-                raise ValueError(f"request {r}: cache {caches[r]} is not in [0, {num})")
-            if sizes[r] < 0:
-                raise ValueError(f"request {r}: size {sizes[r]} is negative")
-            if name_offsets[r + 1] < name_offsets[r] or url_lengths[r] < 0:
-                raise ValueError(f"request {r}: its name offsets decrease or its URL length is negative")
+        cdef uint64_t query_size, digits
+        cdef const uint64_t* row
         for r in range(n):
             p, key, size = caches[r], keys[r], sizes[r]
             s = &stores[p]
@@ -754,68 +1111,164 @@ cdef class CooperativeCaches:
                     make_youngest(s, e)
                 continue
             s.misses += 1
-            name = &names[0] + name_offsets[r]
-            name_length = <size_t>(name_offsets[r + 1] - name_offsets[r])
-            query_size = ICP_OVERHEAD + 2 * (<uint64_t>url_lengths[r] + 1)
+            if names != NULL:
+                name = names + name_offsets[r]
+                name_length = <size_t>(name_offsets[r + 1] - name_offsets[r])
+                query_size = ICP_OVERHEAD + 2 * (<uint64_t>url_lengths[r] + 1)
+            else:
+                digits = decimal_name(self.name_buffer, key)
+                name, name_length = self.name_buffer, 4 + digits
+                query_size = ICP_OVERHEAD + 2 * (digits + 1)
+            self.current_name, self.current_name_length = name, name_length
             served = False
             waited = 0.0
-            if summary:  # each peer's published summary, and the oracle's count of its false positives
+            row = directory_find(&self.directory, key)  # the caches that hold the key (asking changes none)
+            for j in range(num):
+                held[j] = row != NULL and (row[j >> 6] >> (j & 63)) & 1
+            if cooperative:  # each peer's published summary, and the oracle's count of its false positives
                 for j in range(num):
                     maybe[j] = 0
                     if j == p or not summaries[j].published:
                         continue
                     peer = &summaries[j]
-                    h = bw_xxh3(name, name_length, peer.seed)
-                    maybe[j] = published_may_contain(peer, kind, h)
-                    if store_find(&stores[j], key) == NONE:
+                    hashes[j] = bw_xxh3(name, name_length, peer.seed)
+                    maybe[j] = published_may_contain(peer, hashes[j])
+                    if not held[j]:
                         self.checks_lacking += 1
                         if maybe[j]:
                             self.check_false_positives += 1
+            if paradox:
+                self.ask_in_order(p, key, size, query_size)
+                continue
             for j in range(num):
                 if j == p or (summary and not maybe[j]):
                     continue
-                e = store_find(&stores[j], key)
                 node.peer_queries += 1
                 node.query_cost += tau
                 self.query_bytes += query_size
                 waited = tau if tau > waited else waited
-                if e != NONE:
+                if held[j]:
                     if lru:
-                        make_youngest(&stores[j], e)
+                        make_youngest(&stores[j], store_find(&stores[j], key))
                     if not served:
                         node.remote_hits += 1
                         served = True
                 elif summary:
                     node.false_hits += 1
-            if served:
-                add_bytes(&self.remote_low, &self.remote_high, size)
-            else:
-                node.origin_fetches += 1
-                waited += miss_cost
-                for j in range(num):
-                    if j != p and store_find(&stores[j], key) != NONE:
-                        node.false_misses += 1
-                        break
-            self.latency += waited
-            if <uint64_t>size <= capacity:
-                e = store_insert(s, key, size)
-                if e == NONE:
-                    raise MemoryError(f"no memory for another cached object (request {r})")
+            self.finish(p, key, size, served, waited, name, name_length)
+        return 0
+
+    cdef int finish(self, int p, uint64_t key, int64_t size, bint served, double waited, const uint8_t* name,
+                    size_t name_length) except -1:
+        """A local miss after its peers answered: the origin if none had it (and the oracle's false miss), the wait,
+        the document stored (filter updated, evictions), and the summary published when due."""
+        cdef Store* stores = self.stores
+        cdef Store* s = &stores[p]
+        cdef Summary* node = &self.summaries[p]
+        cdef int j, num = self.num_caches
+        cdef int32_t e
+        cdef uint64_t h, capacity = self.capacity
+        cdef bint cooperative = self.mode != MODE_ICP, counters = self.kind == KIND_COUNTERS
+        if served:
+            add_bytes(&self.remote_low, &self.remote_high, size)
+        else:
+            node.origin_fetches += 1
+            waited += self.miss_cost
+            if directory_find(&self.directory, key) != NULL:  # another cache held it (this one did not)
+                node.false_misses += 1
+        self.latency += waited
+        if <uint64_t>size <= capacity:
+            e = store_insert(s, key, size)
+            if e == NONE or directory_add(&self.directory, key, p) < 0:
+                raise MemoryError("no memory for another cached object")
+            node.changes += 1
+            node.new_documents += 1
+            if cooperative:
+                h = bw_xxh3(name, name_length, node.seed)
+                s.entries[e].filter_hash = h
+                filter_add(node, h, counters)
+            while s.used > capacity:
+                if cooperative:
+                    filter_remove(node, s.entries[s.oldest].filter_hash, counters)
+                directory_remove(&self.directory, s.entries[s.oldest].key, p)
+                evict_oldest(s)
                 node.changes += 1
-                node.new_documents += 1
-                if summary:
-                    h = bw_xxh3(name, name_length, node.seed)
-                    s.entries[e].filter_hash = h
-                    filter_add(node, h, kind == KIND_COUNTERS)
-                while s.used > capacity:
-                    if summary:
-                        filter_remove(node, s.entries[s.oldest].filter_hash, kind == KIND_COUNTERS)
-                    evict_oldest(s)
-                    node.changes += 1
+        else:
+            s.refused += 1
+        if cooperative and self.due(p):
+            self.publish(p)
+        return 0
+
+    cdef int ask_in_order(self, int p, uint64_t key, int64_t size, uint64_t query_size) except -1:
+        """``paradox`` on a local miss (after the oracle filled ``maybe`` and ``hashes``): ParadoxPolicy.order, then
+        the peers asked one at a time until the first hit, and :meth:`finish`."""
+        cdef Store* stores = self.stores
+        cdef Summary* summaries = self.summaries
+        cdef Summary* node = &summaries[p]
+        cdef Summary* peer
+        cdef Prior* priors = self.priors + <Py_ssize_t>p * self.num_caches
+        cdef Prior* average
+        cdef int j, num = self.num_caches, count = 0, at, kind = self.kind
+        cdef int32_t e
+        cdef bint mixture = self.mixture, served = False
+        cdef double w = self.prior_weight, initial = self.initial_prior, tau = self.peer_cost
+        cdef double threshold = 1.0 / self.miss_cost, prior, fpr, prob, ratio, waited = 0.0
+        cdef double* powers = self.powers
+        for j in range(num):
+            if j == p or not summaries[j].published:
+                continue
+            peer = &summaries[j]
+            average = &priors[j]
+            if not self.maybe[j]:
+                if mixture:
+                    average.pending += 1
+                continue
+            if mixture:
+                prior_record(average, True, w, powers)
+                fpr = peer.pub_fpr
+                if not (average.recorded + average.pending) or fpr >= 1.0:
+                    prior = initial
+                else:
+                    prior = prior_smoothed(average, w, initial, True,
+                                           (prior_estimate(average, w, initial, powers) - fpr) / (1.0 - fpr), powers)
             else:
-                s.refused += 1
-            if summary and self.due(p):
-                self.publish(p)
+                prior = prior_smoothed(average, w, initial, False, 0.0, powers)
+            prob = posterior(peer, kind, self.hashes[j], prior)
+            ratio = prob / tau
+            if ratio > threshold:  # sorted by decreasing ratio, ties in the order found (Python's sort is stable)
+                at = count
+                while at > 0 and self.order_ratio[at - 1] < ratio:
+                    self.order_ratio[at] = self.order_ratio[at - 1]
+                    self.order_prob[at] = self.order_prob[at - 1]
+                    self.order_peer[at] = self.order_peer[at - 1]
+                    at -= 1
+                self.order_ratio[at], self.order_prob[at], self.order_peer[at] = ratio, prob, j
+                count += 1
+        for at in range(count):
+            j = self.order_peer[at]
+            e = store_find(&stores[j], key) if self.held[j] else NONE
+            node.peer_queries += 1
+            node.query_cost += tau
+            if e != NONE:
+                if not served:
+                    node.remote_hits += 1
+            else:
+                node.false_hits += 1
+            if not mixture:
+                if e != NONE:
+                    prior_record(&priors[j], True, w, powers)
+                else:
+                    priors[j].pending += 1
+            self.query_bytes += query_size
+            waited = waited + tau
+            if e != NONE:
+                if self.lru:
+                    make_youngest(&stores[j], e)
+                served = True
+                break
+            if self.order_prob[at] >= 1.0:  # a certain hit ends the sequence
+                break
+        return self.finish(p, key, size, served, waited, self.current_name, self.current_name_length)
 
     def counters(self, int cache) -> dict:
         """Cache ``cache``'s counters, named as CacheNode's and SummaryPublisher's: ``requests``, ``local_hits``,

@@ -6,12 +6,13 @@ counters for what it covers, and :func:`choose_engine` picks it when it can:
 - policy ``none`` (proxies that never ask each other), any number of proxies, LRU or FIFO eviction
   (``_native.replay.IndependentCaches``: the admission and eviction rules of
   :class:`~bloomwise.cache.store.DocumentCache`, the same hits, bytes, false misses, costs and latency);
-- policies ``icp`` and ``summary`` (:func:`replay_cooperative`, ``_native.replay.CooperativeCaches``): besides the
+- policies ``icp``, ``summary`` and ``paradox`` (:func:`replay_cooperative`, ``_native.replay.CooperativeCaches``): besides the
   caches, each proxy's counting filter of its cached keys with the geometry, seed and hashing of DocumentCache's
   (XXH3-64 of the key ``"GET " + url`` under seed ``config.seed + p``; positions and 4-bit sticky counters as
   ``CountingBloomFilter``'s), the publisher's rules (threshold of new documents, re-sizing, whole or the smaller of
   delta and whole, the bytes on the wire), the peers' copies of each summary, the routing, false hits and misses,
-  the oracle's checks, costs, latency and bytes: every field of the PolicyResult equal to the Python engine's. The
+  the oracle's checks, costs, latency and bytes, and for ``paradox`` the priors (OnlinePrior), posteriors and the
+  order of ParadoxPolicy with the same floating-point operations in the same order: every field of the PolicyResult equal to the Python engine's. The
   blocks then carry the cache keys' bytes (``request_blocks(names=True)``), hashed once per peer checked;
 - not when the caller passes its own ``nodes`` to inspect afterwards (the compiled caches are not CacheNodes).
 
@@ -49,15 +50,15 @@ from bloomwise.cache.traces import (CsvTraceReader, OracleGeneralReader, assigne
                                     random_proxy_draws)
 
 __all__ = ["ENGINES", "COMPILED_POLICIES", "BLOCK_REQUESTS", "RequestBlock", "IndependentTotals", "choose_engine",
-           "compiled_limitation", "request_blocks", "replay_independent", "CooperativeTotals", "replay_cooperative",
-           "OracleGeneralTrace", "CsvTrace"]
+           "compiled_limitation", "request_blocks", "replay_independent", "CooperativeTotals", "cooperative_caches",
+           "replay_cooperative", "OracleGeneralTrace", "CsvTrace"]
 
 #: ``engine=`` values: ``auto`` (compiled when it covers the replay, else Python), ``compiled``, ``python``
 ENGINES = ("auto", "compiled", "python")
 #: the policies the compiled replay runs
-COMPILED_POLICIES = ("none", "icp", "summary")
+COMPILED_POLICIES = ("none", "icp", "summary", "paradox")
 #: the policies whose caches ask each other (``_native.replay.CooperativeCaches``)
-COOPERATIVE_POLICIES = ("icp", "summary")
+COOPERATIVE_POLICIES = ("icp", "summary", "paradox")
 #: records read, converted and replayed at a time (the progress callback is called after each full block)
 BLOCK_REQUESTS = 65536
 _MAX_PROXIES = 2 ** 31 - 1
@@ -232,31 +233,55 @@ class CooperativeTotals:
     skipped: int
 
 
-def replay_cooperative(requests: Iterable, policy: str, *, num_proxies: int, cache_size: int, eviction: str,
-                       origin_cost: float, peer_cost: float, summary_kind: str = "bits", bits_per_entry: int = 8,
-                       expected_entries: int = 1, seed: int = 0, update_threshold: float = 0.01,
-                       resize_tolerance: Optional[float] = 0.1,
-                       progress: Optional[Callable[[int], None]] = None) -> CooperativeTotals:
-    """Replay ``requests`` (Request records) under ``icp`` or ``summary``, compiled: the caches, filters and
-    summaries of ``bloomwise.cache.simulation.replay`` with these parameters (its ``SimulationConfig``'s).
-    ``progress(n)`` is called after every :data:`BLOCK_REQUESTS` records read."""
+def cooperative_caches(policy: str, *, num_proxies: int, cache_size: int, eviction: str, origin_cost: float,
+                       peer_cost: float, summary_kind: str = "bits", bits_per_entry: int = 8, expected_entries: int = 1,
+                       seed: int = 0, update_threshold: float = 0.01, resize_tolerance: Optional[float] = 0.1,
+                       prior_window: float = 1000.0, prior_estimator: str = "mixture") -> CooperativeCaches:
+    """Empty ``CooperativeCaches`` for ``policy`` (``icp``, ``summary`` or ``paradox``) with the parameters of
+    :func:`replay_cooperative`; its ``replay(keys, sizes, proxies, names, name_offsets, url_lengths)`` runs the
+    requests of :class:`RequestBlock` arrays made with ``names=True`` (a benchmark times that loop alone)."""
     if policy not in COOPERATIVE_POLICIES:
         raise ValueError(f"policy must be one of {', '.join(COOPERATIVE_POLICIES)}, got {policy!r}")
     reason = compiled_limitation(policy, num_proxies=num_proxies, cache_size=cache_size, eviction=eviction)
     if reason is not None:
         raise ValueError(f"the compiled engine cannot run this replay: {reason}")
     num_cells, num_hashes = filter_geometry(bits_per_entry, expected_entries)
-    caches = CooperativeCaches(num_proxies, cache_size, eviction == "lru", policy, summary_kind, float(origin_cost),
-                               float(peer_cost), num_cells, num_hashes, expected_entries, seed,
-                               float(update_threshold), -1.0 if resize_tolerance is None else float(resize_tolerance),
-                               lambda documents: filter_geometry(bits_per_entry, documents))
-    if getattr(requests, "gives_key_names", False):  # a trace that reads itself into arrays (CsvTrace)
+    return CooperativeCaches(num_proxies, cache_size, eviction == "lru", policy, summary_kind, float(origin_cost),
+                             float(peer_cost), num_cells, num_hashes, expected_entries, seed,
+                             float(update_threshold), -1.0 if resize_tolerance is None else float(resize_tolerance),
+                             lambda documents: filter_geometry(bits_per_entry, documents),
+                             prior_window=float(prior_window), prior_estimator=prior_estimator)
+
+
+def replay_cooperative(requests: Iterable, policy: str, *, num_proxies: int, cache_size: int, eviction: str,
+                       origin_cost: float, peer_cost: float, summary_kind: str = "bits", bits_per_entry: int = 8,
+                       expected_entries: int = 1, seed: int = 0, update_threshold: float = 0.01,
+                       resize_tolerance: Optional[float] = 0.1, prior_window: float = 1000.0,
+                       prior_estimator: str = "mixture",
+                       progress: Optional[Callable[[int], None]] = None) -> CooperativeTotals:
+    """Replay ``requests`` (Request records) under ``icp``, ``summary`` or ``paradox``, compiled: the caches,
+    filters, summaries and (paradox) priors of ``bloomwise.cache.simulation.replay`` with these parameters (its
+    ``SimulationConfig``'s).
+    ``progress(n)`` is called after every :data:`BLOCK_REQUESTS` records read."""
+    caches = cooperative_caches(policy, num_proxies=num_proxies, cache_size=cache_size, eviction=eviction,
+                                origin_cost=origin_cost, peer_cost=peer_cost, summary_kind=summary_kind,
+                                bits_per_entry=bits_per_entry, expected_entries=expected_entries, seed=seed,
+                                update_threshold=update_threshold, resize_tolerance=resize_tolerance,
+                                prior_window=prior_window, prior_estimator=prior_estimator)
+    numbered = getattr(requests, "numbered_keys", False)
+    if numbered:  # the source's arrays: ids are the object numbers, URLs their decimal text
+        blocks = requests.request_blocks(num_proxies)
+    elif getattr(requests, "gives_key_names", False):  # the source's arrays with their keys' bytes (CsvTrace)
         blocks = requests.request_blocks(num_proxies, names=True)
-    else:
+    else:  # the records, with their keys' bytes
         blocks = request_blocks(requests, num_proxies, names=True)
     seen = skipped = 0
     for block in blocks:
-        caches.replay(block.keys, block.sizes, block.proxies, block.names, block.name_offsets, block.url_lengths)
+        if numbered:
+            caches.replay_numbered(block.keys, block.sizes, block.proxies)
+        else:
+            caches.replay(block.keys, block.sizes, block.proxies, block.names, block.name_offsets,
+                          block.url_lengths)
         before, seen = seen, seen + block.records
         skipped += block.skipped
         if progress is not None:
@@ -275,6 +300,10 @@ class OracleGeneralTrace:
 
     :param rule: ``"random"`` or ``"round-robin"`` (the file has no clients).
     """
+
+    #: the blocks' ids are the object numbers and each request's URL is ``str(object)``: a compiled replay that
+    #: hashes the cache keys writes ``"GET <object>"`` itself (``CooperativeCaches.replay_numbered``)
+    numbered_keys = True
 
     def __init__(self, path, rule: str, num_proxies: int, *, seed: int = 0, limit: Optional[int] = None,
                  strict: bool = False):
