@@ -1,7 +1,10 @@
 # cython: freethreading_compatible = False
-"""Compiled replay of a request trace over independent byte-bounded caches (LRU or FIFO), over plain arrays.
+"""Compiled replay of a request trace over byte-bounded caches (LRU or FIFO), over plain arrays: independent ones
+(``IndependentCaches``, policy ``none``) and caches that ask each other (``CooperativeCaches``, the policies
+``icp``, ``summary``, ``paradox`` and ``carp``: see its section below).
 
-This is the request loop of the cache simulator's policy ``none`` (``bloomwise.cache.simulation.replay``), with
+``IndependentCaches`` is the request loop of the cache simulator's policy ``none``
+(``bloomwise.cache.simulation.replay``), with
 the admission and eviction rules of ``bloomwise.cache.store.DocumentCache``, for callers that turn a trace into
 arrays (``bloomwise.cache.fast_replay``): request ``i`` asks cache ``caches[i]`` for object ``keys[i]`` (a 64-bit
 id: the object's number, or a hash of its key) of ``sizes[i]`` bytes. It knows nothing of the layers above.
