@@ -66,7 +66,7 @@ COOPERATIVE_CACHE = 2 << 20
 SCALE_TRACE = "twitter-cluster52-10m"
 SCALE_PROXIES = 100
 SCALE_CACHE = "2MiB"
-SCALE_POLICIES = ("none", "icp", "summary", "paradox")
+SCALE_POLICIES = ("none", "icp", "summary", "paradox", "carp")
 SCALE_LIMIT_S = 120.0
 
 

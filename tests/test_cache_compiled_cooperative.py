@@ -1,4 +1,4 @@
-"""The compiled replay of the cooperative policies (``icp``, ``summary``, ``paradox``: _native/replay.pyx
+"""The compiled replay of the cooperative policies (``icp``, ``summary``, ``paradox``, ``carp``: _native/replay.pyx
 CooperativeCaches) against the Python engine, the reference: every field of PolicyResult equal (floats too; wall
 time aside) on fixed seeds, synthetic and real traces, over proxy counts, cache sizes, update thresholds, re-sizing
 on and off, bits and counters summaries, the wire on and off, LRU and FIFO, paradox's prior windows and estimators;
@@ -52,11 +52,11 @@ def test_synthetic_every_field_equal(eviction, num_proxies, cache_size, keywords
     (or not), and make false hits and false misses."""
     trace = list(SyntheticTrace(8_000, num_proxies=num_proxies, num_documents=3_000, mean_size=4000, seed=5))
     config = SimulationConfig(num_proxies=num_proxies, cache_size=cache_size, eviction=eviction, **keywords)
-    for policy in ("icp", "summary", "paradox"):
+    for policy in ("icp", "summary", "paradox", "carp"):
         python, compiled = both_engines(trace, policy, config)
         assert_same_result(python, compiled)
         assert python.remote_hits > 50 and python.local_hits > 50
-        if policy != "icp":  # the comparison covers summaries at work, stale ones included
+        if policy in ("summary", "paradox"):  # the comparison covers summaries at work, stale ones included
             assert python.summary_messages > 0 and python.false_hits > 0 and python.peer_check_false_positives > 0
             if keywords.get("update_threshold", 0.01) >= 0.01:  # stale summaries
                 assert python.false_misses > 0
@@ -74,13 +74,13 @@ def test_edges_non_ascii_urls_skipped_records_and_refused_documents():
         method = "POST" if i % 37 == 0 else "GET"
         trace.append(Request(float(i), f"client{i % 5}", method, urls[j], sizes[j]))
     config = SimulationConfig(num_proxies=3, cache_size=1000, expected_entries=2, update_threshold=0.3)
-    for policy in ("icp", "summary", "paradox"):
+    for policy in ("icp", "summary", "paradox", "carp"):
         python, compiled = both_engines(trace, policy, config)
         assert_same_result(python, compiled)
         assert python.skipped == 11 and python.remote_hits > 0 and python.summary_messages >= (policy == "summary")
 
 
-@pytest.mark.parametrize("policy", ["icp", "summary", "paradox"])
+@pytest.mark.parametrize("policy", ["icp", "summary", "paradox", "carp"])
 def test_real_cloudphysics_slice_every_field_equal(policy):
     """The first 12,000 requests of the CloudPhysics trace, four proxies (random assignment, seed 3), LRU, with
     progress reported at the same counts by both engines."""
@@ -115,6 +115,28 @@ def test_twitter_csv_slice_every_field_equal(policy):
     assert results[0].remote_hits > 500
 
 
+def test_numbered_keys_written_as_decimal_text(tmp_path):
+    """An oracleGeneral file whose object numbers span 0 to 2**64 - 1: the compiled engine writes each key
+    ``"GET <number>"`` itself (the filters hash it; ICP bytes count its digits), as str(object) in the records the
+    Python engine replays: every field equal under every cooperative policy."""
+    import numpy as np
+
+    rng = np.random.Generator(np.random.PCG64(4))
+    objects = np.array([0, 7, 10, 99, 12345, 2 ** 32, 2 ** 63, 2 ** 64 - 1, 10 ** 19], dtype=np.uint64)
+    picks = rng.integers(0, len(objects), 3000)
+    record = np.dtype([("time", "<u4"), ("object", "<u8"), ("size", "<u4"), ("next", "<i8")])
+    array = np.zeros(len(picks), dtype=record)
+    array["time"], array["object"], array["size"], array["next"] = np.arange(len(picks)), objects[picks], 100, -1
+    path = tmp_path / "numbers.oracleGeneral.bin"
+    path.write_bytes(array.tobytes())
+    trace = OracleGeneralTrace(str(path), "random", 3, seed=5)
+    config = SimulationConfig(num_proxies=3, cache_size=500, expected_entries=5, update_threshold=0.2)
+    for policy in ("icp", "summary", "paradox", "carp"):
+        results = [replay(trace, policy, config, engine=engine) for engine in ("python", "compiled")]
+        assert_same_result(*results)
+        assert results[0].remote_hits > 100 and results[0].query_bytes > 0
+
+
 def test_progress_at_every_block():
     trace = list(SyntheticTrace(BLOCK_REQUESTS + 10, num_proxies=2, num_documents=3_000, seed=1))
     config = SimulationConfig(num_proxies=2, cache_size=1 << 20, update_threshold=0.1)
@@ -126,7 +148,7 @@ def test_progress_at_every_block():
 
 
 def test_auto_picks_compiled_for_the_policies_it_covers():
-    for policy in ("none", "icp", "summary", "paradox"):
+    for policy in ("none", "icp", "summary", "paradox", "carp"):
         assert choose_engine("auto", policy, num_proxies=4, cache_size=1 << 20, eviction="lru") == "compiled"
         assert choose_engine("auto", policy, num_proxies=4, cache_size=1 << 20, eviction="lru",
                              inspecting=True) == "python"
@@ -153,5 +175,5 @@ def test_property_random_small_traces(data):
         prior_window=data.draw(st.sampled_from([1, 2.5, 1000])),
         prior_estimator=data.draw(st.sampled_from(["mixture", "outcomes"])),
         origin_cost=data.draw(st.sampled_from([1.5, 10.0, 100.0])))
-    for policy in ("icp", "summary", "paradox"):
+    for policy in ("icp", "summary", "paradox", "carp"):
         assert_same_result(*both_engines(trace, policy, config))

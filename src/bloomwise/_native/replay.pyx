@@ -1,7 +1,10 @@
 # cython: freethreading_compatible = False
-"""Compiled replay of a request trace over independent byte-bounded caches (LRU or FIFO), over plain arrays.
+"""Compiled replay of a request trace over byte-bounded caches (LRU or FIFO), over plain arrays: independent ones
+(``IndependentCaches``, policy ``none``) and caches that ask each other (``CooperativeCaches``, the policies
+``icp``, ``summary``, ``paradox`` and ``carp``: see its section below).
 
-This is the request loop of the cache simulator's policy ``none`` (``bloomwise.cache.simulation.replay``), with
+``IndependentCaches`` is the request loop of the cache simulator's policy ``none``
+(``bloomwise.cache.simulation.replay``), with
 the admission and eviction rules of ``bloomwise.cache.store.DocumentCache``, for callers that turn a trace into
 arrays (``bloomwise.cache.fast_replay``): request ``i`` asks cache ``caches[i]`` for object ``keys[i]`` (a 64-bit
 id: the object's number, or a hash of its key) of ``sizes[i]`` bytes. It knows nothing of the layers above.
@@ -379,6 +382,7 @@ cdef enum:
     MODE_ICP = 1
     MODE_SUMMARY = 2
     MODE_PARADOX = 3
+    MODE_CARP = 4
     COUNTER_MAX = 15
     KIND_BITS = 1
     KIND_COUNTERS = 2
@@ -388,7 +392,7 @@ cdef enum:
     ICP_OVERHEAD = 20 + 4 + 20
 
 #: the policies CooperativeCaches runs, by name
-COOPERATIVE_MODES = {"icp": MODE_ICP, "summary": MODE_SUMMARY, "paradox": MODE_PARADOX}
+COOPERATIVE_MODES = {"icp": MODE_ICP, "summary": MODE_SUMMARY, "paradox": MODE_PARADOX, "carp": MODE_CARP}
 
 
 cdef struct Summary:
@@ -745,6 +749,13 @@ cdef inline uint64_t decimal_name(uint8_t* out, uint64_t number) noexcept nogil:
     return count
 
 
+cdef inline uint32_t carp_score(uint32_t url_hash, uint32_t member_hash) noexcept nogil:
+    """bloomwise.cache.routing.carp_score: c = url ^ member; c += c * 0x62531965; rotl(c, 21), 32 bits."""
+    cdef uint32_t c = url_hash ^ member_hash
+    c = c + c * <uint32_t>0x62531965
+    return (c << 21) | (c >> 11)
+
+
 cdef void summary_free(Summary* s) noexcept nogil:
     free(s.cells)
     free(s.words)
@@ -784,7 +795,7 @@ cdef int filter_alloc(Summary* s, uint64_t num_cells, uint32_t num_hashes) noexc
 
 cdef class CooperativeCaches:
     """``num_caches`` caches of ``capacity`` bytes (LRU or FIFO) that ask each other on a miss, under policy
-    ``mode`` (``"icp"``, ``"summary"`` or ``"paradox"``), publishing summaries of ``kind`` ``"bits"`` or ``"counters"``: see the
+    ``mode`` (``"icp"``, ``"summary"``, ``"paradox"`` or ``"carp"``), publishing summaries of ``kind`` ``"bits"`` or ``"counters"``: see the
     section comment above and bloomwise.cache.simulation.replay.
 
     :param miss_cost: omega, added to a request's wait when it goes to the origin; ``peer_cost``: tau.
@@ -796,6 +807,7 @@ cdef class CooperativeCaches:
     :param geometry: ``geometry(documents) -> (m, k)``, the geometry of a filter re-sized for that many documents
         (called at each re-sizing; bloomwise.cache.store.filter_geometry).
     :param prior_window, prior_estimator, initial_prior: paradox's priors (ParadoxPolicy's parameters).
+    :param member_hashes: carp: each proxy's ``carp_member_hash(str(p))``.
     """
 
     cdef Store* stores
@@ -814,6 +826,7 @@ cdef class CooperativeCaches:
     cdef bint mixture
     cdef double prior_weight, initial_prior
     cdef double* powers          # paradox: pow(1 - prior_weight, t) for t < POWERS
+    cdef uint32_t* member_hashes # carp: carp_member_hash(str(p)) of each proxy
     cdef int num_caches
     cdef int mode
     cdef int kind
@@ -830,7 +843,7 @@ cdef class CooperativeCaches:
     def __cinit__(self, int num_caches, capacity, bint lru, str mode, str kind, double miss_cost, double peer_cost,
                   num_cells, int num_hashes, int64_t expected_entries, seed, double update_threshold,
                   double resize_tolerance, geometry, double prior_window=1000.0, str prior_estimator="mixture",
-                  double initial_prior=1.0):
+                  double initial_prior=1.0, member_hashes=None):
         cdef int i
         if num_caches < 1:
             raise ValueError(f"num_caches must be at least 1, got {num_caches}")
@@ -860,6 +873,14 @@ cdef class CooperativeCaches:
                 raise MemoryError(f"no memory for {num_caches}**2 priors")
             for i in range(POWERS):
                 self.powers[i] = -1.0
+        if mode == "carp":
+            if member_hashes is None or len(member_hashes) != num_caches:
+                raise ValueError(f"carp needs the {num_caches} proxies' member hashes")
+            self.member_hashes = <uint32_t*>malloc(num_caches * sizeof(uint32_t))
+            if self.member_hashes == NULL:
+                raise MemoryError(f"no memory for {num_caches} member hashes")
+            for i in range(num_caches):
+                self.member_hashes[i] = member_hashes[i]
         self.mixture = prior_estimator == "mixture"
         self.prior_weight = 1.0 / prior_window
         self.initial_prior = initial_prior
@@ -875,7 +896,7 @@ cdef class CooperativeCaches:
         for i in range(num_caches):
             if store_init(&self.stores[i]) < 0:
                 raise MemoryError(f"no memory for {num_caches} caches")
-            if self.mode != MODE_ICP:
+            if self.mode == MODE_SUMMARY or self.mode == MODE_PARADOX:
                 if filter_alloc(&self.summaries[i], num_cells, num_hashes) < 0:
                     raise MemoryError(f"no memory for {num_caches} filters of {num_cells} counters")
                 self.summaries[i].seed = <uint64_t>((seed + i) & 0xFFFFFFFFFFFFFFFF)
@@ -903,6 +924,7 @@ cdef class CooperativeCaches:
         free(self.directory.rows)
         free(self.priors)
         free(self.powers)
+        free(self.member_hashes)
         free(self.order_ratio)
         free(self.order_prob)
         free(self.order_peer)
@@ -1089,7 +1111,7 @@ cdef class CooperativeCaches:
         cdef int64_t size
         cdef int32_t e
         cdef bint lru = self.lru, served, summary = self.mode == MODE_SUMMARY, paradox = self.mode == MODE_PARADOX
-        cdef bint cooperative = summary or paradox
+        cdef bint cooperative = summary or paradox, carp = self.mode == MODE_CARP
         cdef uint64_t* hashes = self.hashes
         cdef int kind = self.kind
         cdef double tau = self.peer_cost, waited
@@ -1122,6 +1144,9 @@ cdef class CooperativeCaches:
             self.current_name, self.current_name_length = name, name_length
             served = False
             waited = 0.0
+            if carp:
+                self.ask_home(p, key, size, query_size, name, name_length)
+                continue
             row = directory_find(&self.directory, key)  # the caches that hold the key (asking changes none)
             for j in range(num):
                 held[j] = row != NULL and (row[j >> 6] >> (j & 63)) & 1
@@ -1161,14 +1186,8 @@ cdef class CooperativeCaches:
     cdef int finish(self, int p, uint64_t key, int64_t size, bint served, double waited, const uint8_t* name,
                     size_t name_length) except -1:
         """A local miss after its peers answered: the origin if none had it (and the oracle's false miss), the wait,
-        the document stored (filter updated, evictions), and the summary published when due."""
-        cdef Store* stores = self.stores
-        cdef Store* s = &stores[p]
+        and the document stored at ``p`` (:meth:`admit`)."""
         cdef Summary* node = &self.summaries[p]
-        cdef int j, num = self.num_caches
-        cdef int32_t e
-        cdef uint64_t h, capacity = self.capacity
-        cdef bint cooperative = self.mode != MODE_ICP, counters = self.kind == KIND_COUNTERS
         if served:
             add_bytes(&self.remote_low, &self.remote_high, size)
         else:
@@ -1177,26 +1196,78 @@ cdef class CooperativeCaches:
             if directory_find(&self.directory, key) != NULL:  # another cache held it (this one did not)
                 node.false_misses += 1
         self.latency += waited
+        return self.admit(p, key, size, name, name_length)
+
+    cdef int admit(self, int p, uint64_t key, int64_t size, const uint8_t* name, size_t name_length) except -1:
+        """DocumentCache.put of a key ``p`` lacks: stored (its filter updated, the directory too) and the oldest
+        evicted while over capacity, or refused when larger than the cache; then the summary published when due."""
+        cdef Store* s = &self.stores[p]
+        cdef Summary* node = &self.summaries[p]
+        cdef int32_t e
+        cdef uint64_t h, capacity = self.capacity
+        cdef bint summaries = self.mode == MODE_SUMMARY or self.mode == MODE_PARADOX
+        cdef bint counters = self.kind == KIND_COUNTERS
         if <uint64_t>size <= capacity:
             e = store_insert(s, key, size)
             if e == NONE or directory_add(&self.directory, key, p) < 0:
                 raise MemoryError("no memory for another cached object")
             node.changes += 1
             node.new_documents += 1
-            if cooperative:
+            if summaries:
                 h = bw_xxh3(name, name_length, node.seed)
                 s.entries[e].filter_hash = h
                 filter_add(node, h, counters)
             while s.used > capacity:
-                if cooperative:
+                if summaries:
                     filter_remove(node, s.entries[s.oldest].filter_hash, counters)
                 directory_remove(&self.directory, s.entries[s.oldest].key, p)
                 evict_oldest(s)
                 node.changes += 1
         else:
             s.refused += 1
-        if cooperative and self.due(p):
+        if summaries and self.due(p):
             self.publish(p)
+        return 0
+
+    cdef int ask_home(self, int p, uint64_t key, int64_t size, uint64_t query_size, const uint8_t* name,
+                      size_t name_length) except -1:
+        """``carp`` on a local miss: the URL's home (CarpPolicy.home: the highest carp_score over this proxy, then
+        its peers in order; ties to the first), asked when it is another proxy: it serves the document, or fetches it
+        from the origin and keeps it (the requester keeps no copy); when the home is this proxy, the origin."""
+        cdef Summary* node = &self.summaries[p]
+        cdef const uint8_t* url = name + 4  # after "GET " (an empty URL: the whole key, as key.partition gives)
+        cdef size_t i, url_length = name_length - 4
+        cdef uint32_t h = 0, score, best_score
+        cdef int j, home = p
+        cdef int32_t e
+        cdef double tau = self.peer_cost, waited = 0.0
+        if url_length == 0:
+            url, url_length = name, name_length
+        for i in range(url_length):  # carp_url_hash
+            h = h + ((h << 19) | (h >> 13)) + url[i]
+        best_score = carp_score(h, self.member_hashes[p])
+        for j in range(self.num_caches):
+            if j != p:
+                score = carp_score(h, self.member_hashes[j])
+                if score > best_score:
+                    home, best_score = j, score
+        if home == p:
+            return self.finish(p, key, size, False, 0.0, name, name_length)
+        e = store_find(&self.stores[home], key)
+        node.peer_queries += 1
+        node.query_cost += tau
+        self.query_bytes += query_size
+        waited = tau if tau > waited else waited
+        if e != NONE:
+            if self.lru:
+                make_youngest(&self.stores[home], e)
+            node.remote_hits += 1
+            add_bytes(&self.remote_low, &self.remote_high, size)
+        else:
+            node.origin_fetches += 1
+            self.admit(home, key, size, name, name_length)
+            waited += self.miss_cost
+        self.latency += waited
         return 0
 
     cdef int ask_in_order(self, int p, uint64_t key, int64_t size, uint64_t query_size) except -1:

@@ -6,13 +6,14 @@ counters for what it covers, and :func:`choose_engine` picks it when it can:
 - policy ``none`` (proxies that never ask each other), any number of proxies, LRU or FIFO eviction
   (``_native.replay.IndependentCaches``: the admission and eviction rules of
   :class:`~bloomwise.cache.store.DocumentCache`, the same hits, bytes, false misses, costs and latency);
-- policies ``icp``, ``summary`` and ``paradox`` (:func:`replay_cooperative`, ``_native.replay.CooperativeCaches``): besides the
+- policies ``icp``, ``summary``, ``paradox`` and ``carp`` (:func:`replay_cooperative`, ``_native.replay.CooperativeCaches``): besides the
   caches, each proxy's counting filter of its cached keys with the geometry, seed and hashing of DocumentCache's
   (XXH3-64 of the key ``"GET " + url`` under seed ``config.seed + p``; positions and 4-bit sticky counters as
   ``CountingBloomFilter``'s), the publisher's rules (threshold of new documents, re-sizing, whole or the smaller of
   delta and whole, the bytes on the wire), the peers' copies of each summary, the routing, false hits and misses,
   the oracle's checks, costs, latency and bytes, and for ``paradox`` the priors (OnlinePrior), posteriors and the
-  order of ParadoxPolicy with the same floating-point operations in the same order: every field of the PolicyResult equal to the Python engine's. The
+  order of ParadoxPolicy with the same floating-point operations in the same order, for ``carp`` CarpPolicy's home
+  (the CARP hashes of the URL's bytes and of the members ``str(p)``): every field of the PolicyResult equal to the Python engine's. The
   blocks then carry the cache keys' bytes (``request_blocks(names=True)``), hashed once per peer checked;
 - not when the caller passes its own ``nodes`` to inspect afterwards (the compiled caches are not CacheNodes).
 
@@ -45,6 +46,7 @@ import numpy as np
 
 from bloomwise._native.hashes import hash_many, xxh3
 from bloomwise._native.replay import MAX_CAPACITY, CooperativeCaches, IndependentCaches
+from bloomwise.cache.routing import carp_member_hash
 from bloomwise.cache.store import EVICTION_POLICIES, filter_geometry
 from bloomwise.cache.traces import (CsvTraceReader, OracleGeneralReader, assigned_requests, check_assignment,
                                     random_proxy_draws)
@@ -56,9 +58,9 @@ __all__ = ["ENGINES", "COMPILED_POLICIES", "BLOCK_REQUESTS", "RequestBlock", "In
 #: ``engine=`` values: ``auto`` (compiled when it covers the replay, else Python), ``compiled``, ``python``
 ENGINES = ("auto", "compiled", "python")
 #: the policies the compiled replay runs
-COMPILED_POLICIES = ("none", "icp", "summary", "paradox")
+COMPILED_POLICIES = ("none", "icp", "summary", "paradox", "carp")
 #: the policies whose caches ask each other (``_native.replay.CooperativeCaches``)
-COOPERATIVE_POLICIES = ("icp", "summary", "paradox")
+COOPERATIVE_POLICIES = ("icp", "summary", "paradox", "carp")
 #: records read, converted and replayed at a time (the progress callback is called after each full block)
 BLOCK_REQUESTS = 65536
 _MAX_PROXIES = 2 ** 31 - 1
@@ -237,7 +239,7 @@ def cooperative_caches(policy: str, *, num_proxies: int, cache_size: int, evicti
                        peer_cost: float, summary_kind: str = "bits", bits_per_entry: int = 8, expected_entries: int = 1,
                        seed: int = 0, update_threshold: float = 0.01, resize_tolerance: Optional[float] = 0.1,
                        prior_window: float = 1000.0, prior_estimator: str = "mixture") -> CooperativeCaches:
-    """Empty ``CooperativeCaches`` for ``policy`` (``icp``, ``summary`` or ``paradox``) with the parameters of
+    """Empty ``CooperativeCaches`` for ``policy`` (``icp``, ``summary``, ``paradox`` or ``carp``) with the parameters of
     :func:`replay_cooperative`; its ``replay(keys, sizes, proxies, names, name_offsets, url_lengths)`` runs the
     requests of :class:`RequestBlock` arrays made with ``names=True`` (a benchmark times that loop alone)."""
     if policy not in COOPERATIVE_POLICIES:
@@ -250,7 +252,8 @@ def cooperative_caches(policy: str, *, num_proxies: int, cache_size: int, evicti
                              float(peer_cost), num_cells, num_hashes, expected_entries, seed,
                              float(update_threshold), -1.0 if resize_tolerance is None else float(resize_tolerance),
                              lambda documents: filter_geometry(bits_per_entry, documents),
-                             prior_window=float(prior_window), prior_estimator=prior_estimator)
+                             prior_window=float(prior_window), prior_estimator=prior_estimator,
+                             member_hashes=[carp_member_hash(str(p)) for p in range(num_proxies)])
 
 
 def replay_cooperative(requests: Iterable, policy: str, *, num_proxies: int, cache_size: int, eviction: str,
@@ -259,7 +262,7 @@ def replay_cooperative(requests: Iterable, policy: str, *, num_proxies: int, cac
                        resize_tolerance: Optional[float] = 0.1, prior_window: float = 1000.0,
                        prior_estimator: str = "mixture",
                        progress: Optional[Callable[[int], None]] = None) -> CooperativeTotals:
-    """Replay ``requests`` (Request records) under ``icp``, ``summary`` or ``paradox``, compiled: the caches,
+    """Replay ``requests`` (Request records) under ``icp``, ``summary``, ``paradox`` or ``carp``, compiled: the caches,
     filters, summaries and (paradox) priors of ``bloomwise.cache.simulation.replay`` with these parameters (its
     ``SimulationConfig``'s).
     ``progress(n)`` is called after every :data:`BLOCK_REQUESTS` records read."""

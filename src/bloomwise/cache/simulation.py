@@ -33,7 +33,7 @@ over the proxies): counters summaries take four times the bytes of bits summarie
 Byte hit ratios count each request's size (as libCacheSim does).
 
 Engines. ``engine="python"`` runs the loop below, the reference; ``"compiled"`` runs
-:mod:`bloomwise.cache.fast_replay` (policies ``none``, ``icp``, ``summary`` and ``paradox``, LRU or FIFO: every field of the
+:mod:`bloomwise.cache.fast_replay` (every policy, LRU or FIFO: every field of the
 result the same, many times faster); ``"auto"`` (the default) runs the compiled engine when it covers the replay and
 Python otherwise.
 ``PolicyResult.engine`` says which ran.
@@ -433,7 +433,7 @@ def summary_nbytes(kind: str, num_cells: int) -> int:
 
 def _replay_compiled_cooperative(requests: Iterable, policy: str, config: SimulationConfig,
                                  progress: Optional[Callable[[int], None]]) -> PolicyResult:
-    """``icp``, ``summary`` and ``paradox`` by the compiled engine (``fast_replay.replay_cooperative``)."""
+    """``icp``, ``summary``, ``paradox`` and ``carp`` by the compiled engine (``fast_replay.replay_cooperative``)."""
     started = time.perf_counter()
     kind = config.kind_for(policy)
     outcome = replay_cooperative(requests, policy, num_proxies=config.num_proxies, cache_size=config.cache_size,
