@@ -223,7 +223,7 @@ def test_the_arrays_are_one_block_at_a_time(tmp_path):
 
 def test_simulate_compiled_equals_python_on_a_csv_trace(tmp_path, capsys):
     """`bloomwise simulate --trace FILE.csv --engine compiled` (the compiled reader, with the cache keys' bytes for
-    icp, summary and paradox) reports what the Python engine over the Python reader reports, malformed-line warning
+    icp, summary, paradox and carp) reports what the Python engine over the Python reader reports, malformed-line warning
     included."""
     from bloomwise.cli import main
 
@@ -234,7 +234,7 @@ def test_simulate_compiled_equals_python_on_a_csv_trace(tmp_path, capsys):
     outputs = {}
     for engine in ("python", "compiled"):
         code = main(["simulate", "--trace", str(path), "--assign", "random", "--proxies", "7", "--policy",
-                     "none,icp,summary,paradox", "--cache-size", "16KiB", "--limit", "15000", "--engine", engine,
+                     "none,icp,summary,paradox,carp", "--cache-size", "16KiB", "--limit", "15000", "--engine", engine,
                      "--json", "-"])
         out, err = capsys.readouterr()
         assert code == 0, err
@@ -243,7 +243,7 @@ def test_simulate_compiled_equals_python_on_a_csv_trace(tmp_path, capsys):
             assert row.pop("engine") == engine and row.pop("seconds") >= 0
         outputs[engine] = (rows, err)
     assert outputs["compiled"] == outputs["python"]
-    none, icp, summary, paradox = outputs["python"][0]
+    none, icp, summary, paradox, carp = outputs["python"][0]
     assert none["requests"] == 15000 and none["hit_ratio"] > 0.1 and summary["remote_hit_ratio"] > 0.01
     assert paradox["remote_hit_ratio"] > 0.01
     assert "1 malformed line(s) skipped (line 102" in outputs["python"][1]
