@@ -223,8 +223,8 @@ def test_the_arrays_are_one_block_at_a_time(tmp_path):
 
 def test_simulate_compiled_equals_python_on_a_csv_trace(tmp_path, capsys):
     """`bloomwise simulate --trace FILE.csv --engine compiled` (the compiled reader, with the cache keys' bytes for
-    icp, summary, paradox and carp) reports what the Python engine over the Python reader reports, malformed-line warning
-    included."""
+    icp, summary, paradox and carp) reports what the Python engine over the Python reader reports, malformed-line
+    warning included."""
     from bloomwise.cli import main
 
     path = tmp_path / "t.csv"
