@@ -117,8 +117,8 @@ def _scale_child(mode: str, path: str) -> None:
         for block in request_blocks(open_trace(path), 1):
             count += len(block.keys)
     elif mode == "compiled-arrays":
-        for keys, *_ in open_trace(path).record_arrays():
-            count += len(keys)
+        for arrays in open_trace(path).record_arrays():
+            count += len(arrays.keys)
     else:
         raise SystemExit(f"unknown --scale-child mode {mode!r}")
     print(count)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from bloomwise.cache.fast_replay import CsvTrace, request_blocks
-from bloomwise.cache.traces import CsvTraceReader, TraceError, assigned_requests, lines
+from bloomwise.cache.traces import CsvTraceReader, TraceError, assigned_requests, cachesim, lines
 from real_traces import fetched_trace
 
 _COUNTS = ("requests", "lines", "skipped", "malformed", "malformed_lines")
@@ -25,11 +25,11 @@ def _python_side(path, columns, rule, proxies, limit, strict):
     try:
         requests = list(assigned_requests(reader, rule, proxies, seed=3, limit=limit))
         records = requests
-        blocks = list(request_blocks(requests, proxies))
+        blocks = list(request_blocks(requests, proxies, names=True))
         outcome = (_joined([b.keys for b in blocks], np.uint64), _joined([b.sizes for b in blocks], np.int64),
                    _joined([b.proxies for b in blocks], np.int32),
                    np.array([r.timestamp for r in records], dtype=np.float64),
-                   np.array([r.line for r in records], dtype=np.int64))
+                   np.array([r.line for r in records], dtype=np.int64), *_names(blocks))
     except (TraceError, ValueError) as error:
         outcome = (type(error), str(error))
     return outcome, {name: getattr(reader, name) for name in _COUNTS}
@@ -38,19 +38,27 @@ def _python_side(path, columns, rule, proxies, limit, strict):
 def _compiled_side(path, columns, rule, proxies, limit, strict):
     trace = CsvTrace(path, rule, proxies, seed=3, limit=limit, strict=strict, columns=columns)
     try:
-        blocks = list(trace.request_blocks(proxies))
+        blocks = list(trace.request_blocks(proxies, names=True))
         reader = trace.reader
         # the times and line numbers: the reader's own arrays, read again
         again = CsvTraceReader(path, columns=columns, strict=strict)
         parts = list(again.record_arrays(limit))
         outcome = (_joined([b.keys for b in blocks], np.uint64), _joined([b.sizes for b in blocks], np.int64),
                    _joined([b.proxies for b in blocks], np.int32),
-                   _joined([p[2] for p in parts], np.float64), _joined([p[4] for p in parts], np.int64))
+                   _joined([p.times for p in parts], np.float64), _joined([p.line_numbers for p in parts], np.int64),
+                   *_names(blocks))
         assert all(b.records == len(b.keys) and b.skipped == 0 for b in blocks)
     except (TraceError, ValueError) as error:
         reader = trace.reader
         outcome = (type(error), str(error))
     return outcome, {name: getattr(reader, name) for name in _COUNTS}
+
+
+def _names(blocks):
+    """The blocks' cache-key bytes, each key's length and each URL's length, joined over the blocks."""
+    return (_joined([b.names for b in blocks], np.uint8),
+            _joined([np.diff(b.name_offsets) for b in blocks], np.int64),
+            _joined([b.url_lengths for b in blocks], np.int64))
 
 
 def _joined(arrays, dtype):
@@ -101,9 +109,11 @@ def test_awkward_lines_across_blocks(tmp_path, monkeypatch, block):
     chunk boundaries anywhere: the same requests and counts."""
     monkeypatch.setattr(lines, "MAX_LINE_BYTES", 200)
     monkeypatch.setattr(lines, "BLOCK_BYTES", block)
+    monkeypatch.setattr(cachesim, "NAME_BYTES", 0)  # the key names' buffer: 4 lines of 200 bytes, full often
     path = tmp_path / "awkward.csv"
     path.write_bytes(_AWKWARD)
-    (keys, sizes, _, times, numbers), counts = assert_same(path)
+    (keys, sizes, _, times, numbers, names, _, _), counts = assert_same(path)
+    assert bytes(names).startswith(b"GET 13053225291711363978GET \"quoted\"GET spacedGET obj\xc3\xa9")
     assert numbers.tolist() == [2, 5, 7, 8, 11, 12, 13, 14, 15, 16, 28, 29, 30, 31]
     assert counts["malformed"] == 14 and counts["skipped"] == 3
     assert times.tolist() == [0.0, 1.0, 2.0, 3.0, 1.5, 1000.0, 2.0, 0.5, -0.0, 1000.0, 6.0, 7.0, 8.0, 9.0]
@@ -119,7 +129,7 @@ def test_columns_by_number_with_a_client_and_hash_client(tmp_path):
     rows[50] = "12,client 1,obj,3"  # a client with a space: malformed
     path.write_text("\n".join(rows) + "\n")
     columns = {"size": 1, "client": 2, "object": 3, "time": 4}
-    (_, _, proxies, _, _), counts = assert_same(path, columns, rule="hash-client", proxies=5)
+    (_, _, proxies, *_), counts = assert_same(path, columns, rule="hash-client", proxies=5)
     assert counts["skipped"] == 1 and counts["malformed"] == 1 and set(proxies.tolist()) == {0, 1, 2, 3, 4}
     assert_same(path, columns, rule="random", proxies=5)
 
@@ -161,7 +171,7 @@ def test_zstd_whole_and_truncated(tmp_path):
     packed = zstandard.ZstdCompressor().compress(text.encode())
     whole = tmp_path / "t.csv.zst"
     whole.write_bytes(packed)
-    (keys, _, _, _, _), _ = assert_same(whole, proxies=3)
+    (keys, *_), _ = assert_same(whole, proxies=3)
     assert len(keys) == 60_000
     cut = tmp_path / "cut.csv.zst"
     cut.write_bytes(packed[:len(packed) // 2])
@@ -174,7 +184,7 @@ def test_zstd_whole_and_truncated(tmp_path):
 def test_first_lines_of_the_real_traces(name, limit):
     """The first lines of the real Twitter traces (skipped when not fetched)."""
     path = fetched_trace(name)
-    (keys, _, proxies, _, _), counts = assert_same(path, rule="random", proxies=100, limit=limit)
+    (keys, _, proxies, *_), counts = assert_same(path, rule="random", proxies=100, limit=limit)
     assert len(keys) == limit == counts["requests"] and counts["malformed"] == 0
     assert len(np.unique(proxies)) == 100
 
@@ -207,13 +217,14 @@ def test_the_arrays_are_one_block_at_a_time(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("time,object,size\n" + "".join(f"{i},o{i},{i}\n" for i in range(ARRAY_BLOCK + 10)))
     parts = list(CsvTraceReader(path).record_arrays())
-    assert [len(p[0]) for p in parts] == [ARRAY_BLOCK, 10]
-    assert list(itertools.chain.from_iterable(p[1].tolist() for p in parts)) == list(range(ARRAY_BLOCK + 10))
+    assert [len(p.keys) for p in parts] == [ARRAY_BLOCK, 10]
+    assert list(itertools.chain.from_iterable(p.sizes.tolist() for p in parts)) == list(range(ARRAY_BLOCK + 10))
 
 
 def test_simulate_compiled_equals_python_on_a_csv_trace(tmp_path, capsys):
-    """`bloomwise simulate --trace FILE.csv --engine compiled` (the compiled reader) reports what the Python
-    engine over the Python reader reports, malformed-line warning included."""
+    """`bloomwise simulate --trace FILE.csv --engine compiled` (the compiled reader, with the cache keys' bytes for
+    icp, summary and paradox) reports what the Python engine over the Python reader reports, malformed-line warning
+    included."""
     from bloomwise.cli import main
 
     path = tmp_path / "t.csv"
@@ -222,13 +233,31 @@ def test_simulate_compiled_equals_python_on_a_csv_trace(tmp_path, capsys):
     path.write_text("# time, object, size\n" + "\n".join(rows) + "\n")
     outputs = {}
     for engine in ("python", "compiled"):
-        code = main(["simulate", "--trace", str(path), "--assign", "random", "--proxies", "7", "--policy", "none",
-                     "--cache-size", "16KiB", "--limit", "15000", "--engine", engine, "--json", "-"])
+        code = main(["simulate", "--trace", str(path), "--assign", "random", "--proxies", "7", "--policy",
+                     "none,icp,summary,paradox", "--cache-size", "16KiB", "--limit", "15000", "--engine", engine,
+                     "--json", "-"])
         out, err = capsys.readouterr()
         assert code == 0, err
-        (row,) = json.loads(out)
-        assert row.pop("engine") == engine and row.pop("seconds") >= 0
-        outputs[engine] = (row, err)
+        rows = json.loads(out)
+        for row in rows:
+            assert row.pop("engine") == engine and row.pop("seconds") >= 0
+        outputs[engine] = (rows, err)
     assert outputs["compiled"] == outputs["python"]
-    assert outputs["python"][0]["requests"] == 15000 and outputs["python"][0]["hit_ratio"] > 0.1
+    none, icp, summary, paradox = outputs["python"][0]
+    assert none["requests"] == 15000 and none["hit_ratio"] > 0.1 and summary["remote_hit_ratio"] > 0.01
+    assert paradox["remote_hit_ratio"] > 0.01
     assert "1 malformed line(s) skipped (line 102" in outputs["python"][1]
+
+
+def test_key_names_buffer_full_ends_blocks_early(tmp_path, monkeypatch):
+    """When the cache keys' bytes fill their buffer, a block ends early (at the parser or at a deferred line) and
+    the next one goes on: the same keys, names and counts as the Python reader's."""
+    monkeypatch.setattr(lines, "MAX_LINE_BYTES", 40)
+    monkeypatch.setattr(cachesim, "NAME_BYTES", 0)  # 4 * 40 + 4 bytes of names per block
+    path = tmp_path / "t.csv"
+    rows = [f"{i},{'obj' if i % 5 else 'objé'}{i % 311},{i}" for i in range(2000)]
+    path.write_text("time,object,size\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    (keys, *_, names, name_lengths, url_lengths), _ = assert_same(path, proxies=4)
+    assert len(keys) == 2000 and name_lengths.sum() == len(names) and (name_lengths - url_lengths >= 4).all()
+    blocks = list(CsvTrace(path, "round-robin", 4).request_blocks(4, names=True))
+    assert len(blocks) > 100 and max(int(b.name_offsets[-1]) for b in blocks) <= 164

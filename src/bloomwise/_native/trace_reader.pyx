@@ -11,7 +11,10 @@ Python reader splits them) and, for each line it can decide exactly as the Pytho
 - ``sizes[i]`` the size field's whole number (< 2**63), ``times[i]`` the time field (0.0 without a time column):
   up to 15 digits exactly, any other decimal number through ``PyOS_string_to_double``, Python's own ``float()``;
 - ``client_hashes[i]`` = XXH3-64 of the client field's bytes (with a client column);
-- ``line_numbers[i]`` the 1-based line number.
+- ``line_numbers[i]`` the 1-based line number;
+- when asked for (``names`` not empty), the cache key ``"GET " + object`` as bytes, one after the other in
+  ``names``, request i's from ``name_offsets[i]`` to ``name_offsets[i + 1]``, and ``url_lengths[i]`` the object
+  field's length (in characters: the line is ASCII).
 
 Fields are the pieces between commas, stripped of ASCII whitespace (what ``str.strip`` removes from ASCII text:
 ``\\t \\n \\v \\f \\r``, 0x1c-0x1f and space). A record needs a non-empty size of digits, a non-empty object without
@@ -80,13 +83,15 @@ cdef class CsvChunkParser:
         self.header = -1
 
     def parse(self, bytes chunk, Py_ssize_t position, bint first_line_bad, uint64_t[::1] keys, int64_t[::1] sizes,
-              double[::1] times, uint64_t[::1] client_hashes, int64_t[::1] line_numbers, Py_ssize_t filled,
-              int64_t max_requests):
+              double[::1] times, uint64_t[::1] client_hashes, int64_t[::1] line_numbers, uint8_t[::1] names,
+              int64_t[::1] name_offsets, int64_t[::1] url_lengths, Py_ssize_t filled, int64_t max_requests):
         """Take the lines of ``chunk`` from byte ``position`` (the start of a line; ``len(chunk) + 1`` once the
         last line is taken), writing requests into the arrays from index ``filled``.
 
         ``first_line_bad``: the chunk's first line (at position 0) follows an over-long line's start and must be
-        deferred. ``max_requests``: stop once ``requests`` reaches it (-1: no limit).
+        deferred. ``max_requests``: stop once ``requests`` reaches it (-1: no limit). ``names`` empty: no key
+        names; else ``name_offsets[filled]`` is where the next name goes, and the arrays are full when the next
+        name does not fit (``names`` must hold at least one longest line and the prefix).
 
         :returns: ``(status, position, filled)``: one of :data:`CHUNK_DONE`, :data:`OUTPUT_FULL`, :data:`DEFERRED`
             (``position`` is the deferred line's start), :data:`LIMIT_REACHED`.
@@ -101,6 +106,11 @@ cdef class CsvChunkParser:
         cdef bint ascii
         cdef uint64_t size
         cdef double stamp
+        cdef bint named = names.shape[0] > 0
+        cdef int64_t name_at
+        if named and (name_offsets.shape[0] < capacity + 1 or url_lengths.shape[0] < capacity or
+                      names.shape[0] < self.max_line_bytes + 4):
+            raise ValueError("name_offsets needs one more entry than the arrays, names room for the longest line")
         if (sizes.shape[0] < capacity or times.shape[0] < capacity or line_numbers.shape[0] < capacity or
                 (self.client_at >= 0 and client_hashes.shape[0] < capacity)):
             raise ValueError("the output arrays must have the same length")
@@ -197,11 +207,25 @@ cdef class CsvChunkParser:
                 for i in range(a, b):
                     if data[i] == 32:
                         return DEFERRED, position, filled
-                client_hashes[filled] = bw_xxh3(data + a, b - a, 0)
+            a, b = field_start[self.object_at], field_end[self.object_at]
+            if named:
+                name_at = name_offsets[filled]
+                if name_at + 4 + (b - a) > names.shape[0]:
+                    return OUTPUT_FULL, position, filled
+                names[name_at] = 71  # "GET "
+                names[name_at + 1] = 69
+                names[name_at + 2] = 84
+                names[name_at + 3] = 32
+                for i in range(b - a):
+                    names[name_at + 4 + i] = data[a + i]
+                name_offsets[filled + 1] = name_at + 4 + (b - a)
+                url_lengths[filled] = b - a
+            if self.client_at >= 0:
+                client_hashes[filled] = bw_xxh3(data + field_start[self.client_at],
+                                                field_end[self.client_at] - field_start[self.client_at], 0)
             self.number += 1
             self.content += 1
             self.requests += 1
-            a, b = field_start[self.object_at], field_end[self.object_at]
             keys[filled] = bw_xxh3(data + a, b - a, 0)
             sizes[filled] = <int64_t>size
             times[filled] = stamp

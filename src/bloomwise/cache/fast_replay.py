@@ -274,7 +274,9 @@ def replay_cooperative(requests: Iterable, policy: str, *, num_proxies: int, cac
     numbered = getattr(requests, "numbered_keys", False)
     if numbered:  # the source's arrays: ids are the object numbers, URLs their decimal text
         blocks = requests.request_blocks(num_proxies)
-    else:  # the records, with their keys' bytes (a source's own arrays, such as CsvTrace's, carry no key text)
+    elif getattr(requests, "gives_key_names", False):  # the source's arrays with their keys' bytes (CsvTrace)
+        blocks = requests.request_blocks(num_proxies, names=True)
+    else:  # the records, with their keys' bytes
         blocks = request_blocks(requests, num_proxies, names=True)
     seen = skipped = 0
     for block in blocks:
@@ -387,19 +389,25 @@ class CsvTrace:
     def __iter__(self) -> Iterator:
         return assigned_requests(self._open(), self.rule, self.num_proxies, seed=self.seed, limit=self.limit)
 
-    def request_blocks(self, num_proxies: int) -> Iterator[RequestBlock]:
-        """The requests as :class:`RequestBlock` arrays (``num_proxies`` must be the trace's)."""
+    #: :meth:`request_blocks` can add the cache keys' bytes (``names=True``) for the cooperative policies
+    gives_key_names = True
+
+    def request_blocks(self, num_proxies: int, *, names: bool = False) -> Iterator[RequestBlock]:
+        """The requests as :class:`RequestBlock` arrays (``num_proxies`` must be the trace's); ``names=True`` adds
+        the cache keys' bytes and the URLs' lengths, as :func:`request_blocks` does."""
         if num_proxies != self.num_proxies:
             raise ValueError(f"this trace is assigned to {self.num_proxies} proxies, not {num_proxies}")
         reader = self._open()
         try:
             check_assignment(reader, self.rule, num_proxies, seed=self.seed, limit=self.limit)
             assign = None if self.rule == "hash-client" else _position_assignment(self.rule, num_proxies, self.seed)
-            for keys, sizes, _, client_hashes, _ in reader.record_arrays(self.limit):
+            for arrays in reader.record_arrays(self.limit, names=names):
+                count = len(arrays.keys)
                 if assign is not None:
-                    proxies = assign(len(keys))
+                    proxies = assign(count)
                 else:
-                    proxies = (client_hashes % np.uint64(num_proxies)).astype(np.int32)
-                yield RequestBlock(keys, sizes, proxies, len(keys), 0)
+                    proxies = (arrays.client_hashes % np.uint64(num_proxies)).astype(np.int32)
+                yield RequestBlock(arrays.keys, arrays.sizes, proxies, count, 0, arrays.names, arrays.name_offsets,
+                                   arrays.url_lengths)
         finally:
             reader.close()

@@ -31,18 +31,21 @@ Files compressed with zstd (``.zst``, how libCacheSim ships its large traces) or
 from __future__ import annotations
 
 import io
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from bloomwise._native.hashes import xxh3
 from bloomwise._native.trace_reader import CHUNK_DONE, DEFERRED, LIMIT_REACHED, OUTPUT_FULL, CsvChunkParser
-from bloomwise.cache.traces.files import open_binary, read_errors
 from bloomwise.cache.traces import lines as line_reading  # MAX_LINE_BYTES read when used (tests change it)
+from bloomwise.cache.traces.files import open_binary, read_errors
 from bloomwise.cache.traces.lines import BAD_LINE, LineBlocks, decode_line
 from bloomwise.cache.traces.readers import DETECTION_LINES, BaseTraceReader
 from bloomwise.cache.traces.records import NO_CLIENT, Request, TraceError, new_request
 
+if TYPE_CHECKING:  # numpy is imported by the readers that decode arrays, not by every trace reader
+    import numpy as np
+
 __all__ = ["CsvTraceReader", "OracleGeneralReader", "parse_csv_columns", "CSV_FIELDS", "HEADER_NAMES",
-           "ORACLE_GENERAL_RECORD_BYTES", "MAX_NEXT_ACCESS", "ARRAY_BLOCK"]
+           "ORACLE_GENERAL_RECORD_BYTES", "MAX_NEXT_ACCESS", "ARRAY_BLOCK", "NAME_BYTES", "CsvArrays"]
 
 #: The fields a csv trace can give, in the order of a Request's.
 CSV_FIELDS = ("time", "object", "size", "client")
@@ -58,10 +61,29 @@ MAX_NEXT_ACCESS = 2 ** 40
 #: Bytes of one oracleGeneral record.
 ORACLE_GENERAL_RECORD_BYTES = 24
 _RECORDS_PER_BLOCK = 16384
-#: Requests per block of :meth:`CsvTraceReader.record_arrays` (the compiled replay's block).
-ARRAY_BLOCK = 65536
 _MAX_COLUMN = 1000  # a column number beyond this is refused (a record is at most MAX_LINE_BYTES anyway)
 _INF = float("inf")
+#: Requests per block of :meth:`CsvTraceReader.record_arrays` (the compiled replay's block).
+ARRAY_BLOCK = 65536
+#: Bytes of cache-key names per block of ``record_arrays(names=True)`` (at least four longest lines).
+NAME_BYTES = 4 << 20
+
+
+class CsvArrays(NamedTuple):
+    """A block of :meth:`CsvTraceReader.record_arrays`: per request, ``keys`` (uint64 XXH3-64, seed 0, of the
+    ``url``'s UTF-8 bytes), ``sizes`` (int64), ``times`` (float64), ``client_hashes`` (uint64 XXH3-64 of the
+    ``client``; None without a client column) and ``line_numbers`` (int64); with ``names``, the cache keys
+    ``"GET " + url`` as UTF-8 bytes one after the other (``names``, uint8; request i's from ``name_offsets[i]`` to
+    ``name_offsets[i + 1]``) and ``url_lengths`` (int64, in characters), else None."""
+
+    keys: "np.ndarray"
+    sizes: "np.ndarray"
+    times: "np.ndarray"
+    client_hashes: "np.ndarray | None"
+    line_numbers: "np.ndarray"
+    names: "np.ndarray | None" = None
+    name_offsets: "np.ndarray | None" = None
+    url_lengths: "np.ndarray | None" = None
 
 
 def parse_csv_columns(text: str) -> dict[str, int]:
@@ -223,14 +245,13 @@ class CsvTraceReader(BaseTraceReader):
                              f"{self.malformed_lines[0][1]})")
         return None
 
-    def record_arrays(self, max_requests: int | None = None) -> Iterator[tuple]:
-        """The requests as arrays, compiled (``_native.trace_reader``), at most :data:`ARRAY_BLOCK` at a time:
-        ``(keys, sizes, times, client_hashes, line_numbers)`` -- uint64 XXH3-64 (seed 0) of each request's ``url``
-        (its UTF-8 bytes), int64 sizes, float64 times, uint64 XXH3-64 of each ``client`` (None without a client
-        column), int64 line numbers -- the requests iteration gives, with the same counts (``requests``, ``lines``,
-        ``skipped``, ``malformed``, strict mode, the errors). ``max_requests``: stop after that many requests, as
-        ``islice`` over the iteration stops (nothing after the last one read). Memory: one chunk of the file and
-        one block of arrays. Read a reader either way, not both.
+    def record_arrays(self, max_requests: int | None = None, *, names: bool = False) -> Iterator[CsvArrays]:
+        """The requests as :class:`CsvArrays`, compiled (``_native.trace_reader``), at most :data:`ARRAY_BLOCK` at a
+        time: the requests iteration gives, with the same counts (``requests``, ``lines``, ``skipped``,
+        ``malformed``), strict mode and errors. ``max_requests``: stop after that many requests, as ``islice`` over
+        the iteration stops (no line after the last request is read). ``names``: add the cache keys' bytes (a block
+        then ends early when :data:`NAME_BYTES` are used). Memory: one chunk of the file and one block of arrays.
+        Read a reader either way, not both.
 
         :raises ValueError: a size of 2**63 bytes or more (the arrays' range), naming the line.
         """
@@ -242,18 +263,27 @@ class CsvTraceReader(BaseTraceReader):
             raise ValueError("record_arrays reads binary streams (paths, binary files); iterate a text stream")
         self._first = None
         limit = -1 if max_requests is None else max_requests
-        parser = CsvChunkParser(self._time_at, self._object_at, self._size_at, self._client_at,
-                                line_reading.MAX_LINE_BYTES)
-        fresh = lambda: (np.empty(ARRAY_BLOCK, np.uint64), np.empty(ARRAY_BLOCK, np.int64),  # noqa: E731
-                         np.empty(ARRAY_BLOCK, np.float64),
-                         np.empty(ARRAY_BLOCK if self._client_at >= 0 else 0, np.uint64),
-                         np.empty(ARRAY_BLOCK, np.int64))
+        max_line = line_reading.MAX_LINE_BYTES
+        parser = CsvChunkParser(self._time_at, self._object_at, self._size_at, self._client_at, max_line)
+        with_clients = self._client_at >= 0
+
+        def fresh():
+            count, named = ARRAY_BLOCK, ARRAY_BLOCK if names else 0
+            return [np.empty(count, np.uint64), np.empty(count, np.int64), np.empty(count, np.float64),
+                    np.empty(count if with_clients else 0, np.uint64), np.empty(count, np.int64),
+                    np.empty(max(NAME_BYTES, 4 * max_line + 4) if names else 0, np.uint8),
+                    np.zeros(named + 1 if names else 0, np.int64), np.empty(named, np.int64)]
+
+        def block(arrays, filled):
+            keys, sizes, times, clients, numbers, key_names, offsets, url_lengths = arrays
+            if not names:
+                return CsvArrays(keys[:filled], sizes[:filled], times[:filled],
+                                 clients[:filled] if with_clients else None, numbers[:filled])
+            return CsvArrays(keys[:filled], sizes[:filled], times[:filled], clients[:filled] if with_clients else None,
+                             numbers[:filled], key_names[:offsets[filled]], offsets[:filled + 1],
+                             url_lengths[:filled])
+
         arrays, filled = fresh(), 0
-
-        def block():
-            keys, sizes, times, clients, numbers = (array[:filled] for array in arrays)
-            return keys, sizes, times, (clients if self._client_at >= 0 else None), numbers
-
         chunk, first_over_long = self._first_chunk
         self._first_chunk = None
         status = LIMIT_REACHED if limit == 0 else CHUNK_DONE
@@ -271,26 +301,35 @@ class CsvTraceReader(BaseTraceReader):
                 if self.requests > before:
                     self.lines = int(arrays[4][filled - 1])
                 if status == OUTPUT_FULL:
-                    yield block()
+                    yield block(arrays, filled)
                     arrays, filled = fresh(), 0
-                elif status == DEFERRED:
+                elif status == DEFERRED:  # one line the parser leaves to this reader's own logic
                     end = chunk.find(b"\n", position)
                     end = len(chunk) if end < 0 else end
                     text, reason = decode_line(chunk[position:end], first_over_long and position == 0)
                     self._lines_seen += 1
                     request = self._take_line(self._lines_seen, text, reason)
-                    if request is not None:
-                        if not 0 <= request.size < 2 ** 63:
-                            raise ValueError(f"the request of line {request.line}: size {request.size!r} is not a "
-                                             f"whole number of bytes in [0, 2**63) (the compiled replay's range; "
-                                             f"engine 'python' takes any size)")
-                        keys, sizes, times, clients, numbers = arrays
-                        keys[filled] = xxh3(request.url.encode("utf-8"))
-                        sizes[filled], times[filled], numbers[filled] = request.size, request.timestamp, request.line
-                        if self._client_at >= 0:
-                            clients[filled] = xxh3(request.client.encode("utf-8"))
-                        filled += 1
                     position = end + 1
+                    if request is None:
+                        continue
+                    if not 0 <= request.size < 2 ** 63:
+                        raise ValueError(f"the request of line {request.line}: size {request.size!r} is not a "
+                                         f"whole number of bytes in [0, 2**63) (the compiled replay's range; "
+                                         f"engine 'python' takes any size)")
+                    key_name = ("GET " + request.url).encode("utf-8") if names else b""
+                    if names and arrays[6][filled] + len(key_name) > len(arrays[5]):
+                        yield block(arrays, filled)
+                        arrays, filled = fresh(), 0
+                    keys, sizes, times, clients, numbers, key_names, offsets, url_lengths = arrays
+                    keys[filled] = xxh3(request.url.encode("utf-8"))
+                    sizes[filled], times[filled], numbers[filled] = request.size, request.timestamp, request.line
+                    if with_clients:
+                        clients[filled] = xxh3(request.client.encode("utf-8"))
+                    if names:
+                        at = offsets[filled]
+                        key_names[at:at + len(key_name)] = np.frombuffer(key_name, np.uint8)
+                        offsets[filled + 1], url_lengths[filled] = at + len(key_name), len(request.url)
+                    filled += 1
                 else:
                     break
             if status == LIMIT_REACHED:
@@ -299,7 +338,7 @@ class CsvTraceReader(BaseTraceReader):
             next_chunk = self._blocks.next_chunk()
             chunk, first_over_long = next_chunk if next_chunk is not None else (None, False)
         if filled:
-            yield block()
+            yield block(arrays, filled)
         self.close()
 
     def _shown_columns(self) -> str:
