@@ -29,7 +29,9 @@ setup(
         [native("core"), native("storage"), native("hashes"), native("bloom"), native("counting"), native("served"),
          native("scalable"),
          # the cache simulator's request loop over arrays (bloomwise.cache.fast_replay)
-         native("replay"),
+         native("replay", ["-ffp-contract=off"]),
+         # csv trace lines -> the replay's arrays (bloomwise.cache.traces.cachesim.CsvTraceReader.record_arrays)
+         native("trace_reader"),
          # the selective filters' decisions: the same double operations as numpy, so no fused multiply-adds
          native("decide", ["-ffp-contract=off"])],
         compiler_directives={

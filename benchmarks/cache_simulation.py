@@ -5,10 +5,11 @@
 
 Target (issue 13): at least 1,000,000 requests per minute per policy with 16 proxies on one core. The trace is
 generated while it is replayed (``SyntheticTrace`` streams), so the figures include the generator's share; the
-generator alone is timed too. Each policy runs on the engine ``replay`` picks (``engine="auto"``: policy ``none``
-compiled, the others Python; the table says which). The simulator is single-threaded: CPU time (``time.process_time``) is reported beside
-wall time, because on a shared machine the wall clock also counts the time other processes hold the core. The load
-average before and after each run is recorded. Results: ``benchmarks/results/cache-simulation-<date>.{json,md}``.
+generator alone is timed too. Each policy runs on the engine ``replay`` picks (``engine="auto"``: compiled where it
+runs, Python elsewhere; the table says which), or on the one ``--engine`` names (``--engine python``: the
+reference). The simulator is single-threaded: CPU time (``time.process_time``) is reported beside wall time,
+because on a shared machine the wall clock also counts the time other processes hold the core. The load average
+before and after each run is recorded. Results: ``benchmarks/results/cache-simulation-<date>.{json,md}``.
 """
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ def parse_args(argv=None):
     p.add_argument("--proxies", type=int, default=16)
     p.add_argument("--cache-size", type=int, default=256 << 20, help="bytes per proxy (default 256 MiB)")
     p.add_argument("--documents", type=int, default=1_000_000)
+    p.add_argument("--engine", default="auto", choices=("auto", "compiled", "python"),
+                   help="the replay engine of every policy (default auto: compiled where it runs)")
+    p.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated (default {','.join(POLICIES)})")
     p.add_argument("--out", default=str(Path(__file__).parent / "results"))
     return p.parse_args(argv)
 
@@ -53,13 +57,13 @@ def main(argv=None) -> int:
     generated = sum(1 for _ in trace)
     generator_cpu = time.process_time() - started
     rows = []
-    for policy in POLICIES:  # policies interleaved run by run, so load changes hit them alike
+    for policy in args.policies.split(","):  # policies interleaved run by run, so load changes hit them alike
         rows.append({"policy": policy, "wall": [], "cpu": [], "load": []})
     for run in range(runs):
         for row in rows:
             load_before = os.getloadavg()[0]
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            result = replay(trace, row["policy"], config)
+            result = replay(trace, row["policy"], config, engine=args.engine)
             row["cpu"].append(time.process_time() - cpu0)
             row["wall"].append(time.perf_counter() - wall0)
             row["load"].append((load_before, os.getloadavg()[0]))
@@ -74,7 +78,7 @@ def main(argv=None) -> int:
         row["per_minute_wall"] = requests / row["wall_median"] * 60
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": measure.machine(), "kernels": measure.bloomwise_kernels(), "requests": requests,
-            "runs": runs, "proxies": args.proxies, "cache_size": args.cache_size, "documents": args.documents,
+            "runs": runs, "engine": args.engine, "proxies": args.proxies, "cache_size": args.cache_size, "documents": args.documents,
             "generator_per_minute_cpu": generated / generator_cpu * 60, "target_per_minute": TARGET_PER_MINUTE}
     lines = [f"# Cache simulator speed: {meta['date']}", "",
              f"{meta['machine']['cpu']} ({meta['machine']['cpu_id']}), {meta['machine']['cpus']} CPUs, "
@@ -95,7 +99,8 @@ def main(argv=None) -> int:
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"cache-simulation-{meta['date'][:10]}" + ("-quick" if args.quick else "")
+    stem = (f"cache-simulation-{meta['date'][:10]}" + ("" if args.engine == "auto" else f"-{args.engine}")
+            + ("-quick" if args.quick else ""))
     (out / f"{stem}.md").write_text(text)
     (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     return 0

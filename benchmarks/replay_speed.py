@@ -1,7 +1,21 @@
-"""One proxy, LRU: bloomwise's compiled replay (policy none) against libCacheSim's LRU, CPU time, same trace.
+"""The compiled replay's speed targets: policy none against libCacheSim's LRU; summary and paradox with 16 proxies.
 
     python benchmarks/replay_speed.py            # 2,000,000 synthetic requests + the CloudPhysics trace, 3 runs
     python benchmarks/replay_speed.py --quick    # 200,000 synthetic requests, 1 run
+    python benchmarks/replay_speed.py --scale    # 100 proxies over the 10M-request Twitter trace, every policy
+
+Cooperative target (issue 30, section 4): ``summary`` and ``paradox`` with 16 proxies at >= 1,000,000 requests per
+CPU second. The workload: the 1M-request Twitter trace (``twitter-cluster52``, fetched by ``bloomwise trace fetch``;
+the 200,000 first with ``--quick``), 16 proxies by ``--assign random`` (seed 1), 2 MiB caches, 8 bits per entry,
+threshold 1%, the documents' mean size estimated from the trace as ``bloomwise simulate`` does. Its records are read
+and turned into the replay's arrays (keys' bytes included) first, untimed; the figure is the CPU time of the
+compiled loop over those arrays (``fast_replay.cooperative_caches(...).replay``: lookups, summaries, routing,
+publication), median of the runs. The whole ``replay()`` with the reading of the csv records is timed once beside
+it, for scale (the reading of records in Python then dominates).
+
+``--scale``: ``bloomwise simulate --trace twitter-cluster52-10m --assign random --proxies 100 --cache-size 2MiB
+--policy P --engine compiled`` for each compiled policy, each in a fresh process: wall and CPU time (user + system)
+and peak RSS (``wait4``), PASS when the CPU time is at most 2 minutes. Results: ``results/<date>-replay-scale-<cpu>``.
 
 Target (issue 30, section 4): ``bloomwise simulate``'s policy ``none``, one proxy, LRU, at least the speed of
 libCacheSim's LRU through its Python package (``libcachesim`` 0.3.5), in CPU time, on the same trace.
@@ -20,7 +34,10 @@ Results: ``results/<date>-replay-<cpu>.{md,json}``.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,8 +47,9 @@ import numpy as np
 
 import measure
 
-from bloomwise.cache.fast_replay import OracleGeneralTrace
-from bloomwise.cache.simulation import SimulationConfig, replay
+from bloomwise.cache.fast_replay import CsvTrace, OracleGeneralTrace, cooperative_caches, request_blocks
+from bloomwise.cache.simulation import SimulationConfig, estimate_mean_size, replay
+from bloomwise.cache.store import AVERAGE_DOCUMENT_SIZE
 from bloomwise.cache.traces import fetched_path
 
 try:
@@ -41,6 +59,15 @@ except ImportError:  # the test extra is not installed: the figures say so
 
 PYTHON_ENGINE_REQUESTS = 200_000
 LIMIT = 1.0  # bloomwise CPU time / libCacheSim CPU time
+COOPERATIVE_PROXIES = 16
+COOPERATIVE_POLICIES = ("summary", "paradox")
+COOPERATIVE_LIMIT = 1_000_000  # requests per CPU second
+COOPERATIVE_CACHE = 2 << 20
+SCALE_TRACE = "twitter-cluster52-10m"
+SCALE_PROXIES = 100
+SCALE_CACHE = "2MiB"
+SCALE_POLICIES = ("none", "icp", "summary", "paradox", "carp")
+SCALE_LIMIT_S = 120.0
 
 
 def parse_args(argv=None):
@@ -49,6 +76,7 @@ def parse_args(argv=None):
     p.add_argument("--runs", type=int, default=3, help="runs (the target: median of the runs' ratios)")
     p.add_argument("--quick", action="store_true", help="200,000 synthetic requests, 1 run")
     p.add_argument("--out", type=Path, default=None, help="where the results go (default results/)")
+    p.add_argument("--scale", action="store_true", help="100 proxies over the 10M-request Twitter trace instead")
     args = p.parse_args(argv)
     if args.quick:
         args.requests, args.runs = 200_000, 1
@@ -95,8 +123,117 @@ def bloomwise_run(path: Path, eviction: str, cache_size: int, engine: str = "com
     return seconds, wall, 1.0 - result.hit_ratio, result.requests
 
 
+def cooperative_config(path: str, limit: int | None) -> SimulationConfig:
+    mean = estimate_mean_size(CsvTrace(path, "random", COOPERATIVE_PROXIES, seed=1, limit=limit))
+    return SimulationConfig(num_proxies=COOPERATIVE_PROXIES, cache_size=COOPERATIVE_CACHE, seed=1,
+                            mean_document_size=mean or AVERAGE_DOCUMENT_SIZE)
+
+
+def cooperative_targets(args) -> tuple[list[dict], list[dict]]:
+    """The 16-proxy rows and targets (module docstring)."""
+    path = fetched_path("twitter-cluster52")
+    if path is None:
+        target = {"target": f"summary and paradox, {COOPERATIVE_PROXIES} proxies: requests per CPU second",
+                  "limit": f">= {COOPERATIVE_LIMIT:,}", "status": "N/A",
+                  "measured": "not measured: `bloomwise trace fetch twitter-cluster52` fetches the trace"}
+        return [], [target]
+    limit = 200_000 if args.quick else None
+    config = cooperative_config(path, limit)
+    trace = CsvTrace(path, "random", COOPERATIVE_PROXIES, seed=1, limit=limit)
+    blocks = list(request_blocks(trace, COOPERATIVE_PROXIES, names=True))
+    requests = sum(len(block.keys) for block in blocks)
+    rows, targets = [], []
+    for policy in COOPERATIVE_POLICIES:
+        seconds = []
+        for _ in range(args.runs):
+            caches = cooperative_caches(
+                policy, num_proxies=config.num_proxies, cache_size=config.cache_size, eviction=config.eviction,
+                origin_cost=config.origin_cost, peer_cost=config.peer_cost, summary_kind=config.kind_for(policy),
+                bits_per_entry=config.bits_per_entry, expected_entries=config.entries, seed=config.seed,
+                update_threshold=config.update_threshold, resize_tolerance=config.resize_tolerance,
+                prior_window=config.prior_window, prior_estimator=config.prior_estimator)
+            started = time.process_time()
+            for block in blocks:
+                caches.replay(block.keys, block.sizes, block.proxies, block.names, block.name_offsets,
+                              block.url_lengths)
+            seconds.append(time.process_time() - started)
+        started = time.process_time()
+        result = replay(trace, policy, config, engine="compiled")
+        whole = time.process_time() - started
+        rate = requests / statistics.median(seconds)
+        rows.append({"policy": policy, "requests": requests, "loop_cpu_seconds": seconds,
+                     "requests_per_cpu_second": rate, "replay_with_reading_cpu_seconds": whole,
+                     "hit_ratio": result.hit_ratio, "remote_hit_ratio": result.remote_hit_ratio,
+                     "summary_messages": result.summary_messages})
+        print(f"{policy}, {COOPERATIVE_PROXIES} proxies: {rate:,.0f} requests per CPU second (loop); whole replay "
+              f"with reading {whole:.2f} s CPU", file=sys.stderr)
+        targets.append({"target": f"{policy}, {COOPERATIVE_PROXIES} proxies, twitter-cluster52: requests per CPU "
+                                  "second of the compiled loop", "limit": f">= {COOPERATIVE_LIMIT:,}",
+                        "measured": f"{rate:,.0f}", "status": "PASS" if rate >= COOPERATIVE_LIMIT else "FAIL"})
+    return rows, targets
+
+
+def scale(args) -> int:
+    """--scale (module docstring)."""
+    path = fetched_path(SCALE_TRACE)
+    if path is None:
+        print(f"real trace {SCALE_TRACE} is not fetched: `bloomwise trace fetch {SCALE_TRACE}` fetches it",
+              file=sys.stderr)
+        return 1
+    load_before = measure.loadavg()
+    rows, targets = [], []
+    for policy in SCALE_POLICIES:
+        figures = in_child([sys.executable, "-m", "bloomwise", "simulate", "--trace", path, "--assign", "random",
+                            "--seed", "1", "--proxies", str(SCALE_PROXIES), "--cache-size", SCALE_CACHE,
+                            "--policy", policy, "--engine", "compiled", "--json", "-"])
+        (row,) = json.loads(figures.pop("output"))
+        figures.update(policy=policy, requests=row["requests"], hit_ratio=row["hit_ratio"], engine=row["engine"])
+        rows.append(figures)
+        print(f"{policy}: {figures}", file=sys.stderr)
+        targets.append({"target": f"{policy}, {SCALE_PROXIES} proxies, {SCALE_TRACE}: CPU time of the whole run",
+                        "limit": f"<= {SCALE_LIMIT_S:g} s", "measured": f"{figures['cpu_s']:.1f} s",
+                        "status": "PASS" if figures["cpu_s"] <= SCALE_LIMIT_S else "FAIL"})
+    data = {"meta": measure.run_meta(load_before, trace=SCALE_TRACE, proxies=SCALE_PROXIES, cache=SCALE_CACHE),
+            "runs": rows, "targets": targets}
+    return measure.finish(args.out, "replay-scale", data, scale_markdown)
+
+
+def in_child(argv: list[str]) -> dict:
+    """Run ``argv`` as a child process: its wall and CPU seconds, its peak RSS (MiB), its standard output."""
+    with tempfile.TemporaryFile() as out:
+        started = time.perf_counter()
+        child = subprocess.Popen(argv, stdout=out, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        out.seek(0)
+        text = out.read().decode()
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"{' '.join(argv)} failed with status {os.waitstatus_to_exitcode(status)}")
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024,
+            "output": text}
+
+
+def scale_markdown(data: dict) -> str:
+    meta = data["meta"]
+    lines = [f"# The compiled replay at scale: {SCALE_PROXIES} proxies over {SCALE_TRACE}: {meta['date']}", "",
+             measure.machine_line(meta), "",
+             f"`bloomwise simulate --trace {SCALE_TRACE} --assign random --seed 1 --proxies {SCALE_PROXIES} "
+             f"--cache-size {SCALE_CACHE} --policy P --engine compiled`, each in a fresh process (start-up, reading "
+             "the csv into the replay's arrays, replay); CPU = user + system time of the process, peak RSS from "
+             "wait4.", "",
+             "| policy | requests | hit ratio | wall s | CPU s | requests/s (CPU) | peak RSS MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in data["runs"]:
+        lines.append(f"| {r['policy']} | {r['requests']:,} | {r['hit_ratio']:.4f} | {r['wall_s']:.1f} | "
+                     f"{r['cpu_s']:.1f} | {r['requests'] / r['cpu_s']:,.0f} | {r['peak_rss_mib']:.0f} |")
+    lines += ["", *measure.targets_table(data["targets"], "measured")]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.scale:
+        return scale(args)
     load_before = measure.loadavg()
     mach = measure.machine()
     print(f"CPU {mach['cpu']}, instruction set {mach['isa']}", file=sys.stderr)
@@ -116,6 +253,7 @@ def main(argv=None) -> int:
                                              limit=PYTHON_ENGINE_REQUESTS)
         python = [{"trace": "synthetic", "requests": requests, "cpu_seconds": seconds,
                    "ns_per_request": seconds / requests * 1e9}]
+    cooperative, cooperative_goals = cooperative_targets(args)
     rows = [c for c in configurations if c.get("eviction") == "lru"]
     ratios = [(f"{c['trace']} {c['cache_size'] >> 20} MiB", c["ratio_median"]) for c in rows if "ratio_median" in c]
     target = {"target": "none, one proxy, LRU: bloomwise CPU time / libCacheSim's (same trace, reading included)",
@@ -130,7 +268,8 @@ def main(argv=None) -> int:
                       measured=f"worst {worst:.3g}x ({where}); {within}/{len(ratios)} within")
     data = {"meta": measure.run_meta(load_before, requests=args.requests, runs=args.runs,
                                      instruction_set=mach["isa"]),
-            "configurations": configurations, "python_engine": python, "targets": [target]}
+            "configurations": configurations, "python_engine": python, "cooperative": cooperative,
+            "targets": [target, *cooperative_goals]}
     return measure.finish(args.out, "replay", data, markdown)
 
 
@@ -187,7 +326,17 @@ def markdown(data: dict) -> str:
     for p in data["python_engine"]:
         lines += ["", f"For scale, the Python engine (the reference) on the first {p['requests']:,} synthetic "
                       f"requests, LRU, 64 MiB: {p['ns_per_request']:.0f} ns/request."]
-    lines += ["", *measure.targets_table(data["targets"], "measured (median of the runs' ratios)")]
+    if data.get("cooperative"):
+        lines += ["", f"Cooperative policies, {COOPERATIVE_PROXIES} proxies, twitter-cluster52 (`--assign random`, "
+                      f"seed 1), {COOPERATIVE_CACHE >> 20} MiB caches, 8 bits per entry, threshold 1%: CPU time of "
+                      "the compiled loop over the trace's arrays (made beforehand), median of the runs; and of the "
+                      "whole `replay()` with the reading of the csv records, once.", "",
+                  "| policy | requests | hit ratio | remote hit ratio | loop: requests per CPU second | "
+                  "whole replay with reading, CPU s |", "|---|---:|---:|---:|---:|---:|"]
+        for r in data["cooperative"]:
+            lines.append(f"| {r['policy']} | {r['requests']:,} | {r['hit_ratio']:.4f} | {r['remote_hit_ratio']:.4f} "
+                         f"| {r['requests_per_cpu_second']:,.0f} | {r['replay_with_reading_cpu_seconds']:.2f} |")
+    lines += ["", *measure.targets_table(data["targets"], "measured (median of the runs)")]
     return "\n".join(lines) + "\n"
 
 

@@ -173,14 +173,20 @@ def test_quick_persistence_benchmark_writes_its_targets(tmp_path):
 
 def test_quick_replay_speed_checks_its_target(tmp_path):
     """benchmarks/replay_speed.py --quick: the compiled replay and libCacheSim on one trace (their miss ratios equal,
-    or it stops), the target row, the instruction set recorded."""
+    or it stops), the target rows (none against libCacheSim; summary and paradox with 16 proxies), the instruction
+    set recorded."""
     run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "replay_speed.py"), "--quick", "--out",
                           str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     [raw] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
     data = json.loads(raw.read_text())
     assert data["meta"]["instruction_set"] and data["python_engine"][0]["requests"] == 200_000
-    [target] = data["targets"]
+    target, *cooperative = data["targets"]
     assert target["status"] in (("PASS", "FAIL") if any("ratio_median" in c for c in data["configurations"])
                                 else ("N/A",))
     assert "Instruction set:" in run.stdout and "| synthetic | lru | 64 MiB | 200,000 |" in run.stdout
+    # the cooperative targets: summary and paradox with 16 proxies, measured when the Twitter trace is fetched
+    assert [t["target"].split(",")[0] for t in cooperative] in (["summary", "paradox"], ["summary and paradox"])
+    measured = [row["policy"] for row in data["cooperative"]]
+    assert measured == (["summary", "paradox"] if len(cooperative) == 2 else [])
+    assert all(t["status"] in (("PASS", "FAIL") if measured else ("N/A",)) for t in cooperative)

@@ -86,15 +86,15 @@ def test_real_cloudphysics_slice_every_counter_equal(eviction):
             assert results[0].requests == 70_000 and results[0].local_hits > 5000
 
 
-def test_auto_picks_compiled_for_none_only():
+def test_auto_picks_compiled_where_it_covers_the_policy():
     trace = list(SyntheticTrace(3000, num_proxies=2, num_documents=1000, seed=2))
     config = SimulationConfig(num_proxies=2, cache_size=1 << 20)
-    results = simulate(trace, ["none", "icp"], config)
-    assert [r.engine for r in results] == ["compiled", "python"]
+    results = simulate(trace, ["none", "icp", "summary", "paradox", "carp"], config)
+    assert [r.engine for r in results] == ["compiled"] * 5
     assert [r.engine for r in simulate(trace, ["none"], config, engine="python")] == ["python"]
-    with pytest.raises(ValueError, match=r"compiled engine cannot run this replay: it runs policy none only, not "
-                                         r"'icp' \(engine 'auto' or 'python' can\)"):
-        simulate(trace, ["none", "icp"], config, engine="compiled")
+    with pytest.raises(ValueError, match=r"compiled engine cannot run this replay: cache size 9223372036854775808 is "
+                                         r"beyond its limit of 2\*\*63 - 1 bytes \(engine 'auto' or 'python' can\)"):
+        choose_engine("compiled", "carp", num_proxies=2, cache_size=2 ** 63, eviction="lru")
     with pytest.raises(ValueError, match="engine must be one of auto, compiled, python, got 'fast'"):
         simulate(trace, ["none"], config, engine="fast")
     # nodes to inspect afterwards: only the Python engine fills them
@@ -125,10 +125,15 @@ def test_cli_engine_option(capsys):
     assert (a.pop("engine"), b.pop("engine")) == ("compiled", "python")
     a.pop("seconds"), b.pop("seconds")
     assert a == b
-    assert main(base[:-1] + ["--policy", "none,icp", "--engine", "compiled"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("bloomwise simulate: --engine compiled: the compiled engine cannot run this replay: it "
-                          "runs policy none only, not 'icp'") and err.count("\n") == 1
+    every = ["--policy", "none,icp,summary,paradox,carp"]
+    assert main(base + every + ["--engine", "compiled"]) == 0
+    compiled = json.loads(capsys.readouterr().out)
+    assert main(base + every + ["--engine", "python"]) == 0
+    python = json.loads(capsys.readouterr().out)
+    for a, b in zip(compiled, python):
+        assert (a.pop("engine"), b.pop("engine"), a.pop("seconds") >= 0, b.pop("seconds") >= 0) == \
+            ("compiled", "python", True, True)
+        assert a == b
 
 
 @pytest.mark.parametrize("lru", [True, False])

@@ -33,8 +33,9 @@ over the proxies): counters summaries take four times the bytes of bits summarie
 Byte hit ratios count each request's size (as libCacheSim does).
 
 Engines. ``engine="python"`` runs the loop below, the reference; ``"compiled"`` runs
-:mod:`bloomwise.cache.fast_replay` (policy ``none`` only, LRU or FIFO: the same counters, many times faster);
-``"auto"`` (the default) runs the compiled engine when it covers the replay and Python otherwise.
+:mod:`bloomwise.cache.fast_replay` (every policy, LRU or FIFO: every field of the
+result the same, many times faster); ``"auto"`` (the default) runs the compiled engine when it covers the replay and
+Python otherwise.
 ``PolicyResult.engine`` says which ran.
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from bloomwise._checks import (check_fraction, check_positive_int, check_positive_number,
                                check_tolerance)
-from bloomwise.cache.fast_replay import choose_engine, replay_independent
+from bloomwise.cache.fast_replay import choose_engine, replay_cooperative, replay_independent
 from bloomwise.cache.node import CacheNode
 from bloomwise.cache.routing import (DEFAULT_ORIGIN_COST, DEFAULT_PEER_COST, POLICY_NAMES, PRIOR_ESTIMATORS,
                                      make_policy)
@@ -392,7 +393,9 @@ def replay(requests: Iterable, policy: str, config: SimulationConfig, *, nodes: 
 
 def _replay_compiled(requests: Iterable, policy: str, config: SimulationConfig,
                      progress: Optional[Callable[[int], None]]) -> PolicyResult:
-    """Policy ``none`` by the compiled engine: the counters the Python loop above gives, summed the same way."""
+    """The compiled engine: the counters the Python loop above gives, summed the same way."""
+    if policy != "none":
+        return _replay_compiled_cooperative(requests, policy, config, progress)
     started = time.perf_counter()
     totals = replay_independent(requests, num_proxies=config.num_proxies, cache_size=config.cache_size,
                                 eviction=config.eviction, origin_cost=config.origin_cost, progress=progress)
@@ -409,6 +412,61 @@ def _replay_compiled(requests: Iterable, policy: str, config: SimulationConfig,
         result.cost += 0.0 + counters["misses"] * origin_cost  # no queries: query cost 0.0
     result.latency = totals.latency
     result.skipped = totals.skipped
+    return result
+
+
+def summary_nbytes(kind: str, num_cells: int) -> int:
+    """Bytes a receiver holds for a summary of ``num_cells`` positions: bits, or 4-bit counters, in whole 64-bit
+    words (``PeerSummary.nbytes``)."""
+    bits = num_cells if kind == "bits" else 4 * num_cells
+    return (bits + 63) // 64 * 8
+
+
+def _replay_compiled_cooperative(requests: Iterable, policy: str, config: SimulationConfig,
+                                 progress: Optional[Callable[[int], None]]) -> PolicyResult:
+    """``icp``, ``summary``, ``paradox`` and ``carp`` by the compiled engine (``fast_replay.replay_cooperative``)."""
+    started = time.perf_counter()
+    kind = config.kind_for(policy)
+    outcome = replay_cooperative(requests, policy, num_proxies=config.num_proxies, cache_size=config.cache_size,
+                                 eviction=config.eviction, origin_cost=config.origin_cost, peer_cost=config.peer_cost,
+                                 summary_kind=kind, bits_per_entry=config.bits_per_entry,
+                                 expected_entries=config.entries, seed=config.seed,
+                                 update_threshold=config.update_threshold, resize_tolerance=config.resize_tolerance,
+                                 prior_window=config.prior_window, prior_estimator=config.prior_estimator,
+                                 progress=progress)
+    result = PolicyResult(policy, engine="compiled")
+    result.seconds = time.perf_counter() - started
+    num_proxies = config.num_proxies
+    origin_cost = float(config.origin_cost)
+    held = [summary_nbytes(kind, counters["summary_cells"]) for counters in outcome.counters]
+    positions = documents = 0
+    for p, counters in enumerate(outcome.counters):  # per proxy, in order, as the Python loop sums its nodes
+        result.requests += counters["requests"]
+        result.local_hits += counters["local_hits"]
+        result.remote_hits += counters["remote_hits"]
+        result.false_hits += counters["false_hits"]
+        result.false_misses += counters["false_misses"]
+        result.peer_queries += counters["peer_queries"]
+        result.origin_fetches += counters["origin_fetches"]
+        result.summary_bytes += counters["summary_bytes_out"]
+        result.summary_messages += counters["summaries_out"]
+        result.cost += counters["query_cost"] + counters["origin_fetches"] * origin_cost
+        positions += counters["published_positions"]
+        documents += counters["published_documents"]
+        result.summary_resizes += counters["resizes"]
+        result.receiver_memory_bytes += sum(nbytes for q, nbytes in enumerate(held)
+                                            if q != p and outcome.counters[q]["summary_cells"]) / num_proxies
+        result.requested_bytes += counters["requested_bytes"]
+        result.local_hit_bytes += counters["local_hit_bytes"]
+    cooperative = policy in ("summary", "paradox")
+    result.bits_per_cached_document = positions / documents if cooperative and documents else None
+    totals = outcome.totals
+    result.query_bytes = totals["query_bytes"]
+    result.remote_hit_bytes = totals["remote_hit_bytes"]
+    result.peer_checks_lacking = totals["peer_checks_lacking"]
+    result.peer_check_false_positives = totals["peer_check_false_positives"]
+    result.latency = totals["latency"]
+    result.skipped = outcome.skipped
     return result
 
 

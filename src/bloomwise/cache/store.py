@@ -29,7 +29,7 @@ from bloomwise._checks import check_positive_int
 from bloomwise.counting import CountingBloomFilter
 
 __all__ = ["AVERAGE_DOCUMENT_SIZE", "Document", "DocumentCache", "EvictionPolicy", "LRUPolicy", "FIFOPolicy",
-           "EVICTION_POLICIES"]
+           "EVICTION_POLICIES", "filter_geometry"]
 
 #: bytes; the average document size used to turn a cache size into a number of summary entries (Summary Cache).
 AVERAGE_DOCUMENT_SIZE = 8192
@@ -114,6 +114,18 @@ class FIFOPolicy(LRUPolicy):
 EVICTION_POLICIES = {"lru": LRUPolicy, "fifo": FIFOPolicy}
 
 
+def filter_geometry(bits_per_entry: int, expected_entries: int, layout: str = "partitioned") -> tuple:
+    """``(m, k)`` of a cache's counting filter sized for ``expected_entries`` documents: ``m = max(bits_per_entry *
+    expected_entries, 2)`` counters and the k that minimises the false-positive rate at that load
+    (``theory.optimal_num_hashes``).
+
+    >>> filter_geometry(8, 1000)
+    (8000, 6)
+    """
+    num_counters = max(bits_per_entry * expected_entries, 2)
+    return num_counters, theory.optimal_num_hashes(num_counters, expected_entries, layout=layout)
+
+
 class DocumentCache:
     """A cache of documents bounded by their total size in bytes, with its counting Bloom filter.
 
@@ -162,8 +174,7 @@ class DocumentCache:
         self.new_documents = 0
 
     def _new_filter(self, expected_entries: int) -> CountingBloomFilter:
-        num_counters = max(self.bits_per_entry * expected_entries, 2)
-        num_hashes = theory.optimal_num_hashes(num_counters, expected_entries, layout=self._layout)
+        num_counters, num_hashes = filter_geometry(self.bits_per_entry, expected_entries, self._layout)
         return CountingBloomFilter.from_size(num_counters, num_hashes, counter_bits=4, layout=self._layout,
                                              seed=self._seed)
 

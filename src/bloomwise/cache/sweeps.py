@@ -13,7 +13,7 @@ import dataclasses
 import itertools
 from typing import NamedTuple, Optional, Sequence
 
-from bloomwise.cache.fast_replay import OracleGeneralTrace
+from bloomwise.cache.fast_replay import CsvTrace, OracleGeneralTrace
 from bloomwise.cache.simulation import SimulationConfig, estimate_mean_size, simulate
 from bloomwise.cache.traces import SyntheticTrace, assigned_requests, format_from_name, open_trace
 
@@ -70,6 +70,11 @@ class SweepTrace:
             # read straight into arrays by the compiled engine; ``reader`` is the last reader it opened
             source = OracleGeneralTrace(self.path, self.assign, num_proxies, seed=self.seed, limit=self.limit,
                                         strict=self.strict)
+        elif self.format == "csv" or self.format == "auto" and (
+                self.csv_columns is not None or format_from_name(self.path) == "csv"):
+            # parsed into arrays by the compiled reader for the compiled engine, read as Requests by the Python one
+            source = CsvTrace(self.path, self.assign, num_proxies, seed=self.seed, limit=self.limit,
+                              strict=self.strict, columns=self.csv_columns)
         else:
             def source():
                 reader = open_trace(self.path, format=self.format, strict=self.strict, csv_columns=self.csv_columns)
@@ -90,7 +95,7 @@ def run_point(trace: SweepTrace, fields: dict, policies: Sequence[str], engine: 
     source, mean_size = trace.source(fields["num_proxies"], readers)
     config = SimulationConfig(**fields, mean_document_size=mean_size or FALLBACK_MEAN_DOCUMENT_SIZE)
     results = simulate(source, policies, config, engine=engine)
-    if isinstance(source, OracleGeneralTrace):
+    if isinstance(source, (OracleGeneralTrace, CsvTrace)):
         readers.append(source.reader)
     first = next((reader for reader in readers if reader is not None), None)
     if first is None:

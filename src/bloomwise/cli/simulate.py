@@ -119,7 +119,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                           help="run the --sweep points as tasks on the Dask scheduler at ADDRESS "
                                "(e.g. tcp://127.0.0.1:8786); its workers must see the --trace file at the same path")
     parser.add_argument("--engine", default="auto", choices=("auto", "compiled", "python"),
-                        help="the replay loop: compiled (policy none only), python (the reference), or auto "
+                        help="the replay loop: compiled (every policy), python (the reference), or auto "
                              "(default: compiled where it runs, python elsewhere); the table's engine column says "
                              "which ran")
     parser.add_argument("--json", metavar="OUT", nargs="?", const="-",

@@ -21,8 +21,8 @@ One purpose per module:
 >>> request_key(request.method, request.url), assign_proxy(request.client, 2)
 ('GET http://once.example/1/1', 1)
 """
-from bloomwise.cache.traces.assignment import (ASSIGNMENT_RULES, assign_proxy, assigned_requests, client_to_proxy,
-                                               random_proxy_draws, stand_in_clients)
+from bloomwise.cache.traces.assignment import (ASSIGNMENT_RULES, assign_proxy, assigned_requests, check_assignment,
+                                               client_to_proxy, random_proxy_draws, stand_in_clients)
 from bloomwise.cache.traces.cachesim import CsvTraceReader, OracleGeneralReader, parse_csv_columns
 from bloomwise.cache.traces.fetch import REAL_TRACES, FetchError, RealTrace, data_directory, fetch, fetched_path
 from bloomwise.cache.traces.formats import READ_FORMATS, format_from_name, open_trace
@@ -37,7 +37,7 @@ __all__ = [
     "Request", "request_key", "TraceError", "TraceReader", "BaseTraceReader", "read_squid_log", "read_plain_trace",
     "open_trace", "CsvTraceReader", "OracleGeneralReader", "parse_csv_columns", "READ_FORMATS", "format_from_name",
     "write_squid_log", "write_plain_trace", "assign_proxy", "client_to_proxy", "assigned_requests",
-    "stand_in_clients", "random_proxy_draws", "ASSIGNMENT_RULES",
+    "stand_in_clients", "random_proxy_draws", "check_assignment", "ASSIGNMENT_RULES",
     "SyntheticTrace", "fetch", "fetched_path", "data_directory",
     "FetchError", "RealTrace", "REAL_TRACES", "NO_CLIENT", "FORMATS",
     "MAX_LINE_BYTES", "MAX_REPORTED_MALFORMED", "DETECTION_LINES", "MAX_DOCUMENT_SIZE",

@@ -33,7 +33,7 @@ from bloomwise._native.hashes import xxh3 as _xxh3
 from bloomwise.cache.traces.records import Request
 
 __all__ = ["assign_proxy", "client_to_proxy", "ASSIGNMENT_RULES", "stand_in_clients", "assigned_requests",
-           "random_proxy_draws"]
+           "check_assignment", "random_proxy_draws"]
 
 #: The ways of sending the requests of a trace to proxies (see the module docstring).
 ASSIGNMENT_RULES = ("hash-client", "random", "round-robin")
@@ -84,6 +84,16 @@ def assigned_requests(requests: Iterable[Request], rule: str, num_proxies: int, 
     >>> [r.client for r in assigned_requests(trace, "round-robin", 2)]
     ['proxy0-client3', 'proxy1-client1', 'proxy0-client3', 'proxy1-client1']
     """
+    check_assignment(requests, rule, num_proxies, seed=seed, limit=limit)
+    return _assigned(requests, rule, num_proxies, seed, limit)
+
+
+def check_assignment(requests, rule: str, num_proxies: int, *, seed: int = 0, limit: int | None = None) -> None:
+    """The checks :func:`assigned_requests` makes of its arguments (for readers of the same requests as arrays).
+
+    :raises ValueError: an unknown rule, a bad count, seed or limit, or ``hash-client`` on a trace whose
+        ``has_clients`` is False (the message says which rules to use).
+    """
     if rule not in ASSIGNMENT_RULES:
         raise ValueError(f"the proxy assignment must be one of {', '.join(ASSIGNMENT_RULES)}, got {rule!r}")
     check_positive_integer("num_proxies", num_proxies)
@@ -95,7 +105,6 @@ def assigned_requests(requests: Iterable[Request], rule: str, num_proxies: int, 
         name = getattr(requests, "path", "the trace")
         raise ValueError(f"{name} has no client field: choose how its requests go to proxies, 'random' or "
                          f"'round-robin' (bloomwise simulate --assign), not 'hash-client'")
-    return _assigned(requests, rule, num_proxies, seed, limit)
 
 
 def _assigned(requests, rule, num_proxies, seed, limit):

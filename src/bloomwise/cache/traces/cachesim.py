@@ -15,7 +15,9 @@ are ignored). The columns are named by a header line (``time,object,size``, or l
 and skipped. Blank lines and lines starting with ``#`` are skipped (counted in ``skipped``). ``object`` and
 ``size`` are required, ``time`` (seconds, default 0) and ``client`` are optional; other columns are ignored.
 Bad lines are counted as the Squid reader counts them (``malformed``, ``malformed_lines``, ``strict``), and a
-file whose first 100 lines hold no record is not a trace.
+file whose first 100 lines hold no record is not a trace. :meth:`CsvTraceReader.record_arrays` reads the same
+requests as arrays for the compiled replay, parsed by ``_native/trace_reader.pyx`` (plain records) and this
+module's own line logic (everything else), so both ways give the same requests and counts.
 
 **oracleGeneral** (libCacheSim's ``oracleGeneral`` trace type): little-endian records of 24 bytes,
 ``uint32 time, uint64 object id, uint32 size, int64 next access`` (the 1-based number of the object's next
@@ -28,15 +30,22 @@ Files compressed with zstd (``.zst``, how libCacheSim ships its large traces) or
 """
 from __future__ import annotations
 
-from typing import Iterator
+import io
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
+from bloomwise._native.hashes import xxh3
+from bloomwise._native.trace_reader import CHUNK_DONE, DEFERRED, LIMIT_REACHED, OUTPUT_FULL, CsvChunkParser
+from bloomwise.cache.traces import lines as line_reading  # MAX_LINE_BYTES read when used (tests change it)
 from bloomwise.cache.traces.files import open_binary, read_errors
-from bloomwise.cache.traces.lines import BAD_LINE, LineBlocks
+from bloomwise.cache.traces.lines import BAD_LINE, LineBlocks, decode_line
 from bloomwise.cache.traces.readers import DETECTION_LINES, BaseTraceReader
 from bloomwise.cache.traces.records import NO_CLIENT, Request, TraceError, new_request
 
+if TYPE_CHECKING:  # numpy is imported by the readers that decode arrays, not by every trace reader
+    import numpy as np
+
 __all__ = ["CsvTraceReader", "OracleGeneralReader", "parse_csv_columns", "CSV_FIELDS", "HEADER_NAMES",
-           "ORACLE_GENERAL_RECORD_BYTES", "MAX_NEXT_ACCESS"]
+           "ORACLE_GENERAL_RECORD_BYTES", "MAX_NEXT_ACCESS", "ARRAY_BLOCK", "NAME_BYTES", "CsvArrays"]
 
 #: The fields a csv trace can give, in the order of a Request's.
 CSV_FIELDS = ("time", "object", "size", "client")
@@ -54,6 +63,27 @@ ORACLE_GENERAL_RECORD_BYTES = 24
 _RECORDS_PER_BLOCK = 16384
 _MAX_COLUMN = 1000  # a column number beyond this is refused (a record is at most MAX_LINE_BYTES anyway)
 _INF = float("inf")
+#: Requests per block of :meth:`CsvTraceReader.record_arrays` (the compiled replay's block).
+ARRAY_BLOCK = 65536
+#: Bytes of cache-key names per block of ``record_arrays(names=True)`` (at least four longest lines).
+NAME_BYTES = 4 << 20
+
+
+class CsvArrays(NamedTuple):
+    """A block of :meth:`CsvTraceReader.record_arrays`: per request, ``keys`` (uint64 XXH3-64, seed 0, of the
+    ``url``'s UTF-8 bytes), ``sizes`` (int64), ``times`` (float64), ``client_hashes`` (uint64 XXH3-64 of the
+    ``client``; None without a client column) and ``line_numbers`` (int64); with ``names``, the cache keys
+    ``"GET " + url`` as UTF-8 bytes one after the other (``names``, uint8; request i's from ``name_offsets[i]`` to
+    ``name_offsets[i + 1]``) and ``url_lengths`` (int64, in characters), else None."""
+
+    keys: "np.ndarray"
+    sizes: "np.ndarray"
+    times: "np.ndarray"
+    client_hashes: "np.ndarray | None"
+    line_numbers: "np.ndarray"
+    names: "np.ndarray | None" = None
+    name_offsets: "np.ndarray | None" = None
+    url_lengths: "np.ndarray | None" = None
 
 
 def parse_csv_columns(text: str) -> dict[str, int]:
@@ -119,8 +149,9 @@ class CsvTraceReader(BaseTraceReader):
         self._stream, self._owned = open_binary(source, "rb")
         try:
             self._blocks = LineBlocks(self._stream, self.path)
-            self._first = self._blocks.next() or []
-            self._header = None
+            self._first_chunk = self._blocks.next_chunk() or (None, False)  # for record_arrays
+            self._first = [] if self._first_chunk[0] is None else self._blocks.split_chunk(*self._first_chunk)
+            self._header = None  # index of the header line (-1 once passed; None: none found, columns by number)
             if columns is None:
                 columns = self._columns_from_header()
         except BaseException:
@@ -128,6 +159,11 @@ class CsvTraceReader(BaseTraceReader):
             raise
         self.columns = columns
         self.has_clients = "client" in columns
+        self._time_at, self._client_at = columns.get("time", 0) - 1, columns.get("client", 0) - 1
+        self._object_at, self._size_at = columns["object"] - 1, columns["size"] - 1
+        self._needed = max(columns.values())
+        self._content = 0  # lines that are neither blank, comment nor header, so far
+        self._lines_seen = 0  # record_arrays: lines taken so far
         self._iterator = self._generate()
 
     def _columns_from_header(self) -> dict[str, int]:
@@ -146,63 +182,163 @@ class CsvTraceReader(BaseTraceReader):
                                           "--csv-columns time=1,object=2,size=3")
 
     def _generate(self) -> Iterator[Request]:
-        columns = self.columns
-        t_at = columns.get("time", 0) - 1
-        o_at, s_at = columns["object"] - 1, columns["size"] - 1
-        c_at = columns.get("client", 0) - 1
-        needed = max(columns.values())
-        number, content, header = 0, 0, self._header
         blocks, lines, reasons = self._blocks, self._first, self._blocks.reasons
-        self._first = None
+        self._first = self._first_chunk = None
+        take = self._take_line
+        number = 0
         while lines is not None:
             first = number + 1
             for text in lines:
                 number += 1
-                if text == BAD_LINE:
-                    self.note_malformed(number, reasons[number - first])
-                    content += 1
-                    continue
-                stripped = text.strip()
-                if not stripped:
-                    self.skipped += 1
-                    continue
-                if number - 1 == header or stripped.startswith("#"):
-                    self.skipped += 1  # the header, or a comment
-                    if number - 1 == header:
-                        header = -1
-                    continue
-                content += 1
-                fields = text.split(",")
-                request = None
-                if len(fields) >= needed:
-                    size, url = fields[s_at].strip(), fields[o_at].strip()
-                    stamp = fields[t_at].strip() if t_at >= 0 else "0"
-                    if size.isascii() and size.isdigit() and url and " " not in url and "\t" not in url:
-                        try:
-                            timestamp = float(stamp)
-                        except ValueError:
-                            timestamp = -1.0
-                        client = fields[c_at].strip() if c_at >= 0 else NO_CLIENT
-                        if 0.0 <= timestamp < _INF and client and " " not in client:
-                            request = new_request(Request, (timestamp, client, "GET", url, int(size), number,
-                                                            None, None, None, None, None, None, None))
+                request = take(number, text, reasons[number - first] if text == BAD_LINE else None)
                 if request is not None:
-                    self.lines = number
-                    self.requests += 1
                     yield request
-                elif header is None and content == 1 and self.requests == 0:
-                    self.skipped += 1  # a first line that is not a record: a header (columns given by number)
-                    header, content = -1, 0
-                else:
-                    self.note_malformed(number, self._reason(fields, needed))
-                    if not self.requests and content >= DETECTION_LINES:
-                        raise TraceError(self.path, None,
-                                         f"not a trace: none of the first {DETECTION_LINES} lines is a csv record "
-                                         f"with columns {self._shown_columns()} (line {self.malformed_lines[0][0]}: "
-                                         f"{self.malformed_lines[0][1]})")
             self.lines = number
             lines = blocks.next()
             reasons = blocks.reasons
+        self.close()
+
+    def _take_line(self, number: int, text: str, reason: str | None) -> Request | None:
+        """Line ``number`` (``BAD_LINE`` with its ``reason`` when unreadable): its Request, or None after counting
+        it as skipped or malformed (the one definition of a csv record, for both :meth:`__iter__` and
+        :meth:`record_arrays`)."""
+        if text == BAD_LINE:
+            self.note_malformed(number, reason)
+            self._content += 1
+            return None
+        stripped = text.strip()
+        if not stripped:
+            self.skipped += 1
+            return None
+        header = self._header
+        if number - 1 == header or stripped.startswith("#"):
+            self.skipped += 1  # the header, or a comment
+            if number - 1 == header:
+                self._header = -1
+            return None
+        self._content += 1
+        fields = text.split(",")
+        needed = self._needed
+        if len(fields) >= needed:
+            size, url = fields[self._size_at].strip(), fields[self._object_at].strip()
+            stamp = fields[self._time_at].strip() if self._time_at >= 0 else "0"
+            if size.isascii() and size.isdigit() and url and " " not in url and "\t" not in url:
+                try:
+                    timestamp = float(stamp)
+                except ValueError:
+                    timestamp = -1.0
+                client = fields[self._client_at].strip() if self._client_at >= 0 else NO_CLIENT
+                if 0.0 <= timestamp < _INF and client and " " not in client:
+                    self.lines = number
+                    self.requests += 1
+                    return new_request(Request, (timestamp, client, "GET", url, int(size), number,
+                                                 None, None, None, None, None, None, None))
+        if header is None and self._content == 1 and self.requests == 0:
+            self.skipped += 1  # a first line that is not a record: a header (columns given by number)
+            self._header, self._content = -1, 0
+            return None
+        self.note_malformed(number, self._reason(fields, needed))
+        if not self.requests and self._content >= DETECTION_LINES:
+            raise TraceError(self.path, None,
+                             f"not a trace: none of the first {DETECTION_LINES} lines is a csv record "
+                             f"with columns {self._shown_columns()} (line {self.malformed_lines[0][0]}: "
+                             f"{self.malformed_lines[0][1]})")
+        return None
+
+    def record_arrays(self, max_requests: int | None = None, *, names: bool = False) -> Iterator[CsvArrays]:
+        """The requests as :class:`CsvArrays`, compiled (``_native.trace_reader``), at most :data:`ARRAY_BLOCK` at a
+        time: the requests iteration gives, with the same counts (``requests``, ``lines``, ``skipped``,
+        ``malformed``), strict mode and errors. ``max_requests``: stop after that many requests, as ``islice`` over
+        the iteration stops (no line after the last request is read). ``names``: add the cache keys' bytes (a block
+        then ends early when :data:`NAME_BYTES` are used). Memory: one chunk of the file and one block of arrays.
+        Read a reader either way, not both.
+
+        :raises ValueError: a size of 2**63 bytes or more (the arrays' range), naming the line.
+        """
+        import numpy as np  # numpy is imported by the readers that decode arrays, not by every trace reader
+
+        if self._first_chunk is None:
+            raise ValueError("this reader has already been read")
+        if isinstance(self._stream, io.TextIOBase):
+            raise ValueError("record_arrays reads binary streams (paths, binary files); iterate a text stream")
+        self._first = None
+        limit = -1 if max_requests is None else max_requests
+        max_line = line_reading.MAX_LINE_BYTES
+        parser = CsvChunkParser(self._time_at, self._object_at, self._size_at, self._client_at, max_line)
+        with_clients = self._client_at >= 0
+
+        def fresh():
+            count, named = ARRAY_BLOCK, ARRAY_BLOCK if names else 0
+            return [np.empty(count, np.uint64), np.empty(count, np.int64), np.empty(count, np.float64),
+                    np.empty(count if with_clients else 0, np.uint64), np.empty(count, np.int64),
+                    np.empty(max(NAME_BYTES, 4 * max_line + 4) if names else 0, np.uint8),
+                    np.zeros(named + 1 if names else 0, np.int64), np.empty(named, np.int64)]
+
+        def block(arrays, filled):
+            keys, sizes, times, clients, numbers, key_names, offsets, url_lengths = arrays
+            if not names:
+                return CsvArrays(keys[:filled], sizes[:filled], times[:filled],
+                                 clients[:filled] if with_clients else None, numbers[:filled])
+            return CsvArrays(keys[:filled], sizes[:filled], times[:filled], clients[:filled] if with_clients else None,
+                             numbers[:filled], key_names[:offsets[filled]], offsets[:filled + 1],
+                             url_lengths[:filled])
+
+        arrays, filled = fresh(), 0
+        chunk, first_over_long = self._first_chunk
+        self._first_chunk = None
+        status = LIMIT_REACHED if limit == 0 else CHUNK_DONE
+        while chunk is not None and status != LIMIT_REACHED:
+            position = 0
+            while True:
+                parser.number, parser.content, parser.requests = self._lines_seen, self._content, self.requests
+                parser.skipped, parser.header = self.skipped, -1 if self._header is None else self._header
+                before = self.requests
+                status, position, filled = parser.parse(chunk, position, first_over_long, *arrays, filled, limit)
+                self._lines_seen, self._content, self.requests = parser.number, parser.content, parser.requests
+                self.skipped = parser.skipped
+                if self._header is not None:
+                    self._header = parser.header
+                if self.requests > before:
+                    self.lines = int(arrays[4][filled - 1])
+                if status == OUTPUT_FULL:
+                    yield block(arrays, filled)
+                    arrays, filled = fresh(), 0
+                elif status == DEFERRED:  # one line the parser leaves to this reader's own logic
+                    end = chunk.find(b"\n", position)
+                    end = len(chunk) if end < 0 else end
+                    text, reason = decode_line(chunk[position:end], first_over_long and position == 0)
+                    self._lines_seen += 1
+                    request = self._take_line(self._lines_seen, text, reason)
+                    position = end + 1
+                    if request is None:
+                        continue
+                    if not 0 <= request.size < 2 ** 63:
+                        raise ValueError(f"the request of line {request.line}: size {request.size!r} is not a "
+                                         f"whole number of bytes in [0, 2**63) (the compiled replay's range; "
+                                         f"engine 'python' takes any size)")
+                    key_name = ("GET " + request.url).encode("utf-8") if names else b""
+                    if names and arrays[6][filled] + len(key_name) > len(arrays[5]):
+                        yield block(arrays, filled)
+                        arrays, filled = fresh(), 0
+                    keys, sizes, times, clients, numbers, key_names, offsets, url_lengths = arrays
+                    keys[filled] = xxh3(request.url.encode("utf-8"))
+                    sizes[filled], times[filled], numbers[filled] = request.size, request.timestamp, request.line
+                    if with_clients:
+                        clients[filled] = xxh3(request.client.encode("utf-8"))
+                    if names:
+                        at = offsets[filled]
+                        key_names[at:at + len(key_name)] = np.frombuffer(key_name, np.uint8)
+                        offsets[filled + 1], url_lengths[filled] = at + len(key_name), len(request.url)
+                    filled += 1
+                else:
+                    break
+            if status == LIMIT_REACHED:
+                break
+            self.lines = self._lines_seen
+            next_chunk = self._blocks.next_chunk()
+            chunk, first_over_long = next_chunk if next_chunk is not None else (None, False)
+        if filled:
+            yield block(arrays, filled)
         self.close()
 
     def _shown_columns(self) -> str:

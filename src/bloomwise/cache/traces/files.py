@@ -129,6 +129,10 @@ class ZstdFrames(io.RawIOBase):
     def close(self) -> None:
         if not self.closed:
             self._raw.close()
+        # the decoder holds up to the frame's window (128 MiB for libCacheSim's 10M traces): released now, not when
+        # the reader that owns this stream is collected (a reader and its generator form a cycle)
+        self._decompressor = self._frame = None
+        self._pending = b""
         super().close()
 
 

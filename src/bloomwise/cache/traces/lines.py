@@ -6,7 +6,7 @@ import io
 from bloomwise.cache.traces.files import read_errors
 from bloomwise.cache.traces.records import TraceError
 
-__all__ = ["LineBlocks", "MAX_LINE_BYTES", "BLOCK_BYTES", "BAD_LINE"]
+__all__ = ["LineBlocks", "MAX_LINE_BYTES", "BLOCK_BYTES", "BAD_LINE", "decode_line"]
 
 #: A line longer than this (bytes, newline included) is malformed; it is skipped without being held in memory.
 MAX_LINE_BYTES = 64 * 1024
@@ -44,6 +44,13 @@ class LineBlocks:
             raise TraceError(self.path, None, f"cannot read: {error}") from error
 
     def next(self) -> list[str] | None:
+        chunk = self.next_chunk()
+        return None if chunk is None else self.split_chunk(*chunk)
+
+    def next_chunk(self):
+        """The next ``(chunk, first_over_long)`` (None at the end): the text of whole lines joined by newlines
+        (without the last newline; bytes for a binary stream), and whether its first line is the end of an
+        over-long line. ``next()`` is ``chunk.split(newline)`` with the bad lines marked; use one or the other."""
         while not self._eof:
             data = self._read_block()
             if not data:
@@ -60,10 +67,12 @@ class LineBlocks:
                             self._over_long, self._carry = True, self._carry[:0]
                     continue
                 chunk, self._carry = self._carry + data[:cut], data[cut + 1:]
-            return self._lines(chunk)
+            first_over_long, self._over_long = self._over_long, False
+            return chunk, first_over_long
         return None
 
-    def _lines(self, chunk) -> list[str]:
+    def split_chunk(self, chunk, first_over_long: bool) -> list[str]:
+        """The lines of a chunk from :meth:`next_chunk`, as :meth:`next` returns them (``reasons`` set)."""
         reasons = self.reasons = {}
         if self._text:
             lines = chunk.split("\n")
@@ -78,9 +87,8 @@ class LineBlocks:
                     except UnicodeDecodeError as error:
                         lines.append(BAD_LINE)
                         reasons[index] = f"not UTF-8 text ({error.reason} at byte {error.start})"
-        too_long = f"line longer than {MAX_LINE_BYTES} bytes"
-        if self._over_long:
-            self._over_long = False
+        too_long = _too_long()
+        if first_over_long:
             lines[0], reasons[0] = BAD_LINE, too_long
         if len(chunk) > MAX_LINE_BYTES and max(map(len, lines)) > MAX_LINE_BYTES:
             for index, text in enumerate(lines):
@@ -89,3 +97,22 @@ class LineBlocks:
         return lines
 
 
+
+
+def decode_line(raw: bytes, first_over_long: bool = False) -> tuple[str, str | None]:
+    """One line of a chunk from :meth:`LineBlocks.next_chunk` as ``next()`` gives it: ``(text, None)``, or
+    ``(BAD_LINE, reason)`` for a line that is not UTF-8 or is too long (``first_over_long``: the chunk's first
+    line, the end of an over-long one)."""
+    if first_over_long:
+        return BAD_LINE, _too_long()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return BAD_LINE, f"not UTF-8 text ({error.reason} at byte {error.start})"
+    if len(text) > MAX_LINE_BYTES:
+        return BAD_LINE, _too_long()
+    return text, None
+
+
+def _too_long() -> str:
+    return f"line longer than {MAX_LINE_BYTES} bytes"
