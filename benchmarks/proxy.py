@@ -652,8 +652,8 @@ def targets_main(args) -> int:
                         if r["concurrency"] == c and r["workload"] == workload and r["server"] == server]
                 med = {k: statistics.median(r[k] for r in rows) for k in ("rps", "p50_ms", "p90_ms", "p99_ms")}
                 each = ", ".join(f"{r['rps']:,.0f}" for r in rows)
-                lines.append(f"| {label} | {workload} hits | {server} | {med['rps']:,.0f} ({each}) | {med['p50_ms']:.2f} | "
-                             f"{med['p90_ms']:.2f} | {med['p99_ms']:.2f} |")
+                lines.append(f"| {label} | {workload} hits | {server} | {med['rps']:,.0f} ({each}) | "
+                             f"{med['p50_ms']:.2f} | {med['p90_ms']:.2f} | {med['p99_ms']:.2f} |")
     lines += ["", "| target | concurrency | measured | verdict |", "|---|---|---|---|"]
     for name, c, measured, verdict in target_verdicts(t):
         lines.append(f"| {name} | {c} | {measured} | **{verdict}** |")
