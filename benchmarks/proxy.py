@@ -461,10 +461,17 @@ async def origin_served(origin):
     return sum((await fetch_json(origin + "/origin/stats"))["served"].values())
 
 
+#: The unloaded level of the speed targets: one connection, one request in flight (``wrk -t1 -c1``). At ``c``
+#: requests in flight the p50 is about ``c`` / throughput (Little's law), so at c16/c64 the remote hit's added p50
+#: measures the proxy's throughput; at c1 it is the cost of the extra hop itself.
+UNLOADED_CONCURRENCY = 1
+
+
 async def speed_targets(origin, documents, levels, rounds, seconds, script_dir):
     """Local hits (bloomwise P0 against Squid S0, ``documents`` cached), remote hits (no-store requests to
     bloomwise P1, served by P0; to Squid S2, a proxy-only sibling, served by S1 holding REMOTE_DOCUMENTS), the
-    summary decision's share of a miss at P1; wrk alternating bloomwise and Squid, ``rounds`` times per concurrency level."""
+    summary decision's share of a miss at P1; wrk alternating bloomwise and Squid, ``rounds`` times at the unloaded
+    level (UNLOADED_CONCURRENCY) and then per concurrency level of ``levels``."""
     ports = [free_port(), free_port()]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
     options = ["--summary-interval", "1", "--mean-document-size", str(MEAN_SIZE)]
@@ -505,7 +512,7 @@ async def speed_targets(origin, documents, levels, rounds, seconds, script_dir):
                      "remote": {"bloomwise": (u1, remote_urls, NO_STORE),
                                 "squid": (s2.proxy_url, remote_urls, NO_STORE)}}
         runs = []
-        for c in levels:
+        for c in [UNLOADED_CONCURRENCY] + list(levels):
             for r in range(rounds):
                 order = ("bloomwise", "squid") if r % 2 == 0 else ("squid", "bloomwise")
                 for workload, targets in workloads.items():
@@ -527,11 +534,32 @@ async def speed_targets(origin, documents, levels, rounds, seconds, script_dir):
         return {"runs": runs, "remote_fraction": {"bloomwise": bloomwise_fraction, "squid": squid_fraction},
                 "first_pass_origin_fetches": first_pass_origin, "route_share": route_share,
                 "documents": documents, "remote_documents": len(remote_urls), "levels": list(levels),
-                "rounds": rounds, "seconds": seconds}
+                "unloaded_concurrency": UNLOADED_CONCURRENCY, "rounds": rounds, "seconds": seconds}
     finally:
         for squid in squids:
             await asyncio.to_thread(squid.stop)
         stop([p0, p1])
+
+
+def unloaded_added_p50(t):
+    """Per server ("bloomwise", "squid"), the p50 latency of local and remote hits at the unloaded level (medians
+    over rounds, ms) and ``added_p50_ms`` = remote p50 - local p50: what the extra hop to the sibling costs one
+    request when nothing else is in flight. None for results without unloaded runs."""
+    c = t.get("unloaded_concurrency")
+    if c is None:
+        return None
+    out = {}
+    for server in ("bloomwise", "squid"):
+        p50 = {}
+        for workload in ("local", "remote"):
+            values = [r["p50_ms"] for r in t["runs"]
+                      if r["concurrency"] == c and r["workload"] == workload and r["server"] == server]
+            if values:
+                p50[workload] = statistics.median(values)
+        if len(p50) == 2:
+            out[server] = {"local_p50_ms": p50["local"], "remote_p50_ms": p50["remote"],
+                           "added_p50_ms": p50["remote"] - p50["local"]}
+    return out if "bloomwise" in out else None
 
 
 def target_verdicts(t) -> list:
@@ -554,6 +582,16 @@ def target_verdicts(t) -> list:
         out.append(("remote hits: >= Squid's sibling-hit requests/s, p50 <= local p50 + 1 ms", c,
                     f"{br_rps:,.0f} vs {sr_rps:,.0f} req/s = {br_rps / sr_rps:.2f}x; p50 +{added:.2f} ms over local",
                     "PASS" if ok else "FAIL"))
+    unloaded = unloaded_added_p50(t)
+    if unloaded is not None:
+        def server_text(name, added):
+            return (f"{name} +{added['added_p50_ms']:.2f} ms ({added['remote_p50_ms']:.2f} vs "
+                    f"{added['local_p50_ms']:.2f})")
+        out.append((f"remote hit adds <= 1 ms p50 over a local hit, unloaded (c{t['unloaded_concurrency']})",
+                    t["unloaded_concurrency"],
+                    "; ".join(server_text(name, unloaded[server]) for server, name in
+                              (("bloomwise", "bloomwise"), ("squid", "Squid")) if server in unloaded),
+                    "PASS" if unloaded["bloomwise"]["added_p50_ms"] <= 1.0 else "FAIL"))
     f = t["remote_fraction"]
     out.append(("remote hits: routed fraction >= Squid's sibling-hit fraction", "-",
                 f"{100 * f['bloomwise']:.1f}% vs {100 * f['squid']:.1f}%",
@@ -572,7 +610,14 @@ def targets_main(args) -> int:
     import tempfile
     from measure import machine
 
-    levels = [int(x) for x in args.levels.split(",")]
+    try:
+        levels = [int(x) for x in args.levels.split(",")]
+    except ValueError:
+        levels = []
+    if not levels or min(levels) <= UNLOADED_CONCURRENCY:
+        print(f"proxy.py: --levels {args.levels!r}: expected concurrency levels above {UNLOADED_CONCURRENCY} such as "
+              f"16,64 (c{UNLOADED_CONCURRENCY}, the unloaded level, is always measured)", file=sys.stderr)
+        return 2
     origin_process, origin = start_origin(args.documents + 400)
     load_before = os.getloadavg()
     try:
@@ -590,7 +635,8 @@ def targets_main(args) -> int:
              f"{t['load_average_after'][0]:.2f} after), Python {m['python']}; {version}; "
              f"{wrk_version.split(' Copyright')[0]}.",
              f"`wrk -t1 -cC -d{args.wrk_seconds:g}s --latency` through each proxy, cycling over the URLs; bloomwise and "
-             f"Squid alternate, {args.rounds} rounds per concurrency; medians over rounds. Local hits: {args.documents} "
+             f"Squid alternate, {args.rounds} rounds per concurrency (c{UNLOADED_CONCURRENCY} first: unloaded, one "
+             f"request in flight); medians over rounds. Local hits: {args.documents} "
              f"documents of mean {MEAN_SIZE} bytes in bloomwise P0 and Squid S0. Remote hits (requests with "
              f"Cache-Control: no-store, so that the front proxy keeps nothing): bloomwise P1 from P0, Squid S2 "
              f"(proxy-only sibling) from S1, over {t['remote_documents']} documents (a Squid 5.7 "
@@ -598,15 +644,16 @@ def targets_main(args) -> int:
              f"{sum(r['origin_fetches'] for r in t['runs'])}; wrk errors: {sum(r['errors'] for r in t['runs'])}.", "",
              "| concurrency | workload | server | requests/s | p50 ms | p90 ms | p99 ms |",
              "|---|---|---|---:|---:|---:|---:|"]
-    for c in levels:
+    for c in [UNLOADED_CONCURRENCY] + levels:
+        label = f"{c} (unloaded)" if c == UNLOADED_CONCURRENCY else f"{c}"
         for workload in ("local", "remote"):
             for server in ("bloomwise", "squid"):
                 rows = [r for r in t["runs"]
                         if r["concurrency"] == c and r["workload"] == workload and r["server"] == server]
                 med = {k: statistics.median(r[k] for r in rows) for k in ("rps", "p50_ms", "p90_ms", "p99_ms")}
                 each = ", ".join(f"{r['rps']:,.0f}" for r in rows)
-                lines.append(f"| {c} | {workload} hits | {server} | {med['rps']:,.0f} ({each}) | {med['p50_ms']:.2f} | "
-                             f"{med['p90_ms']:.2f} | {med['p99_ms']:.2f} |")
+                lines.append(f"| {label} | {workload} hits | {server} | {med['rps']:,.0f} ({each}) | "
+                             f"{med['p50_ms']:.2f} | {med['p90_ms']:.2f} | {med['p99_ms']:.2f} |")
     lines += ["", "| target | concurrency | measured | verdict |", "|---|---|---|---|"]
     for name, c, measured, verdict in target_verdicts(t):
         lines.append(f"| {name} | {c} | {measured} | **{verdict}** |")

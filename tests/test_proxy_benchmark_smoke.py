@@ -60,6 +60,39 @@ def test_speed_target_verdicts_and_wrk_output():
     assert [v[-1] for v in bench.target_verdicts(results)] == ["FAIL", "FAIL", "PASS", "FAIL"]
 
 
+def test_unloaded_remote_hit_row_adds_the_p50_of_each_server_and_judges_bloomwise():
+    bench = _benchmark_module()
+
+    def run(c, workload, server, rps, p50, p99, round_=0):
+        return {"concurrency": c, "workload": workload, "server": server, "rps": rps, "p50_ms": p50, "p99_ms": p99,
+                "round": round_}
+
+    loaded = [run(16, "local", "bloomwise", 3000, 2.0, 10.0), run(16, "local", "squid", 2000, 3.0, 10.0),
+              run(16, "remote", "bloomwise", 1000, 3.0, 12.0), run(16, "remote", "squid", 1100, 4.0, 9.0)]
+    # c1, two rounds: medians local 0.25 (bloomwise) / 0.375 (Squid), remote 1.25 / 0.875 (exact in binary)
+    unloaded = [run(1, "local", "bloomwise", 4000, 0.25, 0.5), run(1, "local", "bloomwise", 3000, 0.25, 0.5, 1),
+                run(1, "local", "squid", 2500, 0.25, 0.5), run(1, "local", "squid", 2500, 0.5, 0.75, 1),
+                run(1, "remote", "bloomwise", 900, 1.0, 2.0), run(1, "remote", "bloomwise", 800, 1.5, 2.0, 1),
+                run(1, "remote", "squid", 1000, 0.75, 1.0), run(1, "remote", "squid", 1000, 1.0, 1.5, 1)]
+    results = {"levels": [16], "unloaded_concurrency": 1, "route_share": 0.004,
+               "remote_fraction": {"bloomwise": 1.0, "squid": 1.0}, "runs": loaded + unloaded}
+    assert bench.unloaded_added_p50(results) == {
+        "bloomwise": {"local_p50_ms": 0.25, "remote_p50_ms": 1.25, "added_p50_ms": 1.0},
+        "squid": {"local_p50_ms": 0.375, "remote_p50_ms": 0.875, "added_p50_ms": 0.5}}
+    verdicts = bench.target_verdicts(results)
+    # the loaded rows are judged as without the unloaded runs; the unloaded row comes after them; exactly +1 ms passes
+    without = dict(results, runs=loaded)
+    del without["unloaded_concurrency"]
+    assert verdicts[:2] == bench.target_verdicts(without)[:2] and verdicts[3:] == bench.target_verdicts(without)[2:]
+    assert verdicts[2] == ("remote hit adds <= 1 ms p50 over a local hit, unloaded (c1)", 1,
+                           "bloomwise +1.00 ms (1.25 vs 0.25); Squid +0.50 ms (0.88 vs 0.38)", "PASS")
+    unloaded[5]["p50_ms"] = 1.75                              # bloomwise's remote median 1.375: +1.125 ms
+    assert bench.target_verdicts(results)[2][2:] == ("bloomwise +1.12 ms (1.38 vs 0.25); Squid +0.50 ms (0.88 vs 0.38)",
+                                                     "FAIL")
+    # results written before the unloaded level have no such row
+    assert bench.unloaded_added_p50(without) is None and len(bench.target_verdicts(without)) == 4
+
+
 def test_squid57_receive_model_misplaces_the_first_reads_mask_bytes_from_128_on():
     from bloomwise.cache.squid_digest import CacheDigest
 
