@@ -219,7 +219,8 @@ def scale_markdown(data: dict) -> str:
              measure.machine_line(meta), "",
              f"`bloomwise simulate --trace {SCALE_TRACE} --assign random --seed 1 --proxies {SCALE_PROXIES} "
              f"--cache-size {SCALE_CACHE} --policy P --engine compiled`, each in a fresh process (start-up, reading "
-             "the csv records, replay); CPU = user + system time of the process, peak RSS from wait4.", "",
+             "the csv into the replay's arrays, replay); CPU = user + system time of the process, peak RSS from "
+             "wait4.", "",
              "| policy | requests | hit ratio | wall s | CPU s | requests/s (CPU) | peak RSS MiB |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for r in data["runs"]:
