@@ -10,8 +10,8 @@ the 200,000 first with ``--quick``), 16 proxies by ``--assign random`` (seed 1),
 threshold 1%, the documents' mean size estimated from the trace as ``bloomwise simulate`` does. Its records are read
 and turned into the replay's arrays (keys' bytes included) first, untimed; the figure is the CPU time of the
 compiled loop over those arrays (``fast_replay.cooperative_caches(...).replay``: lookups, summaries, routing,
-publication), median of the runs. The whole ``replay()`` with the reading of the csv records is timed once beside
-it, for scale (the reading of records in Python then dominates).
+publication), median of the runs. The whole ``replay()`` of the ``CsvTrace`` (reading by the compiled csv reader
+included) is timed once beside it.
 
 ``--scale``: ``bloomwise simulate --trace twitter-cluster52-10m --assign random --proxies 100 --cache-size 2MiB
 --policy P --engine compiled`` for each compiled policy, each in a fresh process: wall and CPU time (user + system)
@@ -330,7 +330,7 @@ def markdown(data: dict) -> str:
         lines += ["", f"Cooperative policies, {COOPERATIVE_PROXIES} proxies, twitter-cluster52 (`--assign random`, "
                       f"seed 1), {COOPERATIVE_CACHE >> 20} MiB caches, 8 bits per entry, threshold 1%: CPU time of "
                       "the compiled loop over the trace's arrays (made beforehand), median of the runs; and of the "
-                      "whole `replay()` with the reading of the csv records, once.", "",
+                      "whole `replay()` of the csv trace, its reading included, once.", "",
                   "| policy | requests | hit ratio | remote hit ratio | loop: requests per CPU second | "
                   "whole replay with reading, CPU s |", "|---|---:|---:|---:|---:|---:|"]
         for r in data["cooperative"]:
