@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bloomwise._checks import (check_finite_positive, check_fraction, check_int_range, check_multiple,
-                               check_non_negative, check_positive_int, check_positive_integer, check_token,
+from bloomwise._checks import (check_choice, check_closed_probability, check_finite_positive, check_fraction,
+                               check_int_range, check_multiple, check_non_negative, check_positive_int,
+                               check_positive_integer, check_positive_real, check_real_number, check_token,
                                check_tolerance, check_unit_interval)
 from bloomwise.cache.simulation import SimulationConfig
 from bloomwise.cache.store import DocumentCache
@@ -60,6 +61,14 @@ def test_every_layer_takes_a_threshold_in_the_half_open_interval(make):
     (lambda: check_multiple("num_bytes", 48, 32, 32, 1 << 27), ValueError,
      "num_bytes must be a multiple of 32 between 32 and 134217728, got 48"),
     (lambda: check_multiple("num_bytes", 32.0, 32, 32, 1 << 27), TypeError, "num_bytes must be an int, got float"),
+    (lambda: check_real_number("prior", "0.5"), TypeError, "prior must be a real number, got '0.5'"),
+    (lambda: check_real_number("prior", True), TypeError, "prior must be a real number, got True"),
+    (lambda: check_real_number("log_ratio", float("nan")), ValueError, "log_ratio must not be NaN, got nan"),
+    (lambda: check_closed_probability("posterior", 1.5), ValueError, r"posterior must be a probability in \[0, 1\]"),
+    (lambda: check_positive_real("alpha", 0), ValueError, "alpha must be a finite number > 0, got 0.0"),
+    (lambda: check_positive_real("alpha", float("inf")), ValueError, "alpha must be a finite number > 0, got inf"),
+    (lambda: check_choice("rule", "max", ("threshold", "cost")), ValueError,
+     "rule must be one of 'threshold', 'cost', got 'max'"),
 ])
 def test_each_check_names_the_value_and_what_was_expected(call, error, message):
     with pytest.raises(error, match=f"^{message}"):
@@ -72,3 +81,6 @@ def test_the_checks_return_the_value_converted():
     assert check_tolerance("r", None) is None and check_tolerance("r", 2.5) == 2.5
     assert check_non_negative("s", 7, integer=False) == 7.0 and check_unit_interval("f", 0) == 0.0
     assert SimulationConfig(cache_size=np.int64(1 << 20)).cache_size.__class__ is int
+    assert check_real_number("x", -float("inf")) == -float("inf") and type(check_real_number("x", 1)) is float
+    assert check_closed_probability("p", 0) == 0.0 and check_closed_probability("p", 1) == 1.0
+    assert check_positive_real("alpha", np.float32(0.5)) == 0.5 and check_choice("rule", "cost", ("cost",)) == "cost"

@@ -6,7 +6,8 @@ parameter (``"capacity"``), or a longer phrase (``"request 3: size"``) where the
 
 Below the theory and importing nothing of bloomwise, so that any module may use it (docs/architecture.md,
 "Layers"). The text readers of typed numbers (``40M``, ``64KiB``, ``10%``) are :mod:`bloomwise.units`; the checks
-the paradox's formulas share (reals, probabilities in [0, 1], counter arrays) are ``bloomwise.paradox._validate``.
+the checks of numpy arrays the paradox's formulas share (probabilities, counters) are ``bloomwise.paradox._validate``,
+beside the numpy they need.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ __all__ = [
     "check_integer", "check_real", "check_count", "check_probability", "check_flag", "check_positive_int",
     "check_int_range", "check_positive_integer", "check_unit_interval", "check_fraction", "check_tolerance",
     "check_positive_number", "check_finite_positive", "check_non_negative", "check_token", "check_multiple",
+    "check_real_number", "check_closed_probability", "check_positive_real", "check_choice",
 ]
 
 _INF = float("inf")
@@ -88,6 +90,33 @@ def check_real(name: str, value, minimum: float = 0.0) -> float:
         raise ValueError(f"{name} must be finite, got {value!r}")
     if number < minimum:
         raise ValueError(f"{name} must be >= {minimum:g}, got {value!r}")
+    return number
+
+
+def check_real_number(name: str, value) -> float:
+    """Any real number but NaN (infinities allowed), as a float; TypeError for bools and non-numbers: the paradox's
+    formulas' check."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    number = float(value)
+    if math.isnan(number):
+        raise ValueError(f"{name} must not be NaN, got {number!r}")
+    return number
+
+
+def check_closed_probability(name: str, value) -> float:
+    """A probability in [0, 1] (a prior, a posterior), as a float."""
+    number = check_real_number(name, value)
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1], got {number!r}")
+    return number
+
+
+def check_positive_real(name: str, value) -> float:
+    """A finite real number > 0 (a cost ratio), as a float; TypeError for bools and non-numbers."""
+    number = check_real_number(name, value)
+    if not (number > 0.0 and math.isfinite(number)):
+        raise ValueError(f"{name} must be a finite number > 0, got {number!r}")
     return number
 
 
@@ -168,6 +197,13 @@ def check_non_negative(name: str, value, *, integer: bool, upper: float = _INF):
 
 
 # ---- other values ----------------------------------------------------------------------------------------------------
+def check_choice(name: str, value, allowed) -> str:
+    """One of ``allowed``."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value
+
+
 def check_flag(name: str, value) -> bool:
     """True or False (not a truthy value)."""
     if not isinstance(value, bool):

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 import bloomwise
-from bloomwise.paradox import _validate
+from bloomwise._checks import check_integer
 from bloomwise.paradox.costs import CostModel
 from bloomwise.paradox.priors import ConstantPrior, Prior
 
@@ -75,4 +75,4 @@ def flag(name: str, value) -> bool:
 
 
 def num_items(value) -> int:
-    return _validate.integer("num_items", value, 0)
+    return check_integer("num_items", value, 0)

@@ -1,50 +1,11 @@
-"""Input checks shared by the paradox modules (private).
+"""The checks of numpy arrays the paradox modules share (private); the scalar checks are :mod:`bloomwise._checks`.
 
 Every check names the parameter and shows the value: ``ValueError`` for a value out of range, ``TypeError`` for a
 value of the wrong kind.
 """
 from __future__ import annotations
 
-import math
-import numbers
-
 import numpy as np
-
-
-def real(name: str, value) -> float:
-    """``value`` as a float; bools and non-numbers are rejected."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if math.isnan(value):
-        raise ValueError(f"{name} must not be NaN, got {value!r}")
-    return value
-
-
-def probability(name: str, value) -> float:
-    """A probability in [0, 1]."""
-    value = real(name, value)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-    return value
-
-
-def positive(name: str, value) -> float:
-    """A finite number > 0."""
-    value = real(name, value)
-    if not (value > 0.0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
-
-
-def integer(name: str, value, minimum: int = 0) -> int:
-    """An integer >= ``minimum`` (numpy integers accepted, bools and floats rejected)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
 
 
 def probability_array(name: str, values) -> np.ndarray:
@@ -70,10 +31,3 @@ def counter_array(name: str, values) -> np.ndarray:
     if arr.size and arr.min() < 0:
         raise ValueError(f"{name} must be >= 0, got {int(arr.min())}")
     return arr
-
-
-def choice(name: str, value, allowed) -> str:
-    """One of ``allowed``."""
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
-    return value

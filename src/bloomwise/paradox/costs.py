@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bloomwise.paradox import _validate
+from bloomwise._checks import check_closed_probability, check_positive_real
 
 __all__ = ["CostModel"]
 
@@ -34,13 +34,13 @@ class CostModel:
     false_negative: float = 1.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "false_positive", _validate.positive("false_positive", self.false_positive))
-        object.__setattr__(self, "false_negative", _validate.positive("false_negative", self.false_negative))
+        object.__setattr__(self, "false_positive", check_positive_real("false_positive", self.false_positive))
+        object.__setattr__(self, "false_negative", check_positive_real("false_negative", self.false_negative))
 
     @classmethod
     def from_alpha(cls, alpha: float) -> "CostModel":
         """``CostModel(1, alpha)``: a false negative costs ``alpha`` false positives."""
-        return cls(1.0, _validate.positive("alpha", alpha))
+        return cls(1.0, check_positive_real("alpha", alpha))
 
     @property
     def alpha(self) -> float:
@@ -58,7 +58,7 @@ class CostModel:
         "Present" costs ``(1 - posterior) W_FP`` on average and "absent" costs ``posterior W_FN``; at a tie the two are
         equally good and the answer is "present" (no false negative for free).
         """
-        return bool(self._present(_validate.probability("posterior", posterior)))
+        return bool(self._present(check_closed_probability("posterior", posterior)))
 
     def _present(self, posterior):
         """Theorem 4, the one place it is computed (numbers or numpy arrays): "present" iff its expected cost
@@ -78,5 +78,5 @@ class CostModel:
 
     def expected_cost(self, posterior: float, member: bool) -> float:
         """Expected cost of answering ``member`` for a key whose membership probability is ``posterior``."""
-        posterior = _validate.probability("posterior", posterior)
+        posterior = check_closed_probability("posterior", posterior)
         return (1.0 - posterior) * self.false_positive if member else posterior * self.false_negative

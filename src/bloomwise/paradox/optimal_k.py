@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from bloomwise._checks import check_closed_probability, check_integer
 from bloomwise.paradox import _validate
 from bloomwise.paradox._support import as_cost
 from bloomwise.paradox.posterior import log_binom_pmf, log_binom_tail
@@ -105,10 +106,10 @@ def _product_tails_grid(values, weights, k, t):
 
 
 def _check_common(num_hashes, num_counters, num_items, counter_bits):
-    k = _validate.integer("num_hashes", num_hashes, 1)
-    m = _validate.integer("num_counters", num_counters, 1)
-    n = _validate.integer("num_items", num_items, 1)
-    bits = _validate.integer("counter_bits", counter_bits, 1)
+    k = check_integer("num_hashes", num_hashes, 1)
+    m = check_integer("num_counters", num_counters, 1)
+    n = check_integer("num_items", num_items, 1)
+    bits = check_integer("counter_bits", counter_bits, 1)
     if bits > 16:
         raise ValueError(f"counter_bits must be <= 16, got {counter_bits!r}")
     if k > m:
@@ -154,7 +155,7 @@ def cbf_error_rates(num_hashes: int, num_counters: int, num_items: int, prior: f
     [0.0, 1.0]
     """
     k, m, n, bits = _check_common(num_hashes, num_counters, num_items, counter_bits)
-    pr = _validate.probability("prior", prior)
+    pr = check_closed_probability("prior", prior)
     alpha = as_cost(cost).alpha
     fpr, fnr = error_rates(k, m, n, bits, np.array([pr]), alpha)
     return float(fpr[0]), float(fnr[0])
@@ -228,11 +229,11 @@ def cbf_optimal_num_hashes(num_counters: int, num_items: int, priors, cost, *, w
     >>> cbf_optimal_num_hashes(13312, 3328, priors, 5, weights=weights)
     9
     """
-    m = _validate.integer("num_counters", num_counters, 1)
-    n = _validate.integer("num_items", num_items, 1)
+    m = check_integer("num_counters", num_counters, 1)
+    n = check_integer("num_items", num_items, 1)
     if max_hashes is None:
         max_hashes = min(64, m)
-    max_hashes = _validate.integer("max_hashes", max_hashes, 1)
+    max_hashes = check_integer("max_hashes", max_hashes, 1)
     best_k, best_cost, since = 1, math.inf, 0
     for k in range(1, max_hashes + 1):
         value = cbf_expected_cost(k, m, n, priors, cost, weights=weights, counter_bits=counter_bits)

@@ -22,6 +22,8 @@ import math
 
 import numpy as np
 
+from bloomwise._checks import (check_choice, check_closed_probability, check_integer, check_positive_real,
+                               check_real_number)
 from bloomwise._native import decide as _decide
 from bloomwise.theory.rates import log_binomial_pmf
 
@@ -44,7 +46,7 @@ _LN2 = math.log(2.0)
 def _prob_or_array(name, value):
     if isinstance(value, np.ndarray) or isinstance(value, (list, tuple)):
         return _validate.probability_array(name, value), True
-    return _validate.probability(name, value), False
+    return check_closed_probability(name, value), False
 
 
 def posterior(prior, fpr):
@@ -88,7 +90,7 @@ def paradox_threshold(fpr, alpha):
     >>> round(paradox_threshold(0.001, 1.0), 7)  # FPR 0.1%: positives are worthless for keys with prior < ~0.1%
     0.000999
     """
-    a = _validate.positive("alpha", alpha)
+    a = check_positive_real("alpha", alpha)
     f, arr = _prob_or_array("fpr", fpr)
     return f / (f + a)
 
@@ -104,7 +106,7 @@ def theorem1_fpr(bits_per_item: float) -> float:
     >>> round(theorem1_fpr(10), 6)
     0.008193
     """
-    b = _validate.real("bits_per_item", bits_per_item)
+    b = check_real_number("bits_per_item", bits_per_item)
     if b < 0.0:
         raise ValueError(f"bits_per_item must be >= 0, got {bits_per_item!r}")
     return 2.0 ** (-_LN2 * b)
@@ -122,8 +124,8 @@ def theorem1_threshold(bits_per_item: float, alpha: float) -> float:
     >>> round(theorem1_threshold(4, 100), 6)  # Table II set-up: 4 bits per key, alpha = 100
     0.001461
     """
-    a = _validate.positive("alpha", alpha)
-    b = _validate.real("bits_per_item", bits_per_item)
+    a = check_positive_real("alpha", alpha)
+    b = check_real_number("bits_per_item", bits_per_item)
     if b < 0.0:
         raise ValueError(f"bits_per_item must be >= 0, got {bits_per_item!r}")
     exponent = _LN2 * b
@@ -147,8 +149,8 @@ def min_bits_per_item(prior: float, alpha: float) -> float:
     >>> round(min_bits_per_item(1e-5, 1.0), 2), round(min_bits_per_item(1e-5, 0.1), 2)
     (23.96, 28.76)
     """
-    p = _validate.probability("prior", prior)
-    a = _validate.positive("alpha", alpha)
+    p = check_closed_probability("prior", prior)
+    a = check_positive_real("alpha", alpha)
     if p == 0.0:
         return math.inf
     if p * (1.0 + a) >= 1.0:  # (1 - P) / (alpha P) <= 1
@@ -167,7 +169,7 @@ def decision_threshold(alpha: float) -> float:
     >>> decision_threshold(5)
     0.16666666666666666
     """
-    return 1.0 / (_validate.positive("alpha", alpha) + 1.0)
+    return 1.0 / (check_positive_real("alpha", alpha) + 1.0)
 
 
 # --- counting filters -------------------------------------------------------------------------------------------
@@ -246,8 +248,8 @@ def _posterior_from_log_ratio(log_ratio, prior):
 
 
 def _check_filter_size(num_counters, num_items):
-    m = _validate.integer("num_counters", num_counters, 1)
-    n = _validate.integer("num_items", num_items, 0)
+    m = check_integer("num_counters", num_counters, 1)
+    n = check_integer("num_items", num_items, 0)
     return m, n
 
 
@@ -283,9 +285,9 @@ def cbf_posterior(counters, num_counters: int, num_items: int, prior, *, exact: 
     """
     c = _validate.counter_array("counters", counters)
     m, n = _check_filter_size(num_counters, num_items)
-    _validate.choice("layout", layout, ("partitioned", "classic"))
+    check_choice("layout", layout, ("partitioned", "classic"))
     if counter_bits is not None:
-        counter_bits = _validate.integer("counter_bits", counter_bits, 1)
+        counter_bits = check_integer("counter_bits", counter_bits, 1)
     p, p_arr = _prob_or_array("prior", prior)
     k = c.shape[-1]
     if c.ndim == 1 and p_arr and np.ndim(p) > 0:
@@ -346,7 +348,7 @@ def vicbf_posterior(counters, multiplicities, num_counters: int, num_items: int,
     if np.any(decoded & (y > c)):
         raise ValueError("a decoded multiplicity y_j cannot exceed its counter c_j")
     m, n = _check_filter_size(num_counters, num_items)
-    ell = _validate.integer("num_increments", num_increments, 1)
+    ell = check_integer("num_increments", num_increments, 1)
     p, p_arr = _prob_or_array("prior", prior)
     if c.ndim == 1 and p_arr and np.ndim(p) > 0:
         raise ValueError(f"prior must be a number for one row of counters, got an array of shape {np.shape(p)}")

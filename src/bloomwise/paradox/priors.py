@@ -16,6 +16,7 @@ from collections.abc import Callable, Hashable, Mapping
 
 import numpy as np
 
+from bloomwise._checks import check_closed_probability, check_real_number
 from bloomwise.paradox import _validate
 
 __all__ = ["Prior", "ConstantPrior", "ClassPrior", "CallablePrior", "SampledPrior"]
@@ -62,7 +63,7 @@ class ConstantPrior(Prior):
     """
 
     def __init__(self, p: float):
-        self.p = _validate.probability("p", p)
+        self.p = check_closed_probability("p", p)
 
     def probability(self, key) -> float:
         return self.p
@@ -96,9 +97,9 @@ class ClassPrior(Prior):
         if not isinstance(probabilities, Mapping):
             raise TypeError(f"probabilities must be a mapping from class label to probability, got {probabilities!r}")
         self.classify = classify
-        self.table = {label: _validate.probability(f"probabilities[{label!r}]", p)
+        self.table = {label: check_closed_probability(f"probabilities[{label!r}]", p)
                       for label, p in probabilities.items()}
-        self.default = None if default is None else _validate.probability("default", default)
+        self.default = None if default is None else check_closed_probability("default", default)
         self.vectorized = bool(vectorized)
 
     def label_probability(self, label, key) -> float:
@@ -154,7 +155,7 @@ class CallablePrior(Prior):
     def probability(self, key) -> float:
         if self.vectorized:
             return float(self.probabilities(np.asarray([key]))[0])
-        return _validate.probability("prior returned by fn", self.fn(key))
+        return check_closed_probability("prior returned by fn", self.fn(key))
 
     def probabilities(self, keys) -> np.ndarray:
         keys = _keys_list(keys)
@@ -204,14 +205,14 @@ class SampledPrior(Prior):
             raise TypeError(f"classify must be callable or None, got {classify!r}")
         self.oracle = oracle
         self.classify = classify
-        self.rate = _validate.probability("rate", rate)
+        self.rate = check_closed_probability("rate", rate)
         if self.rate == 0.0:
             raise ValueError(f"rate must be in (0, 1], got {rate!r}")
-        window = _validate.real("window", window)
+        window = check_real_number("window", window)
         if not window >= 1.0:
             raise ValueError(f"window must be >= 1, got {window!r}")
         self.window = window
-        self.initial = _validate.probability("initial", initial)
+        self.initial = check_closed_probability("initial", initial)
         self._w = 1.0 / window
         self._rng = np.random.default_rng(seed)
         self._num: dict = {}

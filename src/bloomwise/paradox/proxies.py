@@ -22,7 +22,7 @@ import math
 import numbers
 from typing import NamedTuple
 
-from bloomwise.paradox import _validate
+from bloomwise._checks import check_closed_probability, check_integer, check_positive_real
 from bloomwise.paradox.posterior import cbf_posterior
 from bloomwise.paradox.priors import Prior
 
@@ -43,14 +43,14 @@ class QueryPlan(NamedTuple):
 
 
 def _check(probabilities, costs, origin_cost):
-    probs = [_validate.probability(f"probabilities[{i}]", p) for i, p in enumerate(probabilities)]
+    probs = [check_closed_probability(f"probabilities[{i}]", p) for i, p in enumerate(probabilities)]
     if isinstance(costs, numbers.Real) and not isinstance(costs, bool):
         costs = [costs] * len(probs)
     costs = list(costs)
     if len(costs) != len(probs):
         raise ValueError(f"costs must be one number or one per peer ({len(probs)}), got {len(costs)} values")
-    costs = [_validate.positive(f"costs[{i}]", c) for i, c in enumerate(costs)]
-    omega = _validate.positive("origin_cost", origin_cost)
+    costs = [check_positive_real(f"costs[{i}]", c) for i, c in enumerate(costs)]
+    omega = check_positive_real("origin_cost", origin_cost)
     return probs, costs, omega
 
 
@@ -66,7 +66,7 @@ def expected_query_cost(order, probabilities, costs, origin_cost: float) -> floa
     4.0
     """
     probs, taus, omega = _check(probabilities, costs, origin_cost)
-    order = [_validate.integer("order[...]", j, 0) for j in order]
+    order = [check_integer("order[...]", j, 0) for j in order]
     if len(set(order)) != len(order) or any(j >= len(probs) for j in order):
         raise ValueError(f"order must list distinct peer indices below {len(probs)}, got {order!r}")
     total, miss = 0.0, 1.0
@@ -132,7 +132,7 @@ def peer_probabilities(key, summaries, priors) -> list[float]:
         raise ValueError(f"priors must be one value or one per peer ({len(summaries)}), got {len(priors)} values")
     out = []
     for j, (summary, prior) in enumerate(zip(summaries, priors)):
-        p = prior.probability(key) if isinstance(prior, Prior) else _validate.probability(f"priors[{j}]", prior)
+        p = prior.probability(key) if isinstance(prior, Prior) else check_closed_probability(f"priors[{j}]", prior)
         n = int(summary.num_keys)
         counters = list(summary.counters(key))
         if n == 0 or min(counters) == 0:

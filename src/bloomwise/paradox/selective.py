@@ -24,7 +24,8 @@ import numpy as np
 
 from bloomwise import theory
 from bloomwise._base import check_threads
-from bloomwise.paradox import _support, _validate
+from bloomwise._checks import check_choice
+from bloomwise.paradox import _support
 from bloomwise.paradox._kernels import decide
 from bloomwise.paradox.decisions import Decision, Decisions
 from bloomwise.paradox.posterior import paradox_threshold, theorem1_fpr
@@ -91,7 +92,7 @@ class SelectiveBloomFilter:
         self.cost = _support.as_cost(cost)
         self.selective_insert = _support.flag("selective_insert", selective_insert)
         self.selective_query = _support.flag("selective_query", selective_query)
-        self.rule = _validate.choice("rule", rule, RULES)
+        self.rule = check_choice("rule", rule, RULES)
         self._num_inserted = _support.num_items(num_items)
         self._num_skipped = 0
         self._max_skipped_prior = -1.0  # the largest prior of a skipped key (-1: none skipped)

@@ -28,9 +28,9 @@ from typing import NamedTuple
 import numpy as np
 
 from bloomwise import theory
+from bloomwise._checks import check_choice, check_integer, check_positive_real
 from bloomwise.bloom import BloomFilter
 from bloomwise.counting import CountingBloomFilter
-from bloomwise.paradox import _validate
 from bloomwise.paradox.costs import CostModel
 from bloomwise.paradox.optimal_k import cbf_error_rates
 from bloomwise.paradox.posterior import paradox_threshold, theorem1_fpr
@@ -111,8 +111,8 @@ class Population:
     exponents: tuple[int, ...] = tuple(range(3, 16))
 
     def __post_init__(self) -> None:
-        _validate.integer("members_per_type", self.members_per_type, 1)
-        exps = tuple(_validate.integer("exponents[...]", e, 0) for e in self.exponents)
+        check_integer("members_per_type", self.members_per_type, 1)
+        exps = tuple(check_integer("exponents[...]", e, 0) for e in self.exponents)
         if not exps or len(set(exps)) != len(exps):
             raise ValueError(f"exponents must be distinct and non-empty, got {self.exponents!r}")
         if max(exps) > 40:
@@ -196,7 +196,7 @@ class Outcome(NamedTuple):
 
 def bloom_num_hashes(population: Population, bits_per_key: int) -> tuple[int, int]:
     """``(m, k)`` of the section VIII.A filters: ``m = bits_per_key * n`` and k by bloomwise.theory's integer rule."""
-    m = _validate.integer("bits_per_key", bits_per_key, 1) * population.num_members
+    m = check_integer("bits_per_key", bits_per_key, 1) * population.num_members
     return m, theory.optimal_num_hashes(m, population.num_members, layout="partitioned")
 
 
@@ -230,8 +230,8 @@ def bloom_trial(population: Population, bits_per_key: int, alphas, seed: int, *,
         it is stored under each alpha).
     """
     for v in variants:
-        _validate.choice("variants[...]", v, BLOOM_VARIANTS)
-    rng = np.random.default_rng(_validate.integer("seed", seed, 0))
+        check_choice("variants[...]", v, BLOOM_VARIANTS)
+    rng = np.random.default_rng(check_integer("seed", seed, 0))
     members = population.draw_members(rng)
     all_members = np.concatenate(members)
     m, k = bloom_num_hashes(population, bits_per_key)
@@ -262,7 +262,7 @@ def counting_trial(population: Population, counters_per_key: int, alpha: float, 
 
     :returns: ``{"cbf": Outcome, "selective": Outcome}``.
     """
-    rng = np.random.default_rng(_validate.integer("seed", seed, 0))
+    rng = np.random.default_rng(check_integer("seed", seed, 0))
     members = population.draw_members(rng)
     m, k = bloom_num_hashes(population, counters_per_key)
     hash_seed = int(rng.integers(0, 2**63))
@@ -311,9 +311,9 @@ def expected_bloom(population: Population, bits_per_key: int, alpha: float, vari
     >>> round(fnr, 4), round(cost, -3)   # 6 of the 13 types are never asked: fnr 6/13
     (0.4615, 192000.0)
     """
-    _validate.choice("variant", variant, BLOOM_VARIANTS)
-    _validate.choice("rule", rule, ("exact", "theorem1"))
-    alpha = _validate.positive("alpha", alpha)
+    check_choice("variant", variant, BLOOM_VARIANTS)
+    check_choice("rule", rule, ("exact", "theorem1"))
+    alpha = check_positive_real("alpha", alpha)
     m, k = bloom_num_hashes(population, bits_per_key)
     fpr_of = fpr_function(m, k, rule)
     insert, query = _FLAGS[variant]
@@ -357,8 +357,8 @@ def expected_counting(population: Population, counters_per_key: int, alpha: floa
     >>> [round(x, 7) for x in expected_counting(Population(), 4, 5, "selective")][:2]
     [8.96e-05, 0.7648334]
     """
-    _validate.choice("variant", variant, ("cbf", "selective"))
-    alpha = _validate.positive("alpha", alpha)
+    check_choice("variant", variant, ("cbf", "selective"))
+    alpha = check_positive_real("alpha", alpha)
     m, k = bloom_num_hashes(population, counters_per_key)
     n = population.num_members
     per = population.members_per_type
