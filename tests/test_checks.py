@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bloomwise._checks import (check_choice, check_closed_probability, check_finite_positive, check_fraction,
-                               check_int_range, check_multiple, check_non_negative, check_positive_int,
+                               check_int_range, check_interval, check_multiple, check_non_negative, check_positive_int,
                                check_positive_integer, check_positive_real, check_real_number, check_token,
                                check_tolerance, check_unit_interval)
 from bloomwise.cache.simulation import SimulationConfig
@@ -67,6 +67,12 @@ def test_every_layer_takes_a_threshold_in_the_half_open_interval(make):
     (lambda: check_closed_probability("posterior", 1.5), ValueError, r"posterior must be a probability in \[0, 1\]"),
     (lambda: check_positive_real("alpha", 0), ValueError, "alpha must be a finite number > 0, got 0.0"),
     (lambda: check_positive_real("alpha", float("inf")), ValueError, "alpha must be a finite number > 0, got inf"),
+    (lambda: check_interval("ratio", 1.0, 0.0, 1.0, low_open=True, high_open=True), ValueError,
+     r"ratio must be in \(0, 1\), got 1.0"),
+    (lambda: check_interval("growth", 1.0, 1.0, 1e6, low_open=True, high_open=False), ValueError,
+     r"growth must be in \(1, 1e\+06\], got 1.0"),
+    (lambda: check_interval("growth", "2", 1.0, 1e6, low_open=False, high_open=False), TypeError,
+     r"growth must be a number, got str \('2'\)"),
     (lambda: check_choice("rule", "max", ("threshold", "cost")), ValueError,
      "rule must be one of 'threshold', 'cost', got 'max'"),
 ])

@@ -19,7 +19,7 @@ __all__ = [
     "check_integer", "check_real", "check_count", "check_probability", "check_flag", "check_positive_int",
     "check_int_range", "check_positive_integer", "check_unit_interval", "check_fraction", "check_tolerance",
     "check_positive_number", "check_finite_positive", "check_non_negative", "check_token", "check_multiple",
-    "check_real_number", "check_closed_probability", "check_positive_real", "check_choice",
+    "check_real_number", "check_closed_probability", "check_positive_real", "check_choice", "check_interval",
 ]
 
 _INF = float("inf")
@@ -117,6 +117,20 @@ def check_positive_real(name: str, value) -> float:
     number = check_real_number(name, value)
     if not (number > 0.0 and math.isfinite(number)):
         raise ValueError(f"{name} must be a finite number > 0, got {number!r}")
+    return number
+
+
+def check_interval(name: str, value, low: float, high: float, *, low_open: bool, high_open: bool) -> float:
+    """An int or float in the interval from low to high, each end open or closed, as a float (TypeError for another
+    type, ValueError outside the interval or NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
+    number = float(value)
+    inside = ((low < number if low_open else low <= number)
+              and (number < high if high_open else number <= high))
+    if not inside or math.isnan(number):
+        raise ValueError(f"{name} must be in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}, "
+                         f"got {number!r}")
     return number
 
 

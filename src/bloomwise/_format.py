@@ -48,6 +48,7 @@ import zlib
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from bloomwise._checks import check_int_range
 from bloomwise.errors import FormatError
 from bloomwise.theory._validate import LAYOUT_IDS
 
@@ -215,13 +216,6 @@ def _encode_meta(meta: Mapping) -> bytes:
     return data
 
 
-def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Header:
     """Everything a file says about its payload, except the checksums (computed when writing).
@@ -256,12 +250,12 @@ class Header:
             except ValueError:
                 known = ", ".join(f"{m.value} {m.name}" for m in enum_type)
                 raise ValueError(f"{name} must be one of {known}; got {value!r}") from None
-        _check_int("seed", self.seed, 0, _U64 - 1)
-        _check_int("num_cells", self.num_cells, 1, MAX_NUM_BITS)
-        _check_int("num_hashes", self.num_hashes, 1, MAX_NUM_HASHES)
-        _check_int("payload_length", self.payload_length, 0, _U64 - 1)
-        _check_int("num_keys", self.num_keys, 0, _U64 - 1)
-        _check_int("flags", self.flags, 0, 255)
+        check_int_range("seed", self.seed, 0, _U64 - 1)
+        check_int_range("num_cells", self.num_cells, 1, MAX_NUM_BITS)
+        check_int_range("num_hashes", self.num_hashes, 1, MAX_NUM_HASHES)
+        check_int_range("payload_length", self.payload_length, 0, _U64 - 1)
+        check_int_range("num_keys", self.num_keys, 0, _U64 - 1)
+        check_int_range("flags", self.flags, 0, 255)
         if self.flags & ~int(Flags.KEYED):
             raise ValueError(f"flags may only contain Flags.KEYED, got {self.flags!r}")
         set_(self, "flags", Flags(self.flags))

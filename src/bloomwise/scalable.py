@@ -18,6 +18,7 @@ import weakref
 from typing import Callable, Optional
 
 from bloomwise import _format
+from bloomwise._checks import check_interval
 from bloomwise._base import (
     LAYOUT_NAMES, LAYOUTS, check_capacity, check_target_fpr, check_threads,
 )
@@ -40,17 +41,6 @@ _STAGE_FIELDS = ("capacities", "fprs", "num_bits", "num_hashes", "seeds", "keys"
 
 def _aligned(nbytes: int) -> int:
     return -(-nbytes // _STAGE_ALIGNMENT) * _STAGE_ALIGNMENT
-
-
-def _real(name: str, value, low: float, high: float, *, low_open: bool, high_open: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
-    value = float(value)
-    ok = (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
-    if not ok or math.isnan(value):
-        raise ValueError(f"{name} must be in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}, "
-                         f"got {value!r}")
-    return value
 
 
 class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
@@ -103,8 +93,8 @@ class ScalableBloomFilter(Persistent, Compatible, ScalableCore):
         """Check and set the parameters; no stage yet."""
         self._initial_capacity = check_capacity(initial_capacity)
         self._fpr = check_target_fpr(fpr)
-        self._growth = _real("growth", growth, 1.0, 1e6, low_open=False, high_open=False)
-        self._ratio = _real("ratio", ratio, 0.0, 1.0, low_open=True, high_open=True)
+        self._growth = check_interval("growth", growth, 1.0, 1e6, low_open=False, high_open=False)
+        self._ratio = check_interval("ratio", ratio, 0.0, 1.0, low_open=True, high_open=True)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}, got {layout!r}")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 64:
