@@ -12,8 +12,8 @@ import struct
 
 import pytest
 
-from proxy_support import (config, eventually, get_checked, origin_and_proxies, origin_served, run,
-                           summary_settled)
+from proxy_support import (config, eventually, exchange, get_checked, get_line, normalised, origin_and_proxies,
+                           origin_served, read_response, run, summary_settled)
 from bloomwise.cache import DocumentCache, SummaryPublisher
 from bloomwise.cli import proxy as proxy_cli
 from bloomwise.proxy import fast_hits
@@ -24,36 +24,6 @@ from bloomwise.proxy.peers import SUMMARY_CONTENT_TYPE
 pytestmark = pytest.mark.skipif(not fast_hits.AVAILABLE, reason="the lean path needs httptools (proxy extra)")
 
 CONCURRENCY = 32
-
-
-async def read_response(reader):
-    """One response with a Content-Length: (head bytes, body bytes)."""
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-    length = re.search(rb"\r\nContent-Length: (\d+)\r\n", head, re.I)
-    body = await asyncio.wait_for(reader.readexactly(int(length.group(1))), 10) if length else b""
-    return head, body
-
-
-async def exchange(port, raw: bytes, responses: int):
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(raw)
-        return [await read_response(reader) for _ in range(responses)]
-    finally:
-        writer.close()
-
-
-def get_line(url, *headers):
-    return (f"GET {url} HTTP/1.1\r\nHost: x\r\n" + "".join(h + "\r\n" for h in headers) + "\r\n").encode()
-
-
-def normalised(head: bytes, proxy) -> bytes:
-    """A head with the asking proxy's URL, Date, Age and the ttl of Cache-Status replaced (what differs between two
-    proxies and two moments)."""
-    head = head.replace(proxy.url.encode(), b"PROXY")
-    head = re.sub(rb"\r\nDate: [^\r]+", b"\r\nDate: D", head)
-    head = re.sub(rb"\r\nAge: \d+", b"\r\nAge: A", head)
-    return re.sub(rb"ttl=\d+", b"ttl=T", head)
 
 
 def x_cache(head: bytes) -> str:
