@@ -9,6 +9,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -162,6 +163,22 @@ def import_ms(statement: str, runs: int) -> dict | str:
         if i:
             times.append(float(p.stdout) * 1e3)
     return summary(times)
+
+
+def in_child(argv: list[str]) -> dict:
+    """Run ``argv`` as a child process (PYTHONPATH = this interpreter's path): its wall and CPU seconds (user +
+    system), its peak RSS in MiB (from ``wait4``), its standard output. A failing child ends the benchmark."""
+    with tempfile.TemporaryFile() as out:
+        started = time.perf_counter()
+        child = subprocess.Popen(argv, stdout=out, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        out.seek(0)
+        text = out.read().decode()
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"{' '.join(argv)} failed with status {os.waitstatus_to_exitcode(status)}")
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024,
+            "output": text}
 
 
 def _read(path: str) -> str:

@@ -475,6 +475,16 @@ def client_costs(keys, num_bits, num_hashes, layout_id, repeat=3):
     return best_hash / len(keys) * 1e6, best_pack / len(keys) * 1e6
 
 
+def shapes_table(title: str, shapes) -> list[str]:
+    """The markdown lines of a table of module-free command shapes ((name, keys/s, server CPU µs/key, ratio to
+    RedisBloom) each) under ``title``, every row also printed as it is made."""
+    lines = ["", title, "", "| shape | keys/s | server CPU µs/key | vs RedisBloom |", "|---|---:|---:|---:|"]
+    for name, keys_per_second, cpu, ratio in shapes:
+        lines.append(f"| {name} | {keys_per_second:,.0f} | {cpu:.3f} | {ratio:.2f}x |")
+        print(lines[-1], flush=True)
+    return lines
+
+
 def main(argv=None) -> int:
     import signal
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the server is stopped on kill
@@ -531,20 +541,12 @@ def main(argv=None) -> int:
                          f"{low:.2f}-{high:.2f}x | >= {target}x | {verdict} | {theirs[1]:.3f} / {mine[1]:.3f} | "
                          f"{theirs[2]:.1f} / {mine[2]:.1f} |")
             print(lines[-1], flush=True)
-        lines += ["", f"Queries in calls of {CALL_KEYS:,} keys into a blocked filter sized for {SPARSE_FACTOR}x the "
-                      "keys: module-free command shapes (all give the library's answers, checked), medians of "
-                      f"{rounds} rounds.", "",
-                  "| shape | keys/s | server CPU µs/key | vs RedisBloom |", "|---|---:|---:|---:|"]
-        for name, keys_per_second, cpu, ratio in shapes:
-            lines.append(f"| {name} | {keys_per_second:,.0f} | {cpu:.3f} | {ratio:.2f}x |")
-            print(lines[-1], flush=True)
-        lines += ["", f"Inserts in calls of {CALL_KEYS:,} keys into blocked filters sized for {SPARSE_FACTOR}x the "
-                      "keys: module-free command shapes (the two filters' bytes checked equal), medians of "
-                      f"{rounds} rounds.", "",
-                  "| shape | keys/s | server CPU µs/key | vs RedisBloom |", "|---|---:|---:|---:|"]
-        for name, keys_per_second, cpu, ratio in insert_shapes:
-            lines.append(f"| {name} | {keys_per_second:,.0f} | {cpu:.3f} | {ratio:.2f}x |")
-            print(lines[-1], flush=True)
+        lines += shapes_table(f"Queries in calls of {CALL_KEYS:,} keys into a blocked filter sized for "
+                              f"{SPARSE_FACTOR}x the keys: module-free command shapes (all give the library's "
+                              f"answers, checked), medians of {rounds} rounds.", shapes)
+        lines += shapes_table(f"Inserts in calls of {CALL_KEYS:,} keys into blocked filters sized for "
+                              f"{SPARSE_FACTOR}x the keys: module-free command shapes (the two filters' bytes "
+                              f"checked equal), medians of {rounds} rounds.", insert_shapes)
         for regime, op, theirs, mine, ratio, (low, high), target in rows:
             print(f"{'PASS' if ratio >= target else 'FAIL'}: {op}, {regime}: bloomwise {mine[0]:,.0f} keys/s = "
                   f"{ratio:.2f}x RedisBloom's {theirs[0]:,.0f} (rounds {low:.2f}-{high:.2f}x; target >= {target}x)",

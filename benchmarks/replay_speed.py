@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -183,7 +181,7 @@ def scale(args) -> int:
     load_before = measure.loadavg()
     rows, targets = [], []
     for policy in SCALE_POLICIES:
-        figures = in_child([sys.executable, "-m", "bloomwise", "simulate", "--trace", path, "--assign", "random",
+        figures = measure.in_child([sys.executable, "-m", "bloomwise", "simulate", "--trace", path, "--assign", "random",
                             "--seed", "1", "--proxies", str(SCALE_PROXIES), "--cache-size", SCALE_CACHE,
                             "--policy", policy, "--engine", "compiled", "--json", "-"])
         (row,) = json.loads(figures.pop("output"))
@@ -196,21 +194,6 @@ def scale(args) -> int:
     data = {"meta": measure.run_meta(load_before, trace=SCALE_TRACE, proxies=SCALE_PROXIES, cache=SCALE_CACHE),
             "runs": rows, "targets": targets}
     return measure.finish(args.out, "replay-scale", data, scale_markdown)
-
-
-def in_child(argv: list[str]) -> dict:
-    """Run ``argv`` as a child process: its wall and CPU seconds, its peak RSS (MiB), its standard output."""
-    with tempfile.TemporaryFile() as out:
-        started = time.perf_counter()
-        child = subprocess.Popen(argv, stdout=out, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-        _, status, usage = os.wait4(child.pid, 0)
-        wall = time.perf_counter() - started
-        out.seek(0)
-        text = out.read().decode()
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit(f"{' '.join(argv)} failed with status {os.waitstatus_to_exitcode(status)}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024,
-            "output": text}
 
 
 def scale_markdown(data: dict) -> str:

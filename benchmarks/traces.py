@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gc  # noqa: E402
 import time  # noqa: E402
 
-from measure import loadavg, machine, summary  # noqa: E402
+from measure import in_child, loadavg, machine, summary  # noqa: E402
 
 from bloomwise.cache.traces import (SyntheticTrace, fetched_path, open_trace, write_plain_trace,  # noqa: E402
                                     write_squid_log)
@@ -124,25 +124,6 @@ def _scale_child(mode: str, path: str) -> None:
     print(count)
 
 
-def _in_child(argv: list[str]) -> dict:
-    """Run ``argv`` as a child process: its wall and CPU seconds, its peak RSS (MiB), its standard output."""
-    import subprocess
-    import tempfile as tf
-
-    with tf.TemporaryFile() as out:
-        started = time.perf_counter()
-        child = subprocess.Popen(argv, stdout=out, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-        _, status, usage = os.wait4(child.pid, 0)
-        wall = time.perf_counter() - started
-        child.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        text = out.read().decode()
-    if child.returncode:
-        raise SystemExit(f"{' '.join(argv)} failed with status {child.returncode}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024,
-            "output": text}
-
-
 def _zstd_window_note(path: str) -> str:
     """What a .zst trace's frame asks the decoder to hold (part of every reader's peak RSS)."""
     if not path.endswith(".zst"):
@@ -172,11 +153,11 @@ def scale(name: str, out_dir: str | None) -> int:
                         ("python-records", "Python reader: Request records"),
                         ("python-arrays", "Python reader + request_blocks: the replay's arrays"),
                         ("compiled-arrays", "compiled reader (record_arrays): the replay's arrays")):
-        figures = _in_child(me + [mode, path])
+        figures = in_child(me + [mode, path])
         figures["requests"] = int(figures.pop("output"))
         steps[label] = figures
         print(f"{label}: {figures}", file=sys.stderr)
-    replay = _in_child([sys.executable, "-m", "bloomwise", "simulate", "--trace", path, "--assign", "random",
+    replay = in_child([sys.executable, "-m", "bloomwise", "simulate", "--trace", path, "--assign", "random",
                         "--proxies", str(SCALE_PROXIES), "--cache-size", SCALE_CACHE, "--policy", "none",
                         "--engine", "compiled", "--json", "-"])
     (row,) = json_module.loads(replay.pop("output"))

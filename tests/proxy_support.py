@@ -2,6 +2,7 @@
 and peers that misbehave (slow, garbage, bad summaries). Everything binds 127.0.0.1 port 0."""
 import asyncio
 import contextlib
+import re
 import time
 
 import pytest
@@ -158,3 +159,35 @@ class FakePeer:
 async def origin_served(session, origin):
     async with session.get(origin.url + "/origin/stats") as reply:
         return (await reply.json())["served"]
+
+
+async def read_response(reader):
+    """One HTTP/1.1 response with a Content-Length, read from a raw connection: (head bytes, body bytes)."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    length = re.search(rb"\r\nContent-Length: (\d+)\r\n", head, re.I)
+    body = await asyncio.wait_for(reader.readexactly(int(length.group(1))), 10) if length else b""
+    return head, body
+
+
+async def exchange(port, raw: bytes, responses: int):
+    """Send ``raw`` on a new connection to 127.0.0.1:``port``, read ``responses`` responses, close."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(raw)
+        return [await read_response(reader) for _ in range(responses)]
+    finally:
+        writer.close()
+
+
+def get_line(url, *headers):
+    """A raw proxy request for ``url`` with extra header lines."""
+    return (f"GET {url} HTTP/1.1\r\nHost: x\r\n" + "".join(h + "\r\n" for h in headers) + "\r\n").encode()
+
+
+def normalised(head: bytes, proxy) -> bytes:
+    """A response head with what differs between two proxies and two moments replaced: the proxy's URL, Date,
+    Age and the ttl of Cache-Status."""
+    head = head.replace(proxy.url.encode(), b"PROXY")
+    head = re.sub(rb"\r\nDate: [^\r]+", b"\r\nDate: D", head)
+    head = re.sub(rb"\r\nAge: \d+", b"\r\nAge: A", head)
+    return re.sub(rb"ttl=\d+", b"ttl=T", head)

@@ -6,42 +6,11 @@ import re
 
 import pytest
 
-from proxy_support import config, origin_and_proxies, run
+from proxy_support import config, exchange, get_line, normalised, origin_and_proxies, read_response, run
 from bloomwise.proxy import fast_hits
 from bloomwise.proxy.origin import document_body
 
 pytestmark = pytest.mark.skipif(not fast_hits.AVAILABLE, reason="the lean hit path needs httptools (proxy extra)")
-
-
-async def read_response(reader):
-    """One HTTP/1.1 response with a Content-Length: (head bytes, body bytes)."""
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-    length = re.search(rb"\r\nContent-Length: (\d+)\r\n", head, re.I)
-    body = await asyncio.wait_for(reader.readexactly(int(length.group(1))), 10) if length else b""
-    return head, body
-
-
-async def exchange(port, raw: bytes, responses: int):
-    """Send ``raw`` on a new connection, read ``responses`` responses, close."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(raw)
-        return [await read_response(reader) for _ in range(responses)]
-    finally:
-        writer.close()
-
-
-def get_line(url, *headers):
-    return (f"GET {url} HTTP/1.1\r\nHost: x\r\n" + "".join(h + "\r\n" for h in headers) + "\r\n").encode()
-
-
-def normalised(head: bytes, proxy) -> bytes:
-    """A response head with what differs between two proxies and two moments replaced: the proxy's URL, Date,
-    Age and the ttl of Cache-Status."""
-    head = head.replace(proxy.url.encode(), b"PROXY")
-    head = re.sub(rb"\r\nDate: [^\r]+", b"\r\nDate: D", head)
-    head = re.sub(rb"\r\nAge: \d+", b"\r\nAge: A", head)
-    return re.sub(rb"ttl=\d+", b"ttl=T", head)
 
 
 def test_hits_through_the_lean_path_are_byte_for_byte_the_aiohttp_paths():

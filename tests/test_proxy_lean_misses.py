@@ -6,14 +6,15 @@ asked once, the origin fetched once, the client served the origin's document."""
 import argparse
 import asyncio
 import collections
+import contextlib
 import re
 import socket
 import struct
 
 import pytest
 
-from proxy_support import (config, eventually, get_checked, origin_and_proxies, origin_served, run,
-                           summary_settled)
+from proxy_support import (config, eventually, exchange, get_checked, get_line, normalised, origin_and_proxies,
+                           origin_served, read_response, run, summary_settled)
 from bloomwise.cache import DocumentCache, SummaryPublisher
 from bloomwise.cli import proxy as proxy_cli
 from bloomwise.proxy import fast_hits
@@ -24,36 +25,6 @@ from bloomwise.proxy.peers import SUMMARY_CONTENT_TYPE
 pytestmark = pytest.mark.skipif(not fast_hits.AVAILABLE, reason="the lean path needs httptools (proxy extra)")
 
 CONCURRENCY = 32
-
-
-async def read_response(reader):
-    """One response with a Content-Length: (head bytes, body bytes)."""
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-    length = re.search(rb"\r\nContent-Length: (\d+)\r\n", head, re.I)
-    body = await asyncio.wait_for(reader.readexactly(int(length.group(1))), 10) if length else b""
-    return head, body
-
-
-async def exchange(port, raw: bytes, responses: int):
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(raw)
-        return [await read_response(reader) for _ in range(responses)]
-    finally:
-        writer.close()
-
-
-def get_line(url, *headers):
-    return (f"GET {url} HTTP/1.1\r\nHost: x\r\n" + "".join(h + "\r\n" for h in headers) + "\r\n").encode()
-
-
-def normalised(head: bytes, proxy) -> bytes:
-    """A head with the asking proxy's URL, Date, Age and the ttl of Cache-Status replaced (what differs between two
-    proxies and two moments)."""
-    head = head.replace(proxy.url.encode(), b"PROXY")
-    head = re.sub(rb"\r\nDate: [^\r]+", b"\r\nDate: D", head)
-    head = re.sub(rb"\r\nAge: \d+", b"\r\nAge: A", head)
-    return re.sub(rb"ttl=\d+", b"ttl=T", head)
 
 
 def x_cache(head: bytes) -> str:
@@ -217,16 +188,25 @@ class ScriptedPeer:
         self.server.close()
 
 
+@contextlib.asynccontextmanager
+async def scripted_peer_of(asker, mode: str, keys):
+    """A ScriptedPeer(mode, keys) added as ``asker``'s peer, once ``asker`` holds its summary; stopped on exit."""
+    peer = await ScriptedPeer(mode, keys).start()
+    try:
+        asker.add_peer(peer.url)
+        await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+        yield peer
+    finally:
+        await peer.stop()
+
+
 @pytest.mark.parametrize("mode", ["die", "garbage", "miss"])
 def test_a_peer_that_fails_or_misses_is_asked_once_and_the_origin_fetched_once(mode):
     async def scenario():
         async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
                 origin, (asker,), session):
             paths = ["/doc/5", "/doc/6"]
-            peer = await ScriptedPeer(mode, [f"GET {origin.url}{p}" for p in paths]).start()
-            try:
-                asker.add_peer(peer.url)
-                await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+            async with scripted_peer_of(asker, mode, [f"GET {origin.url}{p}" for p in paths]) as peer:
                 served_before = await origin_served(session, origin)
                 [(head, body)] = await exchange(asker.config.port, get_line(origin.url + paths[0]), 1)
                 assert head.startswith(b"HTTP/1.1 200") and x_cache(head) == "MISS"
@@ -248,8 +228,6 @@ def test_a_peer_that_fails_or_misses_is_asked_once_and_the_origin_fetched_once(m
                 [(head, body)] = await exchange(asker.config.port, get_line(origin.url + paths[1]), 1)
                 assert body == document_body(paths[1], origin.mean_size)
                 assert peer.queries[origin.url + paths[1]] == (1 if mode == "miss" else 0)
-            finally:
-                await peer.stop()
 
     run(scenario())
 
@@ -260,10 +238,7 @@ def test_a_client_that_leaves_while_the_peers_are_asked_leaves_no_fetch_in_fligh
         async with origin_and_proxies(config(name="asker", summary_interval=30.0, peer_timeout=0.5), documents=50) as (
                 origin, (asker,), session):
             url = origin.url + "/doc/7"
-            peer = await ScriptedPeer("miss", [f"GET {url}"]).start()
-            try:
-                asker.add_peer(peer.url)
-                await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+            async with scripted_peer_of(asker, "miss", [f"GET {url}"]) as peer:
                 reader, writer = await asyncio.open_connection("127.0.0.1", asker.config.port)
                 writer.write(get_line(url))
                 await writer.drain()
@@ -275,8 +250,6 @@ def test_a_client_that_leaves_while_the_peers_are_asked_leaves_no_fetch_in_fligh
                 await eventually(lambda: asker.fetches_in_flight == 0, what="the miss to end")
                 [(head, body)] = await exchange(asker.config.port, get_line(url), 1)   # not waiting on a lost leader
                 assert body == document_body("/doc/7", origin.mean_size)
-            finally:
-                await peer.stop()
 
     run(scenario())
 
@@ -302,19 +275,14 @@ def test_concurrent_misses_for_one_url_held_by_a_peer_make_one_peer_query():
             url = origin.url + "/doc/8"
             seen, peer_urls = {}, {}
             for asker in (lean, plain):
-                peer = await ScriptedPeer("slow-hit", [f"GET {url}"]).start()
-                peer_urls[asker] = peer.url.encode()
-                try:
-                    asker.add_peer(peer.url)
-                    await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+                async with scripted_peer_of(asker, "slow-hit", [f"GET {url}"]) as peer:
+                    peer_urls[asker] = peer.url.encode()
                     served_before = await origin_served(session, origin)
                     # the first leads (its peer answers after 0.5 s), the nine others wait for it (collapsed
                     # forwarding); then each connection asks again: a local hit
                     seen[asker] = await asyncio.gather(*(two_requests(asker.config.port, url) for _ in range(10)))
                     assert peer.queries == {url: 1}
                     assert (await origin_served(session, origin)) == served_before
-                finally:
-                    await peer.stop()
                 firsts = [first for first, second in seen[asker]]
                 assert all(body == SLOW_BODY for _, body in firsts)
                 assert collections.Counter(x_cache(h) for h, _ in firsts) == {"REMOTE_HIT": 1, "MISS": 9}
@@ -346,10 +314,7 @@ def test_requests_pipelined_behind_a_miss_wait_for_it_and_are_answered_in_order(
         async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
                 origin, (asker,), session):
             url = origin.url + "/doc/9"
-            peer = await ScriptedPeer("slow-hit", [f"GET {url}"]).start()
-            try:
-                asker.add_peer(peer.url)
-                await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+            async with scripted_peer_of(asker, "slow-hit", [f"GET {url}"]) as peer:
                 # the remote hit (its peer answers after 0.5 s); while it is asked, over 64 KiB of requests for the
                 # same URL: the proxy stops reading until the peer has answered, then serves them as local hits
                 behind = 6000
@@ -363,8 +328,6 @@ def test_requests_pipelined_behind_a_miss_wait_for_it_and_are_answered_in_order(
                     answers = [await read_response(reader) for _ in range(1 + behind)]
                 finally:
                     writer.close()
-            finally:
-                await peer.stop()
             assert [x_cache(h) for h, _ in answers] == ["REMOTE_HIT"] + ["HIT"] * behind
             assert all(body == SLOW_BODY for _, body in answers)
             assert peer.queries == {url: 1}
@@ -379,10 +342,7 @@ def test_a_remote_hit_the_lean_path_cannot_serialise_is_answered_by_aiohttp_with
         async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
                 origin, (asker,), session):
             url = origin.url + "/doc/10"
-            peer = await ScriptedPeer("odd-hit", [f"GET {url}"]).start()
-            try:
-                asker.add_peer(peer.url)
-                await eventually(lambda: asker.node.peer(peer.url).summary is not None, what="the peer's summary")
+            async with scripted_peer_of(asker, "odd-hit", [f"GET {url}"]) as peer:
                 served_before = await origin_served(session, origin)
                 [(head, body)] = await exchange(asker.config.port, get_line(url), 1)
                 assert x_cache(head) == "REMOTE_HIT" and body == SLOW_BODY and b"\r\nX-Label: caf" in head
@@ -392,8 +352,6 @@ def test_a_remote_hit_the_lean_path_cannot_serialise_is_answered_by_aiohttp_with
                 assert (stats["remote_hits"], stats["fast_remote_hits"], stats["origin_fetches"]) == (1, 0, 0)
                 assert stats["requests"] == stats["requests_total"] == 1 and stats["timing"]["misses"] == 1
                 assert f"GET {url}" in asker.node.cache and asker.fetches_in_flight == 0
-            finally:
-                await peer.stop()
 
     run(scenario())
 
