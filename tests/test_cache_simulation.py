@@ -166,6 +166,7 @@ def test_memory_does_not_grow_with_the_trace():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(num_proxies=0), "num_proxies must be at least 1"),
+    (dict(num_proxies=4097), "num_proxies must be at most 4096: every proxy keeps a summary of every other"),
     (dict(cache_size=-1), "cache_size must be at least 1"),
     (dict(bits_per_entry=0), "bits_per_entry must be at least 1"),
     (dict(update_threshold=0.0), "update_threshold must be a fraction in \\(0, 1\\]"),
@@ -178,6 +179,10 @@ def test_memory_does_not_grow_with_the_trace():
 def test_bad_configuration(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SimulationConfig(**kwargs)
+
+
+def test_the_most_proxies_are_accepted():
+    assert SimulationConfig(num_proxies=4096).num_proxies == 4096
     with pytest.raises(ValueError, match="policy must be one of"):
         simulate(TINY, ["summary", "multicast"], CONFIG)
     with pytest.raises(ValueError, match="at least one policy"):
