@@ -44,6 +44,7 @@ from bloomwise.redis.geometry import (
     part_key, read_meta,
 )
 from bloomwise.redis.scripts import REMOVE_SCRIPT
+from bloomwise.redis.tracking import TrackedConnection
 
 __all__ = ["RedisBloomFilter", "RedisCountingBloomFilter", "open", "open_as", "open_async", "drive_async",
            "is_async_client", "check_sync_client", "local_geometry", "encode_command", "attached", "run_steps",
@@ -111,6 +112,7 @@ class _Served:
         self._layout_id = LAYOUT_IDS[geometry.layout]
         self._scheme_id = _format.hash_scheme_id(geometry.hash_scheme)
         self._parts = [part_key(prefix, i) for i in range(geometry.num_parts)]
+        self._local_copy = None  # RedisBloomFilter(..., local_copy=True): a TrackedConnection and the copy
 
     def _create_or_check(self):
         """Steps: create ``name:meta`` atomically, or check that the existing one describes the same filter."""
@@ -597,6 +599,19 @@ class ExchangeRequest:
         return [range(s, min(s + WINDOW_COMMANDS, self.count)) for s in range(0, self.count, WINDOW_COMMANDS)]
 
 
+def drive_on(connection, steps, doing: str, client):
+    """Run an operation's steps on one given redis-py connection (the driver of ``_drive`` without a pool)."""
+    redis = redis_module()
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(perform_exchange(connection, request, redis))
+    except StopIteration as stop:
+        return stop.value
+    except redis.exceptions.RedisError as exc:  # connecting, the handshake, CLIENT TRACKING
+        raise server_error(client, exc, doing) from exc
+
+
 def perform_exchange(connection, request: ExchangeRequest, redis):
     """Do a request on a redis-py connection: (replies, None), or (the replies read, the exception) when the
     connection failed (it is then disconnected)."""
@@ -770,30 +785,62 @@ class RedisBloomFilter(_Served):
     COUNT_FIELD = "keys_added"
 
     def __init__(self, client, name: str, capacity, fpr=0.01, *, layout="blocked", seed=0, hash_scheme="xxh3",
-                 part_bytes=MAX_PART_BYTES):
+                 part_bytes=MAX_PART_BYTES, local_copy: bool = False):
         capacity = check_capacity(capacity)
         layout_id(layout)
         num_cells, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
         self._setup(client, name, Geometry("bloom", layout, num_cells, num_hashes, seed, hash_scheme, 1, capacity,
                                             part_bytes, float(fpr)), create=True)
+        self.keep_local_copy(local_copy)
 
     @classmethod
     def from_size(cls, client, name: str, num_cells, num_hashes, *, layout="blocked", seed=0, hash_scheme="xxh3",
-                  part_bytes=MAX_PART_BYTES) -> "RedisBloomFilter":
+                  part_bytes=MAX_PART_BYTES, local_copy: bool = False) -> "RedisBloomFilter":
         """A served filter of exactly ``num_cells`` bits and ``num_hashes`` probes per key. The default layout is
         ``"blocked"``, as for ``RedisBloomFilter(client, name, capacity, fpr)``: its size is a multiple of 512 bits
         (pass ``layout="classic"`` for any other size)."""
         self = cls.__new__(cls)
         self._setup(client, name, Geometry("bloom", layout, num_cells, num_hashes, seed, hash_scheme, 1, None,
                                             part_bytes), create=True)
+        self.keep_local_copy(local_copy)
         return self
 
     @classmethod
-    def open(cls, client, name: str) -> "RedisBloomFilter":
+    def open(cls, client, name: str, *, local_copy: bool = False) -> "RedisBloomFilter":
         """Attach to an existing served filter by name (FilterNotFoundError, FilterMismatchError)."""
         if cls.ASYNC:
+            if local_copy:
+                raise TypeError("local_copy=True is not available with redis.asyncio clients")
             return open_async(client, name, {cls._STRUCTURE: cls}, cls._STRUCTURE)
-        return open_as(cls, client, name)
+        self = open_as(cls, client, name)
+        self.keep_local_copy(local_copy)
+        return self
+
+    def keep_local_copy(self, enabled: bool = True) -> None:
+        """Answer ``contains`` and ``contains_many`` (method "auto") from a copy of the filter kept in this client,
+        which the server invalidates (Redis client-side caching: ``bloomwise.redis.tracking``).
+
+        The copy is read (``GETRANGE`` slices, bounded as ``method="read"``) on a connection of its own with
+        ``CLIENT TRACKING ON``. Every call first sends a ``PING`` on it and reads up to the ``PONG``: the server has
+        queued the invalidation of any write completed before (by any client: an update, a SETBIT by hand, DEL,
+        FLUSHALL, a replacement) ahead of it. Parts named stale are read again; then the copy answers, exactly as
+        the server's bits would. A call costs one round trip plus the local test; a write costs the next call a
+        read of the parts it touched (the whole filter when it has one part): keep a copy for read-mostly filters.
+        Memory: one copy per filter (``nbytes``) and one connection. ``enabled=False`` drops both."""
+        if not isinstance(enabled, bool):
+            raise TypeError(f"local_copy must be True or False, got {enabled!r}")
+        if self._local_copy is not None:
+            self._local_copy[0].close()
+            self._local_copy = None
+        if enabled:
+            if self.ASYNC:
+                raise TypeError("local_copy=True is not available with redis.asyncio clients")
+            self._local_copy = [TrackedConnection(self._client), None]  # the connection, the local BloomFilter
+
+    @property
+    def local_copy(self) -> bool:
+        """Whether queries are answered from a copy the server invalidates (``keep_local_copy``)."""
+        return self._local_copy is not None
 
     @property
     def keys_added(self) -> int:
@@ -883,6 +930,8 @@ class RedisBloomFilter(_Served):
     # -- reads --------------------------------------------------------------------------------------------------------
     def _test(self, keys, single: bool, method: str = "auto", threads=None):
         doing = f"querying {self._name!r}"
+        if self._local_copy is not None and method == "auto":
+            return self._test_local_copy([keys] if single else keys, doing, threads)
         if not single and method != "per_key":
             size = _batch_size(keys)
             if method == "read" or (size is not None and size * READ_BYTES_PER_KEY >= self._g.nbytes):
@@ -954,6 +1003,46 @@ class RedisBloomFilter(_Served):
         geometry = StorageGeometry("bloom", self._g.layout, self._g.num_cells, self._g.num_hashes, self._g.seed,
                                    self._g.hash_scheme)
         return BloomFilter.from_payload(geometry, payload).contains_many(keys, threads=threads)
+
+    def _test_local_copy(self, keys, doing: str, threads=None):
+        """Answer from the copy kept by ``keep_local_copy``, fenced and refreshed first (not a step generator: it
+        runs on the copy's own connection, whatever the driver)."""
+        if isinstance(keys, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"a batch must be an iterable of keys, got one {type(keys).__name__}: "
+                            "wrap a single key in a list")
+        tracked = self._local_copy[0]
+        with tracked.lock:
+            try:
+                self._local_copy[1] = drive_on(tracked.connection, self._refresh_steps(tracked, self._local_copy[1],
+                                                                                      doing), doing, self._client)
+            except BaseException:
+                tracked.forget()
+                raise
+            return self._local_copy[1].contains_many(keys, threads=threads)
+
+    def _refresh_steps(self, tracked: TrackedConnection, local, doing: str):
+        """Steps on the tracked connection: the fence (PING: every invalidation queued before it is handled while
+        reading its reply), then the stale parts read again into ``local`` (a BloomFilter; None: build it);
+        returns the up-to-date BloomFilter."""
+        replies = yield from self._exchange(lambda i: encode_command([b"PING"]), 1, doing, [0])
+        _raise_error_replies(replies, doing, server_address(self._client))
+        if replies[0] not in (b"PONG", "PONG"):  # a push message taken for the reply: the fence would not hold
+            raise ServedFilterError(f"PING on the tracked connection answered {replies[0]!r:.80} while {doing}: "
+                                    "redis-py did not recognise the server's push messages (hiredis>=3.2 needed)")
+        stale = tracked.take_stale([key.encode() for key in self._parts])
+        if local is not None and not stale:
+            return local
+        payload = (np.zeros(self._g.nbytes, dtype=np.uint8) if local is None
+                   else np.frombuffer(local.payload_view(), dtype=np.uint8).copy())
+        for index in stale:
+            part = yield from self.read_part(index, doing)
+            payload[index * self._g.part_bytes:index * self._g.part_bytes + part.size] = part
+        if local is None:
+            geometry = StorageGeometry("bloom", self._g.layout, self._g.num_cells, self._g.num_hashes, self._g.seed,
+                                       self._g.hash_scheme)
+            return BloomFilter.from_payload(geometry, payload)
+        local.replace_payload(payload)
+        return local
 
     def _test_blocks(self, offsets, doing: str):
         """Blocked layout: one ``GETRANGE`` of the key's 64-byte block per key, the bits tested here. The server
