@@ -8,11 +8,11 @@ one call, calls of 1,000 keys each (one round trip per call for both), and calls
 for 100x the keys; the two regimes of calls again with ``local_copy=True`` (queries answered from a copy in the
 client that the server invalidates: a PING round trip a call), where a third operation alternates a call of
 inserts and a call of queries (every write invalidates the copy, so every query call reads the filter again; its
-keys/s count the keys inserted and queried, its target is the insert target). Reported: keys/s, the server's CPU time per key (INFO cpu), the bytes the server received per key
-(INFO stats total_net_input_bytes), and PASS/FAIL for the targets of issue 32 (at least 0.5x RedisBloom's keys/s for
-inserts and 1x for queries) on the median of ``--rounds`` within-round ratios (``side_by_side``). Then, for the
-sparse regime, module-free command shapes side by side: three for queries (``sparse_query_shapes``), two for inserts
-(``sparse_insert_shapes``).
+keys/s count the keys inserted and queried, its target is the insert target). Reported: keys/s, the server's CPU
+time per key (INFO cpu), the bytes the server received per key (INFO stats total_net_input_bytes), and PASS/FAIL
+for the targets of issue 32 (at least 0.5x RedisBloom's keys/s for inserts and 1x for queries) on the median of
+``--rounds`` within-round ratios (``side_by_side``). Then, for the sparse regime, module-free command shapes side
+by side: three for queries (``sparse_query_shapes``), two for inserts (``sparse_insert_shapes``).
 
 Then starts its own redis-server (``bloomwise._redis_server.LocalRedisServer``: a unix socket in a temporary directory,
 no persistence) and measures, side by side in one run, batch inserts and queries of ``RedisBloomFilter`` (blocked

@@ -10,7 +10,7 @@ from bloomwise import BloomFilter
 from redis_support import keys_of
 
 redis = pytest.importorskip("redis", reason="the redis extra (redis-py) is not installed")
-from bloomwise.redis import RedisBloomFilter, ServerUnavailableError, to_redis  # noqa: E402
+from bloomwise.redis import RedisBloomFilter, ServedFilterError, ServerUnavailableError, to_redis  # noqa: E402
 
 
 def test_copy_answers_as_the_server_on_100k_keys(redis_client):
@@ -143,3 +143,17 @@ def test_the_fence_is_what_makes_it_exact(redis_server, redis_client):
         other_client.close()
     assert cached.contains_many(["late"]).tolist() == [True]
     assert cached.contains_many(["late", "never"]).tolist() == [True, False]
+
+
+def test_a_parser_without_push_messages_is_refused_clearly(redis_server):
+    from redis._parsers import _RESP2Parser  # redis-py's pure-Python RESP2 parser: no push messages
+    pool = redis.ConnectionPool(connection_class=redis.UnixDomainSocketConnection, path=redis_server.socket_path,
+                                parser_class=_RESP2Parser)
+    client = redis.Redis(connection_pool=pool)
+    try:
+        f = RedisBloomFilter(client, "parser", 1_000, 0.01)
+        with pytest.raises(ServedFilterError, match="hiredis"):
+            f.keep_local_copy()
+        assert not f.local_copy
+    finally:
+        client.close()
