@@ -157,3 +157,39 @@ def test_a_parser_without_push_messages_is_refused_clearly(redis_server):
         assert not f.local_copy
     finally:
         client.close()
+
+
+def test_asyncio_copy_sees_other_writers(redis_server):
+    import asyncio
+
+    import redis.asyncio
+    from bloomwise.redis.asyncio import RedisBloomFilter as AsyncRedisBloomFilter
+
+    async def scenario():
+        client = redis.asyncio.Redis(unix_socket_path=redis_server.socket_path)
+        sync_client = redis_server.client()
+        try:
+            await client.flushall()
+            cached = await AsyncRedisBloomFilter(client, "async-copy", 10_000, 0.001, local_copy=True)
+            keys = keys_of("a", 300)
+            for _ in range(3):
+                assert not (await cached.contains_many(keys)).any()
+            RedisBloomFilter.open(sync_client, "async-copy").update(keys[:100])
+            found = await cached.contains_many(keys)
+            assert np.array_equal(found, await cached.contains_many(keys, method="per_key")) and found[:100].all()
+            assert await cached.contains("a5")
+            sync_client.delete(cached.part_keys[0])
+            assert not await cached.contains("a5")
+            reopened = await AsyncRedisBloomFilter.open(client, "async-copy", local_copy=True)
+            assert reopened.local_copy and not await reopened.contains("a5")
+            sync_client.setbit(cached.part_keys[0], 0, 1)  # invalidates both copies
+            await cached.update(keys)
+            assert (await reopened.contains_many(keys)).all() and (await cached.contains_many(keys)).all()
+            await cached.keep_local_copy(False)
+            assert not cached.local_copy and (await cached.contains_many(keys)).all()
+            await reopened.keep_local_copy(False)
+        finally:
+            sync_client.close()
+            await client.aclose()
+
+    asyncio.run(scenario())

@@ -612,6 +612,19 @@ def drive_on(connection, steps, doing: str, client):
         raise server_error(client, exc, doing) from exc
 
 
+async def drive_on_async(connection, steps, doing: str, client):
+    """``drive_on`` for a redis.asyncio connection."""
+    redis = redis_module()
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(await perform_exchange_async(connection, request, redis))
+    except StopIteration as stop:
+        return stop.value
+    except redis.exceptions.RedisError as exc:
+        raise server_error(client, exc, doing) from exc
+
+
 def perform_exchange(connection, request: ExchangeRequest, redis):
     """Do a request on a redis-py connection: (replies, None), or (the replies read, the exception) when the
     connection failed (it is then disconnected)."""
@@ -696,7 +709,15 @@ def is_async_client(client) -> bool:
     return module.startswith("redis.asyncio")
 
 
-async def open_async(client, name: str, classes: dict, wanted=None):
+async def _nothing():
+    return None
+
+
+async def _first_async(found) -> bool:
+    return bool((await found)[0])
+
+
+async def open_async(client, name: str, classes: dict, wanted=None, local_copy: bool = False):
     """The served filter ``name`` on a redis.asyncio client (or cluster client), of ``classes[structure]``
     (``wanted``: the structure asked for, FilterMismatchError when the metadata names another)."""
     name = check_name(name)
@@ -709,6 +730,8 @@ async def open_async(client, name: str, classes: dict, wanted=None):
     cls = classes[geometry.structure]
     self = cls.__new__(cls)
     self._bind(node, name, prefix, geometry, client)
+    if local_copy:
+        await self.keep_local_copy()
     return self
 
 
@@ -791,7 +814,7 @@ class RedisBloomFilter(_Served):
         num_cells, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
         self._setup(client, name, Geometry("bloom", layout, num_cells, num_hashes, seed, hash_scheme, 1, capacity,
                                             part_bytes, float(fpr)), create=True)
-        self.keep_local_copy(local_copy)
+        self._set_local_copy(local_copy)
 
     @classmethod
     def from_size(cls, client, name: str, num_cells, num_hashes, *, layout="blocked", seed=0, hash_scheme="xxh3",
@@ -802,21 +825,19 @@ class RedisBloomFilter(_Served):
         self = cls.__new__(cls)
         self._setup(client, name, Geometry("bloom", layout, num_cells, num_hashes, seed, hash_scheme, 1, None,
                                             part_bytes), create=True)
-        self.keep_local_copy(local_copy)
+        self._set_local_copy(local_copy)
         return self
 
     @classmethod
     def open(cls, client, name: str, *, local_copy: bool = False) -> "RedisBloomFilter":
         """Attach to an existing served filter by name (FilterNotFoundError, FilterMismatchError)."""
         if cls.ASYNC:
-            if local_copy:
-                raise TypeError("local_copy=True is not available with redis.asyncio clients")
-            return open_async(client, name, {cls._STRUCTURE: cls}, cls._STRUCTURE)
+            return open_async(client, name, {cls._STRUCTURE: cls}, cls._STRUCTURE, local_copy)
         self = open_as(cls, client, name)
-        self.keep_local_copy(local_copy)
+        self._set_local_copy(local_copy)
         return self
 
-    def keep_local_copy(self, enabled: bool = True) -> None:
+    def keep_local_copy(self, enabled: bool = True):
         """Answer ``contains`` and ``contains_many`` (method "auto") from a copy of the filter kept in this client,
         which the server invalidates (Redis client-side caching: ``bloomwise.redis.tracking``).
 
@@ -826,16 +847,22 @@ class RedisBloomFilter(_Served):
         FLUSHALL, a replacement) ahead of it. Parts named stale are read again; then the copy answers, exactly as
         the server's bits would. A call costs one round trip plus the local test; a write costs the next call a
         read of the parts it touched (the whole filter when it has one part): keep a copy for read-mostly filters.
-        Memory: one copy per filter (``nbytes``) and one connection. ``enabled=False`` drops both."""
+        Memory: one copy per filter (``nbytes``) and one connection. ``enabled=False`` drops both. The classes of
+        ``bloomwise.redis.asyncio`` return an awaitable (it closes a dropped copy's connection)."""
+        closing = self._set_local_copy(enabled)
+        if self.ASYNC:
+            return closing if closing is not None else _nothing()
+
+    def _set_local_copy(self, enabled: bool):
+        """keep_local_copy without the awaitable: None, or (asyncio) the closing of a dropped copy's connection."""
         if not isinstance(enabled, bool):
             raise TypeError(f"local_copy must be True or False, got {enabled!r}")
-        if self._local_copy is not None:
-            self._local_copy[0].close()
-            self._local_copy = None
+        dropped, self._local_copy = self._local_copy, None
         if enabled:
-            if self.ASYNC:
-                raise TypeError("local_copy=True is not available with redis.asyncio clients")
-            self._local_copy = [TrackedConnection(self._client), None]  # the connection, the local BloomFilter
+            # [the TrackedConnection, the local BloomFilter]; asyncio: connected by the first query (on a cluster
+            # the node serving the filter is known after the first await)
+            self._local_copy = [None if self.ASYNC else TrackedConnection(self._client), None]
+        return dropped[0].forget() if dropped is not None and dropped[0] is not None else None
 
     @property
     def local_copy(self) -> bool:
@@ -930,8 +957,6 @@ class RedisBloomFilter(_Served):
     # -- reads --------------------------------------------------------------------------------------------------------
     def _test(self, keys, single: bool, method: str = "auto", threads=None):
         doing = f"querying {self._name!r}"
-        if self._local_copy is not None and method == "auto":
-            return self._test_local_copy([keys] if single else keys, doing, threads)
         if not single and method != "per_key":
             size = _batch_size(keys)
             if method == "read" or (size is not None and size * READ_BYTES_PER_KEY >= self._g.nbytes):
@@ -1005,11 +1030,13 @@ class RedisBloomFilter(_Served):
         return BloomFilter.from_payload(geometry, payload).contains_many(keys, threads=threads)
 
     def _test_local_copy(self, keys, doing: str, threads=None):
-        """Answer from the copy kept by ``keep_local_copy``, fenced and refreshed first (not a step generator: it
-        runs on the copy's own connection, whatever the driver)."""
+        """Answer from the copy kept by ``keep_local_copy``, fenced and refreshed first, on the copy's own
+        connection (an awaitable for the classes of ``bloomwise.redis.asyncio``)."""
         if isinstance(keys, (str, bytes, bytearray, memoryview)):
             raise TypeError(f"a batch must be an iterable of keys, got one {type(keys).__name__}: "
                             "wrap a single key in a list")
+        if self.ASYNC:
+            return self._test_local_copy_async(keys, doing, threads)
         tracked = self._local_copy[0]
         with tracked.lock:
             try:
@@ -1017,6 +1044,21 @@ class RedisBloomFilter(_Served):
                                                                                       doing), doing, self._client)
             except BaseException:
                 tracked.forget()
+                raise
+            return self._local_copy[1].contains_many(keys, threads=threads)
+
+    async def _test_local_copy_async(self, keys, doing: str, threads=None):
+        await self._attach_async()
+        if self._local_copy[0] is None:
+            self._local_copy[0] = TrackedConnection(self._client, asynchronous=True)
+        tracked = self._local_copy[0]
+        async with tracked.async_lock():
+            try:
+                self._local_copy[1] = await drive_on_async(
+                    tracked.connection, self._refresh_steps(tracked, self._local_copy[1], doing), doing,
+                    self._client)
+            except BaseException:
+                await tracked.forget()
                 raise
             return self._local_copy[1].contains_many(keys, threads=threads)
 
@@ -1078,6 +1120,9 @@ class RedisBloomFilter(_Served):
 
     def contains(self, key) -> bool:
         """``key in f``: False means certainly absent, True "might be present"."""
+        if self._local_copy is not None:
+            found = self._test_local_copy([key], f"querying {self._name!r}")
+            return _first_async(found) if self.ASYNC else bool(found[0])
         return self._run(then(self._test(key, True), lambda found: bool(found[0])), f"querying {self._name!r}")
 
     def contains_many(self, keys, *, method: str = "auto", threads=None):
@@ -1093,6 +1138,8 @@ class RedisBloomFilter(_Served):
         if method not in ("auto", "per_key", "read"):
             raise ValueError(f"method must be 'auto', 'per_key' or 'read', got {method!r}")
         check_threads(threads)
+        if self._local_copy is not None and method == "auto":
+            return self._test_local_copy(keys, f"querying {self._name!r}", threads)
         return self._run(self._test(keys, False, method, threads), f"querying {self._name!r}")
 
     # -- bulk ----------------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ a write completed by another client just before may not have reached the socket 
 """
 from __future__ import annotations
 
+import asyncio
 import threading
 
 from bloomwise.redis.errors import ServedFilterError, redis_module
@@ -29,15 +30,20 @@ class TrackedConnection:
     caches on ``connection``, fences with a PING before trusting its copy, and clears what it re-read. ``lock``
     serializes the users of the connection (one filter, many threads)."""
 
-    def __init__(self, client):
+    def __init__(self, client, asynchronous: bool = False):
         redis = redis_module()
         pool = client.connection_pool
         options = dict(pool.connection_kwargs)
-        parser = options.get("parser_class", redis.connection.DefaultParser)
+        default = redis.asyncio.connection.DefaultParser if asynchronous else redis.connection.DefaultParser
+        parser = options.get("parser_class", default)
         if not hasattr(parser, "set_invalidation_push_handler"):
             raise ServedFilterError("a local copy needs redis-py's reply parser for RESP3 push messages: install "
                                     "hiredis>=3.2 (part of bloomwise's redis extra)")
-        handler = self._invalidated
+        if asynchronous:
+            async def handler(message):  # redis.asyncio awaits the handler
+                self._invalidated(message)
+        else:
+            handler = self._invalidated
 
         class InvalidationParser(parser):
             """The client's reply parser, handing ``invalidate`` push messages to this TrackedConnection (redis-py
@@ -49,18 +55,34 @@ class TrackedConnection:
 
         # RESP3 for push messages; keys and payloads as bytes
         options.update(protocol=3, decode_responses=False, parser_class=InvalidationParser)
+        self.asynchronous = asynchronous
         self.connection = pool.connection_class(**options)
-        self.connection.register_connect_callback(self._on_connect)
-        self.lock = threading.Lock()
+        self.connection.register_connect_callback(self._on_connect_async if asynchronous else self._on_connect)
+        # an asyncio.Lock is bound to the event loop of its first use: made then (``async_lock``)
+        self.lock = None if asynchronous else threading.Lock()
         self.stale_keys: set = set()
         self.everything_stale = True
+
+    def async_lock(self) -> asyncio.Lock:
+        if self.lock is None:
+            self.lock = asyncio.Lock()
+        return self.lock
 
     def _on_connect(self, connection) -> None:
         """Called by redis-py after every (re)connection and handshake: turn tracking on, trust nothing read
         before."""
         self.everything_stale = True
         connection.send_command("CLIENT", "TRACKING", "ON")
-        reply = connection.read_response()
+        self._check_tracking(connection.read_response())
+
+    async def _on_connect_async(self, connection) -> None:
+        """``_on_connect`` for a redis.asyncio connection."""
+        self.everything_stale = True
+        await connection.send_command("CLIENT", "TRACKING", "ON")
+        self._check_tracking(await connection.read_response())
+
+    @staticmethod
+    def _check_tracking(reply) -> None:
         if reply not in (b"OK", "OK"):
             raise ServedFilterError(f"the Redis server refused CLIENT TRACKING ON: {reply!r:.80}")
 
@@ -83,10 +105,8 @@ class TrackedConnection:
         self.stale_keys.clear()
         return stale
 
-    def forget(self) -> None:
-        """After a failure: disconnect (the next use reconnects, tracking again) and trust nothing."""
+    def forget(self):
+        """After a failure: disconnect (the next use reconnects, tracking again) and trust nothing. An awaitable
+        for a redis.asyncio connection."""
         self.everything_stale = True
-        self.connection.disconnect()
-
-    def close(self) -> None:
-        self.forget()
+        return self.connection.disconnect()
