@@ -10,6 +10,7 @@ from bloomwise import BloomFilter
 from redis_support import keys_of
 
 redis = pytest.importorskip("redis", reason="the redis extra (redis-py) is not installed")
+import bloomwise.redis.filters as served_filters  # noqa: E402
 from bloomwise.redis import RedisBloomFilter, ServedFilterError, ServerUnavailableError, to_redis  # noqa: E402
 
 
@@ -80,7 +81,6 @@ def test_a_lost_connection_is_an_error_then_the_copy_is_read_again(redis_server,
     cached = RedisBloomFilter(redis_client, "lost", 1_000, 0.01, local_copy=True)
     cached.update(["x"])
     assert "x" in cached
-    tracked = cached._local_copy[0]
     killer = redis_server.client()
     try:
         killed = killer.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
@@ -133,7 +133,8 @@ def test_the_fence_is_what_makes_it_exact(redis_server, redis_client):
     """A settled copy (no invalidation pending, nothing to read) and then one write by another client: only the
     invalidation read before the PONG of the call's fence can make the next answer right (mutations tried: a
     handler that ignores the message; no PING before trusting the copy)."""
-    cached = RedisBloomFilter(redis_client, "fence", 10_000, 0.001, local_copy=True)
+    # 256 bytes: a call of one key reads a stale copy again at once (READ_BYTES_PER_KEY)
+    cached = RedisBloomFilter.from_size(redis_client, "fence", 2048, 4, local_copy=True)
     for _ in range(3):
         assert cached.contains_many(["late"]).tolist() == [False]
     other_client = redis_server.client()
@@ -193,3 +194,35 @@ def test_asyncio_copy_sees_other_writers(redis_server):
             await client.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_stale_copy_is_read_again_only_when_that_pays(monkeypatch, redis_server, redis_client):
+    """After a write, small calls are answered by the server (exactly) until the keys they asked reach one per
+    READ_BYTES_PER_KEY bytes of the filter; then the copy is read again and answers (mutation tried: answering
+    from the stale copy instead of the server)."""
+    reads = {"n": 0}
+    original = RedisBloomFilter.read_part
+
+    def counting(self, index, doing):
+        reads["n"] += 1
+        return (yield from original(self, index, doing))
+
+    monkeypatch.setattr(RedisBloomFilter, "read_part", counting)
+    cached = RedisBloomFilter(redis_client, "pays", 200_000, 0.01, local_copy=True)
+    keys = keys_of("p", 100)
+    assert not cached.contains_many(keys_of("q", 1_000)).any() and reads["n"] == 1  # a large call: read
+    assert not cached.contains_many(keys).any() and reads["n"] == 1  # unchanged: the copy answers
+    other_client = redis_server.client()
+    try:
+        RedisBloomFilter.open(other_client, "pays").update(keys[:10])
+    finally:
+        other_client.close()
+    threshold = -(-cached.nbytes // served_filters.READ_BYTES_PER_KEY)  # keys, ceiling
+    asked = 0
+    while asked + len(keys) < threshold:  # the server answers: nothing read
+        assert cached.contains_many(keys).tolist() == [True] * 10 + [False] * 90
+        asked += len(keys)
+        assert reads["n"] == 1
+    assert asked > 0
+    assert cached.contains_many(keys)[:10].all() and reads["n"] == 2  # it pays now: read again
+    assert cached.contains_many(keys)[:10].all() and reads["n"] == 2  # and the copy answers

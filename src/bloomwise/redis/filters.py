@@ -112,7 +112,7 @@ class _Served:
         self._layout_id = LAYOUT_IDS[geometry.layout]
         self._scheme_id = _format.hash_scheme_id(geometry.hash_scheme)
         self._parts = [part_key(prefix, i) for i in range(geometry.num_parts)]
-        self._local_copy = None  # RedisBloomFilter(..., local_copy=True): a TrackedConnection and the copy
+        self._local_copy = None  # RedisBloomFilter(..., local_copy=True): a LocalCopyState
 
     def _create_or_check(self):
         """Steps: create ``name:meta`` atomically, or check that the existing one describes the same filter."""
@@ -584,6 +584,18 @@ def copy_on_server_steps(source, target, replace: bool):
         raise FilterNotFoundError(f"{source._name!r} was deleted while {doing}")
 
 
+class LocalCopyState:
+    """A served filter's copy (``keep_local_copy``): the TrackedConnection it is read on, the local BloomFilter
+    (None until first read), and the keys the server answered since the copy went stale."""
+
+    __slots__ = ("tracked", "local", "answered_while_stale")
+
+    def __init__(self, tracked: Optional[TrackedConnection]):
+        self.tracked = tracked
+        self.local = None
+        self.answered_while_stale = 0
+
+
 class ExchangeRequest:
     """What an operation asks its driver to do: send ``count`` commands (``pack(i)``) pipelined and read their
     replies (``replies_per_command[i]`` of command i when given)."""
@@ -844,9 +856,11 @@ class RedisBloomFilter(_Served):
         The copy is read (``GETRANGE`` slices, bounded as ``method="read"``) on a connection of its own with
         ``CLIENT TRACKING ON``. Every call first sends a ``PING`` on it and reads up to the ``PONG``: the server has
         queued the invalidation of any write completed before (by any client: an update, a SETBIT by hand, DEL,
-        FLUSHALL, a replacement) ahead of it. Parts named stale are read again; then the copy answers, exactly as
-        the server's bits would. A call costs one round trip plus the local test; a write costs the next call a
-        read of the parts it touched (the whole filter when it has one part): keep a copy for read-mostly filters.
+        FLUSHALL, a replacement) ahead of it. An unchanged copy answers, exactly as the server's bits would: a call
+        costs one round trip plus the local test. After a write, the parts it touched (the whole filter when it has
+        one part) are read again once the keys asked since reach one per READ_BYTES_PER_KEY bytes of them (at once
+        for a large call); until then the server answers, as without a copy. So a copy pays for read-mostly filters
+        and costs little (about twice the cheaper way at worst) where writes keep coming.
         Memory: one copy per filter (``nbytes``) and one connection. ``enabled=False`` drops both. The classes of
         ``bloomwise.redis.asyncio`` return an awaitable (it closes a dropped copy's connection)."""
         closing = self._set_local_copy(enabled)
@@ -859,10 +873,10 @@ class RedisBloomFilter(_Served):
             raise TypeError(f"local_copy must be True or False, got {enabled!r}")
         dropped, self._local_copy = self._local_copy, None
         if enabled:
-            # [the TrackedConnection, the local BloomFilter]; asyncio: connected by the first query (on a cluster
-            # the node serving the filter is known after the first await)
-            self._local_copy = [None if self.ASYNC else TrackedConnection(self._client), None]
-        return dropped[0].forget() if dropped is not None and dropped[0] is not None else None
+            # asyncio: connected by the first query (on a cluster the node serving the filter is known after the
+            # first await)
+            self._local_copy = LocalCopyState(None if self.ASYNC else TrackedConnection(self._client))
+        return dropped.tracked.forget() if dropped is not None and dropped.tracked is not None else None
 
     @property
     def local_copy(self) -> bool:
@@ -1030,61 +1044,79 @@ class RedisBloomFilter(_Served):
         return BloomFilter.from_payload(geometry, payload).contains_many(keys, threads=threads)
 
     def _test_local_copy(self, keys, doing: str, threads=None):
-        """Answer from the copy kept by ``keep_local_copy``, fenced and refreshed first, on the copy's own
-        connection (an awaitable for the classes of ``bloomwise.redis.asyncio``)."""
+        """Answer from the copy kept by ``keep_local_copy`` (fenced, and refreshed when that pays), or from the
+        server while the copy is stale and reading it does not pay yet; on the copy's own connection (an awaitable
+        for the classes of ``bloomwise.redis.asyncio``)."""
         if isinstance(keys, (str, bytes, bytearray, memoryview)):
             raise TypeError(f"a batch must be an iterable of keys, got one {type(keys).__name__}: "
                             "wrap a single key in a list")
         if self.ASYNC:
             return self._test_local_copy_async(keys, doing, threads)
-        tracked = self._local_copy[0]
-        with tracked.lock:
+        state = self._local_copy
+        with state.tracked.lock:
             try:
-                self._local_copy[1] = drive_on(tracked.connection, self._refresh_steps(tracked, self._local_copy[1],
-                                                                                      doing), doing, self._client)
+                fresh = drive_on(state.tracked.connection, self._refresh_steps(state, _batch_size(keys), doing), doing,
+                                 self._client)
             except BaseException:
-                tracked.forget()
+                state.tracked.forget()
                 raise
-            return self._local_copy[1].contains_many(keys, threads=threads)
+            if fresh:
+                return state.local.contains_many(keys, threads=threads)
+            return self._drive(self._test(keys, False, "auto", threads), doing)
 
     async def _test_local_copy_async(self, keys, doing: str, threads=None):
         await self._attach_async()
-        if self._local_copy[0] is None:
-            self._local_copy[0] = TrackedConnection(self._client, asynchronous=True)
-        tracked = self._local_copy[0]
-        async with tracked.async_lock():
+        state = self._local_copy
+        if state.tracked is None:
+            state.tracked = TrackedConnection(self._client, asynchronous=True)
+        async with state.tracked.async_lock():
             try:
-                self._local_copy[1] = await drive_on_async(
-                    tracked.connection, self._refresh_steps(tracked, self._local_copy[1], doing), doing,
-                    self._client)
+                fresh = await drive_on_async(state.tracked.connection,
+                                             self._refresh_steps(state, _batch_size(keys), doing), doing, self._client)
             except BaseException:
-                await tracked.forget()
+                await state.tracked.forget()
                 raise
-            return self._local_copy[1].contains_many(keys, threads=threads)
+            if fresh:
+                return state.local.contains_many(keys, threads=threads)
+            return await drive_async(self._client, self._test(keys, False, "auto", threads), doing)
 
-    def _refresh_steps(self, tracked: TrackedConnection, local, doing: str):
-        """Steps on the tracked connection: the fence (PING: every invalidation queued before it is handled while
-        reading its reply), then the stale parts read again into ``local`` (a BloomFilter; None: build it);
-        returns the up-to-date BloomFilter."""
+    def _refresh_steps(self, state: "LocalCopyState", size: Optional[int], doing: str):
+        """Steps on the tracked connection; return whether the copy may answer this call of ``size`` keys (None:
+        unknown). First the fence (PING: every invalidation queued before it is handled while reading its reply).
+        Then, when parts are stale, they are read again if that pays: the keys answered by the server since the copy
+        went stale, with this call's, reach one per READ_BYTES_PER_KEY bytes of the stale parts (the rule of
+        ``contains_many``'s "auto", summed over calls: a ski-rental bound, at most about twice the cheaper of the
+        two ways when writes keep coming); otherwise False, and the server answers this call."""
+        tracked = state.tracked
         replies = yield from self._exchange(lambda i: encode_command([b"PING"]), 1, doing, [0])
         _raise_error_replies(replies, doing, server_address(self._client))
         if replies[0] not in (b"PONG", "PONG"):  # a push message taken for the reply: the fence would not hold
             raise ServedFilterError(f"PING on the tracked connection answered {replies[0]!r:.80} while {doing}: "
                                     "redis-py did not recognise the server's push messages (hiredis>=3.2 needed)")
-        stale = tracked.take_stale([key.encode() for key in self._parts])
-        if local is not None and not stale:
-            return local
-        payload = (np.zeros(self._g.nbytes, dtype=np.uint8) if local is None
-                   else np.frombuffer(local.payload_view(), dtype=np.uint8).copy())
+        part_keys = [key.encode() for key in self._parts]
+        stale = tracked.stale_indices(part_keys)
+        if state.local is not None and not stale:
+            return True
+        stale_bytes = sum(self._g.part_length(index) for index in stale)
+        if size is not None and (state.answered_while_stale + size) * READ_BYTES_PER_KEY < stale_bytes:
+            state.answered_while_stale += size
+            return False
+        stale = tracked.take_stale(part_keys)  # from here, an invalidation marks a part again
+        if state.local is None:
+            stale = range(len(self._parts))
+        payload = (np.zeros(self._g.nbytes, dtype=np.uint8) if state.local is None
+                   else np.frombuffer(state.local.payload_view(), dtype=np.uint8).copy())
         for index in stale:
             part = yield from self.read_part(index, doing)
             payload[index * self._g.part_bytes:index * self._g.part_bytes + part.size] = part
-        if local is None:
+        if state.local is None:
             geometry = StorageGeometry("bloom", self._g.layout, self._g.num_cells, self._g.num_hashes, self._g.seed,
                                        self._g.hash_scheme)
-            return BloomFilter.from_payload(geometry, payload)
-        local.replace_payload(payload)
-        return local
+            state.local = BloomFilter.from_payload(geometry, payload)
+        else:
+            state.local.replace_payload(payload)
+        state.answered_while_stale = 0
+        return True
 
     def _test_blocks(self, offsets, doing: str):
         """Blocked layout: one ``GETRANGE`` of the key's 64-byte block per key, the bits tested here. The server

@@ -94,6 +94,12 @@ class TrackedConnection:
         else:
             self.stale_keys.update(key.encode() if isinstance(key, str) else bytes(key) for key in keys)
 
+    def stale_indices(self, keys) -> list:
+        """The indices of ``keys`` (bytes) known stale, without forgetting it."""
+        if self.everything_stale:
+            return list(range(len(keys)))
+        return [i for i, key in enumerate(keys) if key in self.stale_keys]
+
     def take_stale(self, keys) -> list:
         """The indices of ``keys`` (bytes) to read again, forgetting that they were stale (an invalidation arriving
         while they are read marks them again)."""
