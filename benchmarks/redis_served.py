@@ -5,11 +5,14 @@ redis-server process): the same keys, a reserved non-scaling RedisBloom filter o
 BF.MADD / BF.MEXISTS commands of 1,000 keys packed in C and pipelined 32 in flight (the exchange bloomwise uses),
 against ``RedisBloomFilter.update`` / ``contains_many`` (module-free commands). Three regimes: the whole key set in
 one call, calls of 1,000 keys each (one round trip per call for both), and calls of 1,000 keys into filters sized
-for 100x the keys. Reported: keys/s, the server's CPU time per key (INFO cpu), the bytes the server received per key
-(INFO stats total_net_input_bytes), and PASS/FAIL for the targets of issue 32 (at least 0.5x RedisBloom's keys/s for
-inserts and 1x for queries) on the median of ``--rounds`` within-round ratios (``side_by_side``). Then, for the
-sparse regime, module-free command shapes side by side: three for queries (``sparse_query_shapes``), two for inserts
-(``sparse_insert_shapes``).
+for 100x the keys; the two regimes of calls again with ``local_copy=True`` (queries answered from a copy in the
+client that the server invalidates: a PING round trip a call), where a third operation alternates a call of
+inserts and a call of queries (every write invalidates the copy, so every query call reads the filter again; its
+keys/s count the keys inserted and queried, its target is the insert target). Reported: keys/s, the server's CPU
+time per key (INFO cpu), the bytes the server received per key (INFO stats total_net_input_bytes), and PASS/FAIL
+for the targets of issue 32 (at least 0.5x RedisBloom's keys/s for inserts and 1x for queries) on the median of
+``--rounds`` within-round ratios (``side_by_side``). Then, for the sparse regime, module-free command shapes side
+by side: three for queries (``sparse_query_shapes``), two for inserts (``sparse_insert_shapes``).
 
 Then starts its own redis-server (``bloomwise._redis_server.LocalRedisServer``: a unix socket in a temporary directory,
 no persistence) and measures, side by side in one run, batch inserts and queries of ``RedisBloomFilter`` (blocked
@@ -110,9 +113,13 @@ def side_by_side(client, keys, absent, rounds, wide_client=None):
     probe = np.concatenate([keys[: n // 2], absent[: n - n // 2]])
     calls = [slice(s, s + CALL_KEYS) for s in range(0, n, CALL_KEYS)]
     sparse = f"calls of {CALL_KEYS:,}, filter for {SPARSE_FACTOR}x the keys"
-    regimes = [("one call", 1, client), (f"calls of {CALL_KEYS:,}", 1, client), (sparse, SPARSE_FACTOR, client)]
+    cached = ", client-side cached copy (local_copy=True)"
+    # (regime, filter capacity over the keys, client, bloomwise's local_copy)
+    regimes = [("one call", 1, client, False), (f"calls of {CALL_KEYS:,}", 1, client, False),
+               (f"calls of {CALL_KEYS:,}{cached}", 1, client, True), (sparse, SPARSE_FACTOR, client, False),
+               (sparse + cached, SPARSE_FACTOR, client, True)]
     if wide_client is not None:
-        regimes.insert(2, (f"calls of {CALL_KEYS:,}, clients reading 1 MiB at a time", 1, wide_client))
+        regimes.insert(2, (f"calls of {CALL_KEYS:,}, clients reading 1 MiB at a time", 1, wide_client, False))
     samples, ratios = {}, {}
 
     def their_calls(command, data, in_one_call):
@@ -127,11 +134,33 @@ def side_by_side(client, keys, absent, rounds, wide_client=None):
         for c in calls:
             operation(data[c])
 
-    def interleaved(their_command, our_operation, data):
+    def their_mixed(c):
+        """A call of inserts, then a call of queries (the insert regime of a cached copy: each write invalidates)."""
+        redisbloom_pipelined(operations_client, b"BF.MADD", b"rb", keys[c])
+        redisbloom_pipelined(operations_client, b"BF.MEXISTS", b"rb", probe[c])
+
+    def our_mixed(c):
+        ours.update(keys[c])
+        ours.contains_many(probe[c])
+
+    def fresh(factor, local_copy):
+        """Empty filters on the server: RedisBloom's "rb" and bloomwise's "bw"."""
+        nonlocal ours
+        if ours is not None and ours.local_copy:
+            ours.keep_local_copy(False)  # closes its tracked connection
+        client.flushall()
+        client.execute_command("BF.RESERVE", "rb", "0.01", n * factor, "NONSCALING")
+        ours = RedisBloomFilter(operations_client, "bw", n * factor, 0.01, local_copy=local_copy)  # blocked
+        return ours
+
+    ours = None
+
+    def interleaved(their_call, our_call):
         """RedisBloom's seconds over bloomwise's (the ratio of keys/s, bloomwise / RedisBloom) of all the calls,
         made in alternating blocks of INTERLEAVE_CALLS calls (a RedisBloom block, then a bloomwise block of the same
         keys; which goes first alternates): a burst of load falls on both sides, and a block is long enough that
-        each side runs with its own filter in the CPU caches, as in the separate passes."""
+        each side runs with its own filter in the CPU caches, as in the separate passes. ``their_call(c)`` and
+        ``our_call(c)`` make the call of the keys of slice c."""
         totals = {"theirs": 0.0, "ours": 0.0}
         blocks = [calls[s:s + INTERLEAVE_CALLS] for s in range(0, len(calls), INTERLEAVE_CALLS)]
         for index, block in enumerate(blocks):
@@ -139,22 +168,26 @@ def side_by_side(client, keys, absent, rounds, wide_client=None):
                 start = time.perf_counter()
                 for c in block:
                     if who == "theirs":
-                        redisbloom_pipelined(operations_client, their_command, b"rb", data[c])
+                        their_call(c)
                     else:
-                        our_operation(data[c])
+                        our_call(c)
                 totals[who] += time.perf_counter() - start
         return totals["theirs"] / totals["ours"]
 
+    def theirs_doing(command, data):
+        return lambda c: redisbloom_pipelined(operations_client, command, b"rb", data[c])
+
+    mixed = "insert, then query (alternating calls)"
     for round_index in range(rounds):
-        for regime, factor, operations_client in regimes:
+        for regime, factor, operations_client, local_copy in regimes:
             one = regime == "one call"
-            client.flushall()
-            client.execute_command("BF.RESERVE", "rb", "0.01", n * factor, "NONSCALING")
-            ours = RedisBloomFilter(operations_client, "bw", n * factor, 0.01)  # blocked layout, the default
+            ours = fresh(factor, local_copy)
             pair = {"RedisBloom": {"insert": lambda: their_calls(b"BF.MADD", keys, one),
-                                   "query": lambda: their_calls(b"BF.MEXISTS", probe, one)},
+                                   "query": lambda: their_calls(b"BF.MEXISTS", probe, one),
+                                   mixed: lambda: [their_mixed(c) for c in calls]},
                     "bloomwise": {"insert": lambda: our_calls(ours.update, keys, one),
-                                  "query": lambda: our_calls(ours.contains_many, probe, one)}}
+                                  "query": lambda: our_calls(ours.contains_many, probe, one),
+                                  mixed: lambda: [our_mixed(c) for c in calls]}}
             order = ("RedisBloom", "bloomwise") if round_index % 2 == 0 else ("bloomwise", "RedisBloom")
             for who in order:
                 samples.setdefault((regime, "insert", who), []).append(measured(client, pair[who]["insert"], n))
@@ -171,17 +204,26 @@ def side_by_side(client, keys, absent, rounds, wide_client=None):
                     mine, theirs = samples[(regime, op, "bloomwise")][-1], samples[(regime, op, "RedisBloom")][-1]
                     ratios.setdefault((regime, op), []).append(mine[0] / theirs[0])
             else:
-                ratios.setdefault((regime, "query"), []).append(interleaved(b"BF.MEXISTS", ours.contains_many, probe))
-                client.flushall()
-                client.execute_command("BF.RESERVE", "rb", "0.01", n * factor, "NONSCALING")
-                ours = RedisBloomFilter(operations_client, "bw", n * factor, 0.01)
-                ratios.setdefault((regime, "insert"), []).append(interleaved(b"BF.MADD", ours.update, keys))
+                ratios.setdefault((regime, "query"), []).append(
+                    interleaved(theirs_doing(b"BF.MEXISTS", probe), lambda c: ours.contains_many(probe[c])))
+                ours = fresh(factor, local_copy)
+                ratios.setdefault((regime, "insert"), []).append(
+                    interleaved(theirs_doing(b"BF.MADD", keys), lambda c: ours.update(keys[c])))
+            if local_copy:  # fresh filters for each side: a call of inserts and a call of queries, alternating
+                for who in order:
+                    ours = fresh(factor, local_copy)
+                    samples.setdefault((regime, mixed, who), []).append(  # keys inserted and queried
+                        measured(client, pair[who][mixed], 2 * n))
+                ours = fresh(factor, local_copy)
+                ratios.setdefault((regime, mixed), []).append(interleaved(their_mixed, our_mixed))
             if regime == "one call":
                 their_bytes_dense, our_bytes_dense = int(client.execute_command("BF.INFO", "rb")[b"Size"]), \
                     ours.nbytes
+    fresh(1, False)
     rows = []
-    for regime, _factor, _client in regimes:
-        for op, target in (("insert", INSERT_RATIO_TARGET), ("query", QUERY_RATIO_TARGET)):
+    for regime, _factor, _client, local_copy in regimes:
+        targets = [("insert", INSERT_RATIO_TARGET), ("query", QUERY_RATIO_TARGET)]
+        for op, target in targets + ([(mixed, INSERT_RATIO_TARGET)] if local_copy else []):
             theirs_runs, mine_runs = samples[(regime, op, "RedisBloom")], samples[(regime, op, "bloomwise")]
             theirs = [statistics.median(x) for x in zip(*theirs_runs)]
             mine = [statistics.median(x) for x in zip(*mine_runs)]
@@ -531,7 +573,12 @@ def main(argv=None) -> int:
                   "RedisBloom), *range* their smallest and largest; a round's ratio compares the two under the same "
                   "load: in one call, the two measurements; in calls of 1,000, a second pass interleaving the calls "
                   f"in blocks of {INTERLEAVE_CALLS} calls (a RedisBloom block, then a bloomwise block of the same "
-                  "keys; inserts into fresh filters): RedisBloom's total seconds over bloomwise's.", "",
+                  "keys; inserts into fresh filters): RedisBloom's total seconds over bloomwise's. "
+                  "*client-side cached copy*: bloomwise's filter is opened with `local_copy=True` (queries answered "
+                  "from a copy in the client, which the server invalidates through CLIENT TRACKING; a call costs a "
+                  "PING round trip, and after a write a read of the filter); *insert, then query (alternating "
+                  "calls)*: a call of 1,000 inserts then a call of 1,000 queries, on fresh filters (keys/s counts "
+                  "both; target: the insert target).", "",
                   "| regime | operation | RedisBloom keys/s | bloomwise keys/s | ratio | range | target | verdict | "
                   "server CPU µs/key (RedisBloom / bloomwise) | received bytes/key (RedisBloom / bloomwise) |",
                   "|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]

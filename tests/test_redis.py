@@ -601,7 +601,8 @@ def test_quick_benchmark_runs():
         assert "side by side with RedisBloom: SKIPPED" in run.stdout
     else:  # the side-by-side prints a verdict for every regime and operation
         verdicts = [line for line in run.stdout.splitlines() if line.startswith(("PASS: ", "FAIL: "))]
-        assert len(verdicts) == 8 and all("x RedisBloom's" in line for line in verdicts), run.stdout[:3000]
+        assert len(verdicts) == 14 and all("x RedisBloom's" in line for line in verdicts), run.stdout[:3000]
+        assert sum("client-side cached copy" in line for line in verdicts) == 6, run.stdout[:3000]
         assert all(f"| ({shape})" in run.stdout for shape in "abc"), run.stdout[:3000]  # the sparse query shapes
         assert "| one EVALSHA, packed blocks and bits, Lua GETRANGE / SETRANGE |" in run.stdout  # insert shapes
     assert "| RedisCountingBloomFilter classic 4-bit" in run.stdout

@@ -193,6 +193,22 @@ def test_asyncio_cluster_clients_serve_the_local_filters(client, cluster):
     assert from_redis(client, counting_name) == counting_local
 
 
+def test_a_local_copy_on_a_cluster_sees_writes_of_another_cluster_client(client, cluster):
+    nodes, ports = cluster
+    name = names_on_distinct_nodes(client, 1, "copy")[0]
+    cached = RedisBloomFilter(client, name, 5000, 0.01, local_copy=True)
+    keys = [f"c{i}" for i in range(2000)]
+    assert not cached.contains_many(keys).any()
+    other = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in ports])
+    try:
+        RedisBloomFilter.open(other, name).update(keys[:1000])
+        assert cached.contains_many(keys[:1000]).all()
+        other.delete(cached.part_keys[0])
+        assert not cached.contains_many(keys[:1000]).any()
+    finally:
+        other.close()
+
+
 def test_copies_and_set_operations_on_a_cluster(client, cluster):
     nodes, ports = cluster
     first, elsewhere = names_on_distinct_nodes(client, 2, "ops")

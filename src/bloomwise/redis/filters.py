@@ -44,6 +44,7 @@ from bloomwise.redis.geometry import (
     part_key, read_meta,
 )
 from bloomwise.redis.scripts import REMOVE_SCRIPT
+from bloomwise.redis.tracking import TrackedConnection
 
 __all__ = ["RedisBloomFilter", "RedisCountingBloomFilter", "open", "open_as", "open_async", "drive_async",
            "is_async_client", "check_sync_client", "local_geometry", "encode_command", "attached", "run_steps",
@@ -111,6 +112,7 @@ class _Served:
         self._layout_id = LAYOUT_IDS[geometry.layout]
         self._scheme_id = _format.hash_scheme_id(geometry.hash_scheme)
         self._parts = [part_key(prefix, i) for i in range(geometry.num_parts)]
+        self._local_copy = None  # RedisBloomFilter(..., local_copy=True): a LocalCopyState
 
     def _create_or_check(self):
         """Steps: create ``name:meta`` atomically, or check that the existing one describes the same filter."""
@@ -582,6 +584,18 @@ def copy_on_server_steps(source, target, replace: bool):
         raise FilterNotFoundError(f"{source._name!r} was deleted while {doing}")
 
 
+class LocalCopyState:
+    """A served filter's copy (``keep_local_copy``): the TrackedConnection it is read on, the local BloomFilter
+    (None until first read), and the keys the server answered since the copy went stale."""
+
+    __slots__ = ("tracked", "local", "answered_while_stale")
+
+    def __init__(self, tracked: Optional[TrackedConnection]):
+        self.tracked = tracked
+        self.local = None
+        self.answered_while_stale = 0
+
+
 class ExchangeRequest:
     """What an operation asks its driver to do: send ``count`` commands (``pack(i)``) pipelined and read their
     replies (``replies_per_command[i]`` of command i when given)."""
@@ -595,6 +609,32 @@ class ExchangeRequest:
 
     def windows(self):
         return [range(s, min(s + WINDOW_COMMANDS, self.count)) for s in range(0, self.count, WINDOW_COMMANDS)]
+
+
+def drive_on(connection, steps, doing: str, client):
+    """Run an operation's steps on one given redis-py connection (the driver of ``_drive`` without a pool)."""
+    redis = redis_module()
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(perform_exchange(connection, request, redis))
+    except StopIteration as stop:
+        return stop.value
+    except redis.exceptions.RedisError as exc:  # connecting, the handshake, CLIENT TRACKING
+        raise server_error(client, exc, doing) from exc
+
+
+async def drive_on_async(connection, steps, doing: str, client):
+    """``drive_on`` for a redis.asyncio connection."""
+    redis = redis_module()
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(await perform_exchange_async(connection, request, redis))
+    except StopIteration as stop:
+        return stop.value
+    except redis.exceptions.RedisError as exc:
+        raise server_error(client, exc, doing) from exc
 
 
 def perform_exchange(connection, request: ExchangeRequest, redis):
@@ -681,7 +721,15 @@ def is_async_client(client) -> bool:
     return module.startswith("redis.asyncio")
 
 
-async def open_async(client, name: str, classes: dict, wanted=None):
+async def _nothing():
+    return None
+
+
+async def _first_async(found) -> bool:
+    return bool((await found)[0])
+
+
+async def open_async(client, name: str, classes: dict, wanted=None, local_copy: bool = False):
     """The served filter ``name`` on a redis.asyncio client (or cluster client), of ``classes[structure]``
     (``wanted``: the structure asked for, FilterMismatchError when the metadata names another)."""
     name = check_name(name)
@@ -694,6 +742,8 @@ async def open_async(client, name: str, classes: dict, wanted=None):
     cls = classes[geometry.structure]
     self = cls.__new__(cls)
     self._bind(node, name, prefix, geometry, client)
+    if local_copy:
+        await self.keep_local_copy()
     return self
 
 
@@ -770,30 +820,68 @@ class RedisBloomFilter(_Served):
     COUNT_FIELD = "keys_added"
 
     def __init__(self, client, name: str, capacity, fpr=0.01, *, layout="blocked", seed=0, hash_scheme="xxh3",
-                 part_bytes=MAX_PART_BYTES):
+                 part_bytes=MAX_PART_BYTES, local_copy: bool = False):
         capacity = check_capacity(capacity)
         layout_id(layout)
         num_cells, num_hashes = theory.optimal_size(capacity, fpr, layout=layout)
         self._setup(client, name, Geometry("bloom", layout, num_cells, num_hashes, seed, hash_scheme, 1, capacity,
                                             part_bytes, float(fpr)), create=True)
+        self._set_local_copy(local_copy)
 
     @classmethod
     def from_size(cls, client, name: str, num_cells, num_hashes, *, layout="blocked", seed=0, hash_scheme="xxh3",
-                  part_bytes=MAX_PART_BYTES) -> "RedisBloomFilter":
+                  part_bytes=MAX_PART_BYTES, local_copy: bool = False) -> "RedisBloomFilter":
         """A served filter of exactly ``num_cells`` bits and ``num_hashes`` probes per key. The default layout is
         ``"blocked"``, as for ``RedisBloomFilter(client, name, capacity, fpr)``: its size is a multiple of 512 bits
         (pass ``layout="classic"`` for any other size)."""
         self = cls.__new__(cls)
         self._setup(client, name, Geometry("bloom", layout, num_cells, num_hashes, seed, hash_scheme, 1, None,
                                             part_bytes), create=True)
+        self._set_local_copy(local_copy)
         return self
 
     @classmethod
-    def open(cls, client, name: str) -> "RedisBloomFilter":
+    def open(cls, client, name: str, *, local_copy: bool = False) -> "RedisBloomFilter":
         """Attach to an existing served filter by name (FilterNotFoundError, FilterMismatchError)."""
         if cls.ASYNC:
-            return open_async(client, name, {cls._STRUCTURE: cls}, cls._STRUCTURE)
-        return open_as(cls, client, name)
+            return open_async(client, name, {cls._STRUCTURE: cls}, cls._STRUCTURE, local_copy)
+        self = open_as(cls, client, name)
+        self._set_local_copy(local_copy)
+        return self
+
+    def keep_local_copy(self, enabled: bool = True):
+        """Answer ``contains`` and ``contains_many`` (method "auto") from a copy of the filter kept in this client,
+        which the server invalidates (Redis client-side caching: ``bloomwise.redis.tracking``).
+
+        The copy is read (``GETRANGE`` slices, bounded as ``method="read"``) on a connection of its own with
+        ``CLIENT TRACKING ON``. Every call first sends a ``PING`` on it and reads up to the ``PONG``: the server has
+        queued the invalidation of any write completed before (by any client: an update, a SETBIT by hand, DEL,
+        FLUSHALL, a replacement) ahead of it. An unchanged copy answers, exactly as the server's bits would: a call
+        costs one round trip plus the local test. After a write, the parts it touched (the whole filter when it has
+        one part) are read again once the keys asked since reach one per READ_BYTES_PER_KEY bytes of them (at once
+        for a large call); until then the server answers, as without a copy. So a copy pays for read-mostly filters
+        and costs little (about twice the cheaper way at worst) where writes keep coming.
+        Memory: one copy per filter (``nbytes``) and one connection. ``enabled=False`` drops both. The classes of
+        ``bloomwise.redis.asyncio`` return an awaitable (it closes a dropped copy's connection)."""
+        closing = self._set_local_copy(enabled)
+        if self.ASYNC:
+            return closing if closing is not None else _nothing()
+
+    def _set_local_copy(self, enabled: bool):
+        """keep_local_copy without the awaitable: None, or (asyncio) the closing of a dropped copy's connection."""
+        if not isinstance(enabled, bool):
+            raise TypeError(f"local_copy must be True or False, got {enabled!r}")
+        dropped, self._local_copy = self._local_copy, None
+        if enabled:
+            # asyncio: connected by the first query (on a cluster the node serving the filter is known after the
+            # first await)
+            self._local_copy = LocalCopyState(None if self.ASYNC else TrackedConnection(self._client))
+        return dropped.tracked.forget() if dropped is not None and dropped.tracked is not None else None
+
+    @property
+    def local_copy(self) -> bool:
+        """Whether queries are answered from a copy the server invalidates (``keep_local_copy``)."""
+        return self._local_copy is not None
 
     @property
     def keys_added(self) -> int:
@@ -955,6 +1043,81 @@ class RedisBloomFilter(_Served):
                                    self._g.hash_scheme)
         return BloomFilter.from_payload(geometry, payload).contains_many(keys, threads=threads)
 
+    def _test_local_copy(self, keys, doing: str, threads=None):
+        """Answer from the copy kept by ``keep_local_copy`` (fenced, and refreshed when that pays), or from the
+        server while the copy is stale and reading it does not pay yet; on the copy's own connection (an awaitable
+        for the classes of ``bloomwise.redis.asyncio``)."""
+        if isinstance(keys, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"a batch must be an iterable of keys, got one {type(keys).__name__}: "
+                            "wrap a single key in a list")
+        if self.ASYNC:
+            return self._test_local_copy_async(keys, doing, threads)
+        state = self._local_copy
+        with state.tracked.lock:
+            try:
+                fresh = drive_on(state.tracked.connection, self._refresh_steps(state, _batch_size(keys), doing), doing,
+                                 self._client)
+            except BaseException:
+                state.tracked.forget()
+                raise
+            if fresh:
+                return state.local.contains_many(keys, threads=threads)
+            return self._drive(self._test(keys, False, "auto", threads), doing)
+
+    async def _test_local_copy_async(self, keys, doing: str, threads=None):
+        await self._attach_async()
+        state = self._local_copy
+        if state.tracked is None:
+            state.tracked = TrackedConnection(self._client, asynchronous=True)
+        async with state.tracked.async_lock():
+            try:
+                fresh = await drive_on_async(state.tracked.connection,
+                                             self._refresh_steps(state, _batch_size(keys), doing), doing, self._client)
+            except BaseException:
+                await state.tracked.forget()
+                raise
+            if fresh:
+                return state.local.contains_many(keys, threads=threads)
+            return await drive_async(self._client, self._test(keys, False, "auto", threads), doing)
+
+    def _refresh_steps(self, state: "LocalCopyState", size: Optional[int], doing: str):
+        """Steps on the tracked connection; return whether the copy may answer this call of ``size`` keys (None:
+        unknown). First the fence (PING: every invalidation queued before it is handled while reading its reply).
+        Then, when parts are stale, they are read again if that pays: the keys answered by the server since the copy
+        went stale, with this call's, reach one per READ_BYTES_PER_KEY bytes of the stale parts (the rule of
+        ``contains_many``'s "auto", summed over calls: a ski-rental bound, at most about twice the cheaper of the
+        two ways when writes keep coming); otherwise False, and the server answers this call."""
+        tracked = state.tracked
+        replies = yield from self._exchange(lambda i: encode_command([b"PING"]), 1, doing, [0])
+        _raise_error_replies(replies, doing, server_address(self._client))
+        if replies[0] not in (b"PONG", "PONG"):  # a push message taken for the reply: the fence would not hold
+            raise ServedFilterError(f"PING on the tracked connection answered {replies[0]!r:.80} while {doing}: "
+                                    "redis-py did not recognise the server's push messages (hiredis>=3.2 needed)")
+        part_keys = [key.encode() for key in self._parts]
+        stale = tracked.stale_indices(part_keys)
+        if state.local is not None and not stale:
+            return True
+        stale_bytes = sum(self._g.part_length(index) for index in stale)
+        if size is not None and (state.answered_while_stale + size) * READ_BYTES_PER_KEY < stale_bytes:
+            state.answered_while_stale += size
+            return False
+        stale = tracked.take_stale(part_keys)  # from here, an invalidation marks a part again
+        if state.local is None:
+            stale = range(len(self._parts))
+        payload = (np.zeros(self._g.nbytes, dtype=np.uint8) if state.local is None
+                   else np.frombuffer(state.local.payload_view(), dtype=np.uint8).copy())
+        for index in stale:
+            part = yield from self.read_part(index, doing)
+            payload[index * self._g.part_bytes:index * self._g.part_bytes + part.size] = part
+        if state.local is None:
+            geometry = StorageGeometry("bloom", self._g.layout, self._g.num_cells, self._g.num_hashes, self._g.seed,
+                                       self._g.hash_scheme)
+            state.local = BloomFilter.from_payload(geometry, payload)
+        else:
+            state.local.replace_payload(payload)
+        state.answered_while_stale = 0
+        return True
+
     def _test_blocks(self, offsets, doing: str):
         """Blocked layout: one ``GETRANGE`` of the key's 64-byte block per key, the bits tested here. The server
         spends about a quarter of the CPU time of ``BITFIELD_RO`` with k ``GET u1`` (benchmarks/redis_served.py)."""
@@ -989,6 +1152,9 @@ class RedisBloomFilter(_Served):
 
     def contains(self, key) -> bool:
         """``key in f``: False means certainly absent, True "might be present"."""
+        if self._local_copy is not None:
+            found = self._test_local_copy([key], f"querying {self._name!r}")
+            return _first_async(found) if self.ASYNC else bool(found[0])
         return self._run(then(self._test(key, True), lambda found: bool(found[0])), f"querying {self._name!r}")
 
     def contains_many(self, keys, *, method: str = "auto", threads=None):
@@ -1004,6 +1170,8 @@ class RedisBloomFilter(_Served):
         if method not in ("auto", "per_key", "read"):
             raise ValueError(f"method must be 'auto', 'per_key' or 'read', got {method!r}")
         check_threads(threads)
+        if self._local_copy is not None and method == "auto":
+            return self._test_local_copy(keys, f"querying {self._name!r}", threads)
         return self._run(self._test(keys, False, method, threads), f"querying {self._name!r}")
 
     # -- bulk ----------------------------------------------------------------------------------------------------------
