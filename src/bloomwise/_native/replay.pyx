@@ -29,8 +29,8 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcpy, memset
 
-from bloomwise._native.layouts cimport (Geometry, geometry_init, positions, test_bits, MAX_HASHES,
-                                         LAYOUT_PARTITIONED)
+from bloomwise._native.layouts cimport (Geometry, geometry_init, positions, probe, second_hash, test_bits,
+                                         bw_prefetch_read, MAX_HASHES, LAYOUT_PARTITIONED)
 
 __all__ = ["IndependentCaches", "CooperativeCaches", "COOPERATIVE_MODES", "MAX_SIZE", "MAX_CAPACITY"]
 
@@ -44,6 +44,7 @@ cdef enum:
     INITIAL_SLOTS = 16           # a power of two
     INITIAL_ENTRIES = 8
     MAX_ENTRIES = 2147483646     # int32 entry numbers (2**31 - 2)
+    LOOKAHEAD = 4                # CooperativeCaches.run: requests ahead whose memory it asks for (prefetch)
 
 cdef struct Slot:
     uint64_t key
@@ -501,6 +502,14 @@ cdef inline bint published_may_contain(const Summary* s, uint64_t h) noexcept no
     """The peers' answer for a key of hash ``h``: all its positions set in the published bit view (for a counters
     summary, the same as all its counters nonzero)."""
     return test_bits(&s.pub_g, s.pub_words, h)
+
+
+cdef inline void prefetch_probes(const Summary* s, uint64_t h) noexcept nogil:
+    """Ask for the published words of a key's first two probes (a hint: the answer is published_may_contain's)."""
+    cdef uint64_t step = second_hash(h)
+    bw_prefetch_read(s.pub_words + (probe(&s.pub_g, h, step, 0) >> 6))
+    if s.pub_g.num_hashes > 1:
+        bw_prefetch_read(s.pub_words + (probe(&s.pub_g, h, step, 1) >> 6))
 
 
 cdef struct Prior:             # OnlinePrior
@@ -1119,7 +1128,20 @@ cdef class CooperativeCaches:
         cdef size_t name_length
         cdef uint64_t query_size, digits
         cdef const uint64_t* row
+        cdef Store* ahead
+        cdef const Slot* slot
         for r in range(n):
+            # hints, no state changes: the table slots of a later request's key (its cache's and the directory's),
+            # and the entry of a nearer one's (its slot asked for LOOKAHEAD requests ago)
+            if r + 2 * LOOKAHEAD < n:
+                ahead = &stores[caches[r + 2 * LOOKAHEAD]]
+                bw_prefetch_read(&ahead.slots[slot_of(keys[r + 2 * LOOKAHEAD], ahead.mask)])
+                bw_prefetch_read(&self.directory.slots[slot_of(keys[r + 2 * LOOKAHEAD], self.directory.mask)])
+            if r + LOOKAHEAD < n:
+                ahead = &stores[caches[r + LOOKAHEAD]]
+                slot = &ahead.slots[slot_of(keys[r + LOOKAHEAD], ahead.mask)]
+                if slot.entry != NONE and slot.key == keys[r + LOOKAHEAD]:
+                    bw_prefetch_read(&ahead.entries[slot.entry])
             p, key, size = caches[r], keys[r], sizes[r]
             s = &stores[p]
             node = &summaries[p]
@@ -1151,12 +1173,17 @@ cdef class CooperativeCaches:
             for j in range(num):
                 held[j] = row != NULL and (row[j >> 6] >> (j & 63)) & 1
             if cooperative:  # each peer's published summary, and the oracle's count of its false positives
+                for j in range(num):  # the hashes first, asking for the words of their first two probes
+                    if j == p or not summaries[j].published:
+                        continue
+                    peer = &summaries[j]
+                    hashes[j] = bw_xxh3(name, name_length, peer.seed)
+                    prefetch_probes(peer, hashes[j])
                 for j in range(num):
                     maybe[j] = 0
                     if j == p or not summaries[j].published:
                         continue
                     peer = &summaries[j]
-                    hashes[j] = bw_xxh3(name, name_length, peer.seed)
                     maybe[j] = published_may_contain(peer, hashes[j])
                     if not held[j]:
                         self.checks_lacking += 1
