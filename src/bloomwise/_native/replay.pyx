@@ -197,6 +197,22 @@ cdef inline void make_youngest(Store* s, int32_t e) noexcept nogil:
     s.youngest = e
 
 
+cdef inline bint serve_local(Store* s, uint64_t key, int64_t size, bint lru) noexcept nogil:
+    """Count a request at its cache: a stored key is a hit (made the youngest under LRU) and True; else a miss and
+    False. Both replays start every request here."""
+    s.requests += 1
+    add_bytes(&s.requested_low, &s.requested_high, size)
+    cdef int32_t e = store_find(s, key)
+    if e == NONE:
+        s.misses += 1
+        return False
+    s.hits += 1
+    add_bytes(&s.hit_low, &s.hit_high, size)
+    if lru:
+        make_youngest(s, e)
+    return True
+
+
 cdef void remove_slot(Store* s, uint64_t key) noexcept nogil:
     """Empty the slot of ``key`` (present), shifting back the keys after it that probed past it."""
     cdef uint64_t mask = s.mask, hole = slot_of(key, mask), j, home
@@ -294,16 +310,8 @@ cdef class IndependentCaches:
             for r in range(n):
                 c, key, size = caches[r], keys[r], sizes[r]
                 s = &stores[c]
-                s.requests += 1
-                add_bytes(&s.requested_low, &s.requested_high, size)
-                e = store_find(s, key)
-                if e != NONE:
-                    s.hits += 1
-                    add_bytes(&s.hit_low, &s.hit_high, size)
-                    if lru:
-                        make_youngest(s, e)
+                if serve_local(s, key, size, lru):
                     continue
-                s.misses += 1
                 total_miss_cost += miss_cost
                 if num > 1:
                     for other in range(num):
@@ -1145,16 +1153,8 @@ cdef class CooperativeCaches:
             p, key, size = caches[r], keys[r], sizes[r]
             s = &stores[p]
             node = &summaries[p]
-            s.requests += 1
-            add_bytes(&s.requested_low, &s.requested_high, size)
-            e = store_find(s, key)
-            if e != NONE:
-                s.hits += 1
-                add_bytes(&s.hit_low, &s.hit_high, size)
-                if lru:
-                    make_youngest(s, e)
+            if serve_local(s, key, size, lru):
                 continue
-            s.misses += 1
             if names != NULL:
                 name = names + name_offsets[r]
                 name_length = <size_t>(name_offsets[r + 1] - name_offsets[r])
