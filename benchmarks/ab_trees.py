@@ -8,7 +8,9 @@ tree's ``run.run_once`` (the code that makes ``run.py``'s rows: ``add`` and ``in
 ``contains_many``), run in a fresh interpreter whose ``PYTHONPATH`` is one tree's ``src``: the SAME benchmark code
 measures both packages; only the package under test changes. Structures: ``BloomFilter`` in its three layouts and
 ``CountingBloomFilter`` (4-bit classic counters, the default); workloads: ``str-key-N`` (a list of str; single-key
-and batch rows) and ``numpy-u64-N`` (batch rows only), with ``run.py``'s keys (fixed, no randomness).
+and batch rows) and ``numpy-u64-N`` (batch rows only), with ``run.py``'s keys (fixed, no randomness). ``--rows
+paradox``: ``decisions.py``'s rows instead (``query`` against ``in``, ``query_many`` against ``contains_many``, for
+SelectiveBloomFilter and SelectiveCountingBloomFilter, 1M URLs half present).
 
 A round runs one process per tree, in turn; the order flips every round (A B, B A, ...) so that neither tree always
 goes first after a pause. A ratio is taken within a round (after / before, per row: each process's figure is the
@@ -45,7 +47,7 @@ def parse_count(text: str) -> int:
     try:
         return int(float(text[:-1] if scale > 1 else text) * scale)
     except ValueError:
-        raise SystemExit(f"--keys: expected a count such as 1M, 100k or 5000, got {text!r}") from None
+        raise ValueError(f"--keys: expected a count such as 1M, 100k or 5000, got {text!r}") from None
 
 
 # ---- worker: one tree's package, every row -------------------------------------------------------------------------
@@ -88,13 +90,55 @@ def worker(n: int, runs: int, out: Path) -> None:
     out.write_text(json.dumps({"package": bloomwise.__file__, "kernels": measure.bloomwise_kernels(), "rows": rows}))
 
 
+def paradox_worker(n: int, runs: int, out: Path) -> None:
+    """The cost-aware decision rows of ``decisions.py`` (its construction and timing: ``query`` against ``in`` per
+    key in turns of n/20 keys, ``query_many`` against ``contains_many`` on a list of str and a numpy uint64 array,
+    half present), for SelectiveBloomFilter and SelectiveCountingBloomFilter; ns per key, CPU time for the single-key
+    loops as in ``decisions.py``. Each row is the median of the process's runs."""
+    import numpy as np
+
+    import bloomwise
+    from bloomwise.paradox import SelectiveBloomFilter, SelectiveCountingBloomFilter
+
+    urls = workloads.url_keys(0, n)
+    probe = workloads.url_keys(0, n // 2) + workloads.url_keys(n, n + n // 2)
+    u64 = workloads.u64_keys(0, n)
+    u64_probe = np.concatenate([workloads.u64_keys(0, n // 2), workloads.u64_keys(n, n + n // 2)])
+    makers = {"SelectiveBloomFilter": lambda: SelectiveBloomFilter(bloomwise.BloomFilter(n, 0.01), 0.3, 5.0),
+              "SelectiveCountingBloomFilter": lambda: SelectiveCountingBloomFilter(
+                  bloomwise.CountingBloomFilter(n, 0.01), 0.3, 5.0)}
+    per_run: dict[str, list[float]] = {}
+    for _ in range(runs):
+        for name, make in makers.items():
+            sel = make()
+            sel.update(urls)
+            f = sel.filter
+            sel.query(urls[0])
+            figures = measure.interleaved({"single: in": lambda ks: measure.loop_in(f, ks),
+                                           "single: query": lambda ks: measure.loop_call(sel.query, ks)},
+                                          probe, n, True)
+            figures.update(measure.batches_in_turn({"batch str: contains_many": (f.contains_many,
+                                                                                 measure.fresh(probe)),
+                                                    "batch str: query_many": (sel.query_many, measure.fresh(probe))},
+                                                   n))
+            sel_u = make()
+            sel_u.update(u64)
+            figures.update(measure.batches_in_turn({"batch u64: contains_many": (sel_u.filter.contains_many,
+                                                                                 u64_probe),
+                                                    "batch u64: query_many": (sel_u.query_many, u64_probe)}, n))
+            for op, value in figures.items():
+                per_run.setdefault(f"url-{workloads.label(n)} | {name} | {op}", []).append(value)
+    rows = {row: statistics.median(values) for row, values in per_run.items()}
+    out.write_text(json.dumps({"package": bloomwise.__file__, "kernels": measure.bloomwise_kernels(), "rows": rows}))
+
+
 # ---- driver: alternate the trees, take ratios within rounds --------------------------------------------------------
-def run_tree(tree: Path, n: int, runs: int) -> dict:
+def run_tree(tree: Path, n: int, runs: int, rows: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
         env = {**os.environ, "PYTHONPATH": str(tree / "src")}
         command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(out), "--keys", str(n),
-                   "--runs", str(runs)]
+                   "--runs", str(runs), "--rows", rows]
         done = subprocess.run(command, env=env, cwd=tree)
         if done.returncode != 0:
             raise SystemExit(f"the worker on {tree} failed (exit {done.returncode})")
@@ -110,14 +154,14 @@ def commit_of(tree: Path) -> str:
     return done.stdout.strip() or "?"
 
 
-def paired_rounds(first: Path, second: Path, rounds: int, n: int, runs: int, label: str) -> list[dict]:
+def paired_rounds(first: Path, second: Path, rounds: int, n: int, runs: int, rows: str, label: str) -> list[dict]:
     """``rounds`` rounds of (first, second), the order flipping each round; each round: {"a": rows, "b": rows}."""
     out = []
     for i in range(rounds):
         order = (("a", first), ("b", second)) if i % 2 == 0 else (("b", second), ("a", first))
         got = {}
         for side, tree in order:
-            got[side] = run_tree(tree, n, runs)
+            got[side] = run_tree(tree, n, runs, rows)
             print(f"  {label} round {i + 1}/{rounds}: {side} done (load {measure.loadavg()})", flush=True)
         out.append({"a": got["a"]["rows"], "b": got["b"]["rows"], "order": [s for s, _ in order],
                     "load": measure.loadavg()})
@@ -159,12 +203,17 @@ def main(argv=None) -> int:
     p.add_argument("--aa-rounds", type=int, default=3, help="A/A rounds of the after tree (default 3)")
     p.add_argument("--keys", default="1M", help="keys per workload (default 1M)")
     p.add_argument("--runs", type=int, default=3, help="runs per process; its figure is their median (default 3)")
+    p.add_argument("--rows", choices=("plain", "paradox"), default="plain",
+                   help="plain: run.py's rows (default); paradox: decisions.py's query/query_many rows")
     p.add_argument("--out", type=Path, default=measure.default_out(False), help="directory for the results")
     p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: measure this process's package
     args = p.parse_args(argv)
-    n = parse_count(args.keys)
+    try:
+        n = parse_count(args.keys)
+    except ValueError as e:
+        p.error(str(e))
     if args.worker:
-        worker(n, args.runs, args.worker)
+        (paradox_worker if args.rows == "paradox" else worker)(n, args.runs, args.worker)
         return 0
     if args.before is None:
         p.error("--before is required: the old source tree")
@@ -176,14 +225,15 @@ def main(argv=None) -> int:
     load_before = measure.loadavg()
     print(f"A/B: before {args.before} ({commit_of(args.before)}), after {args.after} ({commit_of(args.after)}); "
           f"{n:,} keys, {args.runs} runs per process; load {load_before}", flush=True)
-    ab = paired_rounds(args.before, args.after, args.rounds, n, args.runs, "A/B")
-    aa = paired_rounds(args.after, args.after, args.aa_rounds, n, args.runs, "A/A")
+    ab = paired_rounds(args.before, args.after, args.rounds, n, args.runs, args.rows, "A/B")
+    aa = paired_rounds(args.after, args.after, args.aa_rounds, n, args.runs, args.rows, "A/A")
     lines, records = table(ab, aa)
     meta = measure.run_meta(load_before, before=commit_of(args.before), after=commit_of(args.after), keys=n,
                             runs_per_process=args.runs, rounds=args.rounds, aa_rounds=args.aa_rounds,
                             loads=[r["load"] for r in ab + aa])
     text = "\n".join([
-        "# A/B of two source trees: run.py's single-key and batch rows", "",
+        "# A/B of two source trees: " + ("run.py's single-key and batch rows" if args.rows == "plain" else
+                                         "decisions.py's query and query_many rows"), "",
         f"Before: `{meta['before']}`. After: `{meta['after']}`. {n:,} keys, FPR 1%; {args.rounds} A/B rounds and "
         f"{args.aa_rounds} A/A rounds (the after tree against itself), one process per tree per round, the order "
         f"flipping each round; each process's figure is the median of {args.runs} runs. Ratios are after / before "
@@ -191,7 +241,8 @@ def main(argv=None) -> int:
         measure.machine_line(meta) + " Load at the end of each round: " + ", ".join(meta["loads"]) + ".", "",
         *lines, ""])
     print(text, flush=True)
-    stem = measure.write_results(args.out, "ab-trees", {"meta": meta, "rows": records, "ab": ab, "aa": aa}, text)
+    name = "ab-trees" if args.rows == "plain" else "ab-trees-paradox"
+    stem = measure.write_results(args.out, name, {"meta": meta, "rows": records, "ab": ab, "aa": aa}, text)
     print(f"wrote {stem}.md and .json")
     return 0
 
