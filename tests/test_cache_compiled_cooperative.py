@@ -80,6 +80,20 @@ def test_edges_non_ascii_urls_skipped_records_and_refused_documents():
         assert python.skipped == 11 and python.remote_hits > 0 and python.summary_messages >= (policy == "summary")
 
 
+@pytest.mark.parametrize("policy", ["icp", "summary", "paradox"])
+def test_a_url_utf8_cannot_encode_is_the_same_error_in_both_engines(policy):
+    """The policies whose caches' filters hash the key: the filters' ValueError in both engines (``none`` hashes no
+    str and replays such a URL in both; ``carp`` raises a ValueError from its URL hash first, worded differently)."""
+    trace = [Request(0.0, "c", "GET", "http://a/x", 600), Request(1.0, "d", "GET", "http://a/\ud800", 600)]
+    config = SimulationConfig(num_proxies=2, cache_size=1 << 20)
+    errors = []
+    for engine in ("python", "compiled"):
+        with pytest.raises(ValueError) as caught:
+            replay(iter(trace), policy, config, engine=engine)
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] and "lone surrogate" in errors[1]
+
+
 @pytest.mark.parametrize("policy", ["icp", "summary", "paradox", "carp"])
 def test_real_cloudphysics_slice_every_field_equal(policy):
     """The first 12,000 requests of the CloudPhysics trace, four proxies (random assignment, seed 3), LRU, with

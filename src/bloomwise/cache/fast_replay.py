@@ -44,7 +44,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 import numpy as np
 
-from bloomwise._native.hashes import hash_many, xxh3
+from bloomwise._native.hashes import hash_many, key_hash, xxh3
 from bloomwise._native.replay import MAX_CAPACITY, CooperativeCaches, IndependentCaches
 from bloomwise.cache.routing import carp_member_hash
 from bloomwise.cache.store import EVICTION_POLICIES, filter_geometry
@@ -149,11 +149,16 @@ def _sizes_array(requests: list) -> np.ndarray:
 
 def _key_names(urls: list) -> tuple:
     """``(names, name_offsets, url_lengths)`` of :class:`RequestBlock` for these URLs: the UTF-8 bytes of each
-    cache key ``"GET " + url`` (as the filters hash a str key; a URL with a lone surrogate, which the filters refuse,
-    raises UnicodeEncodeError), their offsets and the URLs' lengths in characters."""
+    cache key ``"GET " + url`` (as the filters hash a str key), their offsets and the URLs' lengths in characters. A
+    URL with a lone surrogate, which UTF-8 cannot encode, raises the filters' own ValueError for its key."""
     texts = ["GET " + url for url in urls]
     joined = "".join(texts)
-    data = joined.encode("utf-8")
+    try:
+        data = joined.encode("utf-8")
+    except UnicodeEncodeError:
+        for text in texts:
+            key_hash(text)  # the first key UTF-8 cannot encode raises what the Python engine's filters raise
+        raise
     char_lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
     if len(data) == len(joined):  # ASCII: one byte per character
         byte_lengths = char_lengths
