@@ -197,6 +197,17 @@ cdef inline void make_youngest(Store* s, int32_t e) noexcept nogil:
     s.youngest = e
 
 
+cdef void stores_free(Store* stores, int count) noexcept nogil:
+    """Free ``count`` caches' tables and the array that holds them (NULL: nothing)."""
+    cdef int i
+    if stores == NULL:
+        return
+    for i in range(count):
+        free(stores[i].slots)
+        free(stores[i].entries)
+    free(stores)
+
+
 cdef inline bint serve_local(Store* s, uint64_t key, int64_t size, bint lru) noexcept nogil:
     """Count a request at its cache: a stored key is a hit (made the youngest under LRU) and True; else a miss and
     False. Both replays start every request here."""
@@ -273,12 +284,7 @@ cdef class IndependentCaches:
         self.total_miss_cost = 0.0
 
     def __dealloc__(self):
-        cdef int i
-        if self.stores != NULL:
-            for i in range(self.num_caches):
-                free(self.stores[i].slots)
-                free(self.stores[i].entries)
-            free(self.stores)
+        stores_free(self.stores, self.num_caches)
 
     def replay(self, const uint64_t[::1] keys not None, const int64_t[::1] sizes not None,
                const int32_t[::1] caches not None):
@@ -925,11 +931,7 @@ cdef class CooperativeCaches:
 
     def __dealloc__(self):
         cdef int i
-        if self.stores != NULL:
-            for i in range(self.num_caches):
-                free(self.stores[i].slots)
-                free(self.stores[i].entries)
-            free(self.stores)
+        stores_free(self.stores, self.num_caches)
         if self.summaries != NULL:
             for i in range(self.num_caches):
                 summary_free(&self.summaries[i])
