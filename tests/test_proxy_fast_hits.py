@@ -201,3 +201,33 @@ def test_a_client_that_pipelines_and_reads_slowly_is_paused_not_timed_out():
             assert proxy.stats()["fast_hits"] == 3000 and proxy.stats()["header_timeouts"] == 0
 
     run(scenario())
+
+
+def test_peer_queries_for_documents_not_stored_get_aiohttps_504_from_the_lean_path():
+    async def scenario():
+        async with origin_and_proxies(config(), config(fast_hits=False), documents=50, link_all=False) as (
+                origin, (lean, plain), session):
+            stored, stale, absent = (origin.url + p for p in ("/doc/1", "/doc/2", "/doc/3"))
+            for proxy in (lean, plain):
+                for url in (stored, stale):
+                    await exchange(proxy.config.port, get_line(url), 1)
+                proxy.node.cache.peek("GET " + stale).stored_at -= 10 * 86400   # now stale
+            query = ("Cache-Control: only-if-cached", "Via: 1.1 other")
+            seen = {}
+            for proxy in (lean, plain):   # one connection: a hit, two misses (absent, stale), a hit
+                raw = b"".join(get_line(url, *query) for url in (stored, absent, stale, stored))
+                seen[proxy] = await exchange(proxy.config.port, raw, 4)
+            for (lean_head, lean_body), (plain_head, plain_body) in zip(seen[lean], seen[plain]):
+                assert normalised(lean_head, lean) == normalised(plain_head, plain)
+                assert lean_body == plain_body
+            assert [head.split(b" ")[1] for head, _ in seen[lean]] == [b"200", b"504", b"504", b"200"]
+            stats_lean, stats_plain = lean.stats(), plain.stats()
+            # all four answered on the lean path: the connection was never handed to aiohttp
+            assert stats_lean["fast_hits"] == 2 and stats_lean["fast_peer_misses"] == 2
+            for name in ("peer_queries_served", "requests_total", "requests", "local_hits"):
+                assert stats_lean[name] == stats_plain[name], name
+            for proxy in (lean, plain):   # the stale copy was dropped, from the cache and the summary
+                assert proxy.node.cache.peek("GET " + stale) is None
+                assert "GET " + stale not in proxy.advertised and "GET " + stored in proxy.advertised
+
+    run(scenario())

@@ -383,3 +383,32 @@ def test_a_peer_that_is_not_an_allowed_client_has_its_queries_answered_by_the_le
             assert stats["clients_refused"] == 1
 
     run(scenario())
+
+
+def test_a_remembered_remote_hit_head_is_reused_only_where_the_answer_is_the_same():
+    """A peer's reply within one second has the same headers (its Date and Age): the lean path reuses the head it
+    made for it, but only for a request with the same storing rules: a no-store request's copy is not kept, the
+    next plain request's is (and says so in Cache-Status)."""
+    async def scenario():
+        async with origin_and_proxies(config(name="holder"), config(name="asker"), documents=50) as (
+                origin, (holder, asker), session):
+            paths = [f"/doc/{i}" for i in range(8)]
+            for path in paths:
+                await get_checked(session, holder.url, origin, path)
+            await summary_holds(asker, holder, [origin.url + p for p in paths])
+            same_second = 0
+            for path in paths:   # until two replies of one second were seen (the head is then remembered)
+                raw = get_line(origin.url + path, "Cache-Control: no-store") + get_line(origin.url + path)
+                (first, _), (second, body) = await exchange(asker.config.port, raw, 2)
+                assert x_cache(first) == x_cache(second) == "REMOTE_HIT"
+                assert b"; stored" not in first and b"; stored; detail=" in second
+                assert f"GET {origin.url}{path}" in asker.node.cache
+                assert body == document_body(path, origin.mean_size)
+                date = re.compile(rb"\r\nDate: ([^\r]+)")
+                if date.search(first).group(1) == date.search(second).group(1):
+                    same_second += 1
+                    if same_second == 2:
+                        break
+            assert same_second == 2
+
+    run(scenario())

@@ -88,7 +88,7 @@ def test_failures_are_peer_query_errors(answer, message):
         try:
             with pytest.raises(PeerQueryError, match=message):
                 await connections.query("http://origin.test/x", {}, timeout=5, max_body=100)
-            assert connections.idle == []        # a failed connection is never reused
+            assert connections.connections == []  # a failed connection is never reused
         finally:
             connections.close()
             server.close()
@@ -109,5 +109,135 @@ def test_a_connection_the_peer_closed_while_idle_is_replaced():
         finally:
             connections.close()
             server.close()
+
+    run(scenario())
+
+
+async def echoing_peer(*, close_after=None, stall=None):
+    """A peer that answers each request, in order, with its target as the body (``Connection: close`` on the
+    ``close_after``-th answer of a connection, then closes; no answer to a target containing ``stall``). Returns
+    (server, url, connections accepted, targets read)."""
+    accepted, targets = [], []
+
+    async def serve(reader, writer):
+        accepted.append(writer)
+        answered = 0
+        try:
+            while True:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+                target = head.split(b" ", 2)[1]
+                targets.append(target)
+                if stall is not None and stall in target:
+                    await asyncio.sleep(30)
+                answered += 1
+                last = close_after is not None and answered == close_after
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (
+                    len(target), b"Connection: close\r\n" if last else b"", target))
+                await writer.drain()
+                if last:
+                    break
+        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", accepted, targets
+
+
+async def queries(connections, urls, timeout=5):
+    return await asyncio.gather(*(connections.query(url, {}, timeout=timeout, max_body=1000) for url in urls),
+                                return_exceptions=True)
+
+
+def test_concurrent_queries_are_pipelined_on_one_connection_and_each_gets_its_own_answer():
+    async def scenario():
+        server, url, accepted, targets = await echoing_peer()
+        connections = PeerConnections(url)
+        try:
+            urls = [f"http://o/{i}" for i in range(peer_client.MAX_PIPELINED)]
+            answers = await queries(connections, urls)
+            assert [body for _, _, body in answers] == [u.encode() for u in urls]
+            assert connections.opened == 1 and len(accepted) == 1            # one connection, all in flight on it
+            more = [f"http://o/more/{i}" for i in range(peer_client.MAX_PIPELINED + 5)]
+            answers = await queries(connections, more)                        # past the depth: a second connection
+            assert [body for _, _, body in answers] == [u.encode() for u in more]
+            assert connections.opened == 2
+        finally:
+            connections.close()
+            server.close()
+
+    run(scenario())
+
+
+def test_queries_behind_a_connection_the_peer_closes_are_sent_again():
+    async def scenario():
+        # each connection answers 3 queries, the third with Connection: close
+        server, url, accepted, targets = await echoing_peer(close_after=3)
+        connections = PeerConnections(url)
+        try:
+            urls = [f"http://o/{i}" for i in range(8)]
+            answers = await queries(connections, urls)
+            assert [body for _, _, body in answers] == [u.encode() for u in urls]
+            assert len(accepted) == 3                                         # 3 + 3 + 2
+        finally:
+            connections.close()
+            server.close()
+
+    run(scenario())
+
+
+def test_a_query_that_times_out_fails_alone_and_the_ones_behind_it_are_answered():
+    async def scenario():
+        server, url, accepted, targets = await echoing_peer(stall=b"slow")
+        connections = PeerConnections(url)
+        try:
+            slow = asyncio.ensure_future(connections.query("http://o/slow", {}, timeout=0.3, max_body=1000))
+            await asyncio.sleep(0)
+            behind = [f"http://o/{i}" for i in range(4)]
+            answers = await queries(connections, behind)
+            with pytest.raises(asyncio.TimeoutError):
+                await slow
+            assert [body for _, _, body in answers] == [u.encode() for u in behind]
+            assert connections.opened == 2                                    # the stalled one was dropped
+        finally:
+            connections.close()
+            server.close()
+
+    run(scenario())
+
+
+def test_a_cancelled_query_leaves_the_pipeline_in_step():
+    async def scenario():
+        server, url, accepted, targets = await echoing_peer()
+        connections = PeerConnections(url)
+        try:
+            tasks = [asyncio.ensure_future(connections.query(f"http://o/{i}", {}, timeout=5, max_body=1000))
+                     for i in range(6)]
+            await asyncio.sleep(0)
+            tasks[2].cancel()                    # its answer still comes, in its place, and is dropped
+            answers = await asyncio.gather(*tasks, return_exceptions=True)
+            assert isinstance(answers[2], asyncio.CancelledError)
+            assert [a[2] for i, a in enumerate(answers) if i != 2] == [b"http://o/%d" % i for i in (0, 1, 3, 4, 5)]
+            assert (await connections.query("http://o/after", {}, timeout=5, max_body=1000))[2] == b"http://o/after"
+            assert connections.opened == 1
+        finally:
+            connections.close()
+            server.close()
+
+    run(scenario())
+
+
+def test_a_peer_that_refuses_connections_fails_every_query_at_once():
+    async def scenario():
+        server, url, _, _ = await echoing_peer()
+        server.close()
+        await server.wait_closed()                 # nothing listens there any more
+        connections = PeerConnections(url)
+        try:
+            answers = await queries(connections, [f"http://o/{i}" for i in range(3)])
+            assert all(isinstance(a, PeerQueryError) and "cannot connect" in str(a) for a in answers), answers
+            assert connections.connections == []
+        finally:
+            connections.close()
 
     run(scenario())

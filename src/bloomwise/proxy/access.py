@@ -268,6 +268,13 @@ class DestinationPolicy:
                 return f"{where} is not an allowed destination (--allow-destinations {self.describe()})"
         return None
 
+    def recent_check(self, host: str, port: int) -> Optional[tuple[Optional[str], list[str]]]:
+        """:meth:`check`'s answer when it is remembered and still valid (no resolution, no await), else None."""
+        memo = self._memo.get((host, port))
+        if memo is not None and time.monotonic() - memo[0] < DESTINATION_CHECK_SECONDS:
+            return memo[1], memo[2]
+        return None
+
     async def check(self, host: str, port: int) -> tuple[Optional[str], list[str]]:
         """Resolve ``host`` and check ``host:port``: (the refusal or None, the addresses); an answer is reused for
         ``DESTINATION_CHECK_SECONDS``."""

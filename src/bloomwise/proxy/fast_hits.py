@@ -49,7 +49,6 @@ import time
 from email.utils import formatdate
 from http import HTTPStatus
 from typing import Callable, Optional, Union
-from urllib.parse import urlsplit
 
 from bloomwise.cache.traces import request_key
 from bloomwise.proxy import http_cache
@@ -168,15 +167,16 @@ class PreparedHit:
 class LeanAnswer:
     """An answer to a miss the lean path sends itself (the proxy's ``lean_miss``: a remote hit, or a collapsed
     request's copy): its status, the headers as aiohttp would be given them, the body, the access log's code and
-    hierarchy fields, the outcome label of the request-duration histogram (``remote_hit``, ``collapsed``) and
-    when the request was received (perf_counter)."""
+    hierarchy fields, the outcome label of the request-duration histogram (``remote_hit``, ``collapsed``), when
+    the request was received (perf_counter), and its serialised head when the proxy made it already."""
 
-    __slots__ = ("status", "headers", "body", "code", "hierarchy", "outcome", "received")
+    __slots__ = ("status", "headers", "body", "code", "hierarchy", "outcome", "received", "head")
 
     def __init__(self, status: int, headers: dict, body: bytes, code: str, hierarchy: str, outcome: str,
-                 received: float):
+                 received: float, *, head: Optional[bytes] = None):
         self.status, self.headers, self.body, self.received = status, headers, body, received
         self.code, self.hierarchy, self.outcome = code, hierarchy, outcome
+        self.head = head   # response_head(status, headers, len(body), ...) made already (headers with a Date)
 
 
 class PeersAsked:
@@ -222,6 +222,10 @@ class HitPathConfig:
     :param header_timeout: seconds for a request's head; ``on_header_timeout(transport)`` then.
     :param log_access: None or ``f(started_wall, elapsed, client, code, status, size, method, target, hierarchy,
         content_type)``, the access-log writer.
+    :param not_cached: None (peer queries for documents not stored are handed over) or ``(headers(), body)``:
+        the 504 a peer query gets when the document is not stored, or stale (then ``drop(key)`` removes it first,
+        as the aiohttp path does). A pipelined connection of a peer's queries then stays on the lean path.
+    :param drop: the proxy's removal of a stale document (from the cache and the summary).
     :param lean_miss: None (misses are handed over) or the proxy's ``async f(url, key, request_headers)`` that takes
         a plain miss to its peers (:meth:`bloomwise.proxy.server.BloomwiseProxy.lean_miss`): None (not taken:
         handed over as it came), an answer with ``status, headers, body, hierarchy, received`` to send, or a
@@ -229,7 +233,8 @@ class HitPathConfig:
     """
 
     def __init__(self, *, node, counters, metrics, client_allowed, own_url, own_port, client_headers, handed_over,
-                 header_timeout, on_header_timeout, idle_timeout, log_access, lean_miss=None, peer_address=None):
+                 header_timeout, on_header_timeout, idle_timeout, log_access, lean_miss=None, peer_address=None,
+                 not_cached=None, drop=None):
         self.node, self.counters, self.metrics = node, counters, metrics
         self.client_allowed, self.own_url, self.own_port = client_allowed, own_url, own_port
         self.client_headers, self.handed_over = client_headers, handed_over
@@ -237,6 +242,8 @@ class HitPathConfig:
         self.log_access = log_access
         self.lean_miss = lean_miss
         self.peer_address = peer_address
+        self.not_cached, self.drop = not_cached, drop
+        self._not_cached_head = (None, None)   # (headers, head parts around the Date) of the 504
         self.prepared: dict = {}          # cache key -> PreparedHit
         self.connections: set = set()     # the HitConnections not handed over (closed by close_all)
         self._date_second = -1
@@ -248,6 +255,16 @@ class HitPathConfig:
         if second != self._date_second:
             self._date_second, self._date = second, formatdate(second, usegmt=True).encode("ascii")
         return self._date
+
+    def not_cached_parts(self) -> tuple:
+        """The 504 of a peer query for a document not stored: (head before the Date, head after it, body), made
+        again when the proxy's headers change (its name)."""
+        headers_of, body = self.not_cached
+        headers = headers_of()
+        if headers != self._not_cached_head[0]:
+            before, after = response_head(504, headers, len(body), b"\x00").split(b"\x00")
+            self._not_cached_head = (headers, (before, after, body))
+        return self._not_cached_head[1]
 
     def prepared_hit(self, key: str, doc) -> Optional[PreparedHit]:
         """The prepared hit of the document stored under ``key`` (``"GET " + target``), None when the lean path
@@ -270,12 +287,8 @@ class HitPathConfig:
     def serves_target(self, target: str) -> bool:
         """An ``http://`` URL with a host that does not name one of the proxy's own endpoints (as the aiohttp
         path's ``_is_self`` decides)."""
-        try:
-            parts = urlsplit(target)
-            port = parts.port or 80
-        except ValueError:
-            return False
-        return parts.scheme == "http" and bool(parts.hostname) and not (port == self.own_port and (
+        parts = http_cache.absolute_target(target)
+        return parts is not None and not (parts.port == self.own_port and (
             parts.path.startswith("/bloomwise/") or parts.path == "/metrics"
             or parts.path.startswith("/squid-internal-periodic/")))
 
@@ -287,7 +300,7 @@ class HitPathConfig:
 class _Head:
     """The parts of one request head the hit path looks at (httptools callbacks)."""
 
-    __slots__ = ("url", "complete", "cache_control", "via", "other", "fields")
+    __slots__ = ("url", "complete", "cache_control", "via", "other", "authorization")
 
     def __init__(self):
         self.reset()
@@ -298,23 +311,34 @@ class _Head:
         self.cache_control = None
         self.via = None
         self.other = False   # a header that sends the request to aiohttp
-        self.fields = []     # every (name, value), for a miss's storing rules
+        self.authorization = None
 
     def on_url(self, url: bytes) -> None:
         self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.fields.append((name, value))
         name = name.lower()
         if name == b"cache-control":
             self.cache_control = value if self.cache_control is None else self.cache_control + b"," + value
         elif name == b"via":
             self.via = value if self.via is None else self.via + b"," + value
+        elif name == b"authorization":
+            self.authorization = value if self.authorization is None else self.authorization
         elif name in _HANDED_OVER_HEADERS or (name == b"content-length" and value.strip() != b"0"):
             self.other = True
 
     def on_message_complete(self) -> None:
         self.complete = True
+
+    def storing_headers(self) -> dict:
+        """The request headers the storing rules read (http_cache.request_allows_storing): Cache-Control (every
+        field of it, joined) and Authorization."""
+        headers = {}
+        if self.cache_control is not None:
+            headers["Cache-Control"] = self.cache_control.decode("latin-1")
+        if self.authorization is not None:
+            headers["Authorization"] = self.authorization.decode("latin-1")
+        return headers
 
 
 class _Miss:
@@ -326,6 +350,9 @@ class _Miss:
         self.target, self.key, self.headers, self.head_length = target, key, headers, head_length
 
 
+#: bytes of pipelined answers batched into one write (about: heads count 512 bytes); then the transport's flow
+#: control (pause_writing) decides whether the next are answered now
+MAX_BATCHED_BYTES = 64 * 1024
 #: bytes a connection buffers (pipelined requests) while its peers are asked before it stops reading
 MAX_BUFFERED_WHILE_ASKING = 4 * MAX_HEAD_BYTES
 
@@ -348,6 +375,8 @@ class HitConnection(asyncio.Protocol):
         self.asking = None              # the task asking the peers for the request at the buffer's start
         self.eof = False                # the client ended its side while the peers were asked
         self.held = False               # reading paused: too much buffered while the peers were asked
+        self.out = []                   # answers not yet written (one write per batch of pipelined requests)
+        self.out_bytes = 0
         self.head = _Head()                                   # one parser per connection: a head without a
         self.parser = httptools.HttpRequestParser(self.head)  # body completes its message and resets it
 
@@ -417,6 +446,7 @@ class HitConnection(asyncio.Protocol):
             end = buffer.find(b"\r\n\r\n", max(start, self.scanned - 3))
             if end < 0:
                 self.buffer = buffer = buffer[start:] if start else buffer
+                self._flush()
                 if len(buffer) > MAX_HEAD_BYTES or b"\n\n" in buffer or b"\n\r\n" in buffer:
                     self._hand_over()   # too long, or bare LF line ends: aiohttp's parser and limits decide
                 else:
@@ -425,6 +455,7 @@ class HitConnection(asyncio.Protocol):
             answer = self._answer(buffer[start:end + 4])
             if answer is not True:
                 self.buffer = buffer[start:]
+                self._flush()
                 if answer is False:
                     self._hand_over()
                 else:   # a miss the proxy takes to its peers: this connection waits for it
@@ -433,14 +464,24 @@ class HitConnection(asyncio.Protocol):
                 return
             start = end + 4
             self.scanned = 0
+            if self.out_bytes > MAX_BATCHED_BYTES:
+                self._flush()
+        self._flush()
         self.buffer = buffer[start:] if start else buffer
         if not self.buffer and self.transport is not None:
             self.head_deadline = None
             self.idle_deadline = self.loop.time() + self.config.idle_timeout
 
+    def _flush(self) -> None:
+        """Send the answers batched by :meth:`_answer` (pipelined requests, e.g. a peer's queries: one write)."""
+        if self.out:
+            self.transport.writelines(self.out)
+            self.out = []
+            self.out_bytes = 0
+
     def _answer(self, head_bytes: bytes):
-        """Answer one request head if it is a fresh hit (True); a :class:`_Miss` when it is a plain miss the
-        proxy's ``lean_miss`` may take; False (nothing sent) otherwise."""
+        """Answer one request head if it is a fresh hit (True, the answer batched in ``out``); a :class:`_Miss`
+        when it is a plain miss the proxy's ``lean_miss`` may take; False (nothing sent) otherwise."""
         started = time.perf_counter()
         head, parser = self.head, self.parser
         head.reset()
@@ -477,10 +518,11 @@ class HitConnection(asyncio.Protocol):
         node = config.node
         doc = node.cache.peek(key)
         if doc is None:
+            if peer_query and config.not_cached is not None and config.serves_target(target):
+                return self._not_cached(key, target, started, stale=False)
             if peer_query or config.lean_miss is None or not config.serves_target(target):
                 return False
-            headers = CIMultiDict((name.decode("latin-1"), value.decode("latin-1")) for name, value in head.fields)
-            return _Miss(target, key, headers, len(head_bytes))
+            return _Miss(target, key, head.storing_headers(), len(head_bytes))
         if not may_hit:
             return False
         now = time.time()
@@ -489,6 +531,8 @@ class HitConnection(asyncio.Protocol):
             return False
         age = (now - prepared.stored_at) + prepared.stored_age
         if age >= prepared.lifetime:
+            if peer_query and config.not_cached is not None and config.drop is not None:
+                return self._not_cached(key, target, started, stale=True)
             return False            # stale: the aiohttp path drops it and fetches again
         config.counters["requests_total"] += 1
         config.counters["fast_hits"] += 1
@@ -497,14 +541,34 @@ class HitConnection(asyncio.Protocol):
         else:
             node.lookup(key)
         hp = prepared.head_parts
-        self.transport.writelines((
-            hp[0], str(int(prepared.lifetime - age)).encode(), hp[1], str(int(age)).encode(), hp[2],
-            config.http_date(now) if prepared.dated else b"", hp[3], prepared.body))
+        self.out += (hp[0], str(int(prepared.lifetime - age)).encode(), hp[1], str(int(age)).encode(), hp[2],
+                     config.http_date(now) if prepared.dated else b"", hp[3], prepared.body)
+        self.out_bytes += len(prepared.body) + 512
         elapsed = time.perf_counter() - started
         config.metrics.observe_request("hit", elapsed)
         if config.log_access is not None:
             config.log_access(now, elapsed, self.client, "TCP_HIT", 200, len(prepared.body), "GET",
                               target, "HIER_NONE/-", prepared.content_type)
+        return True
+
+    def _not_cached(self, key: str, target: str, started: float, *, stale: bool) -> bool:
+        """A peer query for a document not stored here (or ``stale``: dropped first): the aiohttp path's 504,
+        counted and logged as it does (batched in ``out``)."""
+        config = self.config
+        config.counters["requests_total"] += 1
+        config.counters["fast_peer_misses"] += 1
+        config.node.serve_peer_query(key)
+        if stale:
+            config.drop(key)
+        before, after, body = config.not_cached_parts()
+        now = time.time()
+        self.out += (before, config.http_date(now), after, body)
+        self.out_bytes += len(body) + 512
+        elapsed = time.perf_counter() - started
+        config.metrics.observe_request("miss", elapsed)
+        if config.log_access is not None:
+            config.log_access(now, elapsed, self.client, "TCP_MISS", 504, len(body), "GET", target, "HIER_NONE/-",
+                              "text/plain")
         return True
 
     async def _ask_peers(self, miss: _Miss) -> None:
@@ -541,8 +605,10 @@ class HitConnection(asyncio.Protocol):
         if transport is None:
             return
         now = time.time()
-        transport.writelines((response_head(outcome.status, outcome.headers, len(outcome.body),
-                                            config.http_date(now)), outcome.body))
+        head = outcome.head
+        if head is None:
+            head = response_head(outcome.status, outcome.headers, len(outcome.body), config.http_date(now))
+        transport.writelines((head, outcome.body))
         elapsed = time.perf_counter() - outcome.received
         config.metrics.observe_request(outcome.outcome, elapsed)
         if config.log_access is not None:

@@ -30,12 +30,14 @@ False
 from __future__ import annotations
 
 import email.utils
+import functools
 import time
-from typing import Mapping, Optional
+from typing import Mapping, NamedTuple, Optional
+from urllib.parse import urlsplit
 
 __all__ = ["cache_control", "request_may_use_cache", "request_allows_storing", "response_is_storable",
            "freshness_lifetime", "is_fresh", "current_age", "lifetime_and_age", "remaining_freshness", "expires_at", "end_to_end_headers",
-           "HOP_BY_HOP", "only_if_cached"]
+           "HOP_BY_HOP", "only_if_cached", "TargetParts", "absolute_target"]
 
 HOP_BY_HOP = frozenset(h.lower() for h in (
     "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "TE", "Trailer",
@@ -43,6 +45,33 @@ HOP_BY_HOP = frozenset(h.lower() for h in (
 #: The heuristic freshness (RFC 9111 section 4.2.2): this fraction of the time since Last-Modified, capped.
 HEURISTIC_FRACTION = 0.1
 HEURISTIC_MAX_SECONDS = 86400.0
+
+
+class TargetParts(NamedTuple):
+    """An ``http://`` request target's parts: its host (without brackets), port, ``host[:port]`` as written, and
+    path."""
+    hostname: str
+    port: int
+    netloc: str
+    path: str
+
+
+@functools.lru_cache(maxsize=8192)
+def absolute_target(target: str) -> Optional[TargetParts]:
+    """The parts of an absolute-form ``http://`` target (RFC 9112 section 3.2.2), or None when it is not one (another
+    scheme, no host, a bad port). Remembered for the last 8192 targets: a proxy sees the same ones again.
+
+    >>> absolute_target("http://example.com:8080/a?b")
+    TargetParts(hostname='example.com', port=8080, netloc='example.com:8080', path='/a')
+    """
+    try:
+        parts = urlsplit(target)
+        port = parts.port or 80
+    except ValueError:
+        return None
+    if parts.scheme != "http" or not parts.hostname:
+        return None
+    return TargetParts(parts.hostname, port, parts.netloc, parts.path)
 
 
 def _get(headers: Mapping[str, str], name: str) -> Optional[str]:

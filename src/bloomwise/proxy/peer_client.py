@@ -1,18 +1,28 @@
-"""Peer queries over kept-alive connections: a small HTTP/1.1 client for one request shape.
+"""Peer queries over kept-alive, pipelined connections: a small HTTP/1.1 client for one request shape.
 
 A remote hit costs the asking proxy one peer query: ``GET http://origin/path HTTP/1.1`` sent to the peer as to a
 proxy, with ``Cache-Control: only-if-cached``. aiohttp's client spends more Python per request than the peer spends
-answering it (proxy handling, request and response objects, timeouts). :class:`PeerConnections` keeps up to
-``max_idle`` open connections to one peer and reuses them; a response is parsed with httptools as its bytes arrive
-(an ``asyncio.Protocol`` per connection, no stream buffers; ``Content-Length``, chunked or close-delimited bodies),
-bounded by ``max_body`` bytes. Any failure (refused connection, garbage, a body over the bound, a time-out) raises
-:class:`PeerQueryError` and the connection is dropped. A reused connection that the peer closed while idle (nothing
-read back) is retried once on a new one.
+answering it (proxy handling, request and response objects, timeouts), and one connection per query in flight
+costs a send and a receive per query on each side. :class:`PeerConnections` instead *pipelines* the queries to
+one peer (RFC 9112 section 9.3.2: responses come back in the order of the requests): up to
+:data:`MAX_PIPELINED` queries in flight per connection, on up to ``max_connections`` connections. The queries
+made in one turn of the event loop leave in one write per connection, and the peer, reading them at once,
+answers them in one write too (the lean hit path batches its answers), so at concurrency C the two proxies
+exchange about one segment each way per turn instead of C.
+
+Responses are parsed with httptools as their bytes arrive (an ``asyncio.Protocol`` per connection, no stream
+buffers; ``Content-Length``, chunked or close-delimited bodies), each bounded by ``max_body`` bytes. Failures are
+:class:`PeerQueryError` (refused connection, garbage, a body over the bound, a peer closing mid-response) or
+``asyncio.TimeoutError``; the connection is then dropped. A query behind the failed one, of which nothing came back
+(or every query on a connection the peer closed while it was idle), is sent once more on another connection: a
+``GET`` with ``only-if-cached`` is safe to repeat. The queries behind a response that says ``Connection: close``
+(a peer's limit of requests per connection) go to another connection, however often that happens: each such close
+answered one of them.
 """
 from __future__ import annotations
 
 import asyncio
-from typing import Optional
+from collections import deque
 from urllib.parse import urlsplit
 
 try:
@@ -20,91 +30,108 @@ try:
 except ImportError:  # the proxy extra installs it; without, peer queries go through aiohttp
     httptools = None
 
-__all__ = ["AVAILABLE", "PeerConnections", "PeerQueryError"]
+__all__ = ["AVAILABLE", "PeerConnections", "PeerQueryError", "MAX_PIPELINED", "get_request"]
 
 AVAILABLE = httptools is not None
 #: bytes of response head (status line and headers) accepted at most
 MAX_HEAD_BYTES = 65536
+#: queries in flight on one connection before another connection is opened
+MAX_PIPELINED = 32
 
 
 class PeerQueryError(OSError):
     """A peer query that did not get a complete HTTP response."""
 
 
-class _Response:
-    """httptools callbacks: the status, headers (the first of each name, as sent) and body of one response."""
+class _Unanswered(Exception):
+    """Nothing of a query's response came back before its connection ended: it may be sent again."""
 
-    __slots__ = ("headers", "names", "body", "size", "head_size", "complete", "max_body", "parser", "keep_alive",
-                 "delimited_by_close", "error")
 
-    def __init__(self, max_body: int):
-        self.headers, self.names, self.body, self.size, self.head_size = {}, set(), [], 0, 0
-        self.complete, self.max_body, self.parser = False, max_body, None
-        self.keep_alive = self.delimited_by_close = None   # known when the headers are complete
-        self.error = None            # what a callback raised (httptools reports it as a parser error)
+class _Query:
+    """One query in flight: its request bytes, its response as parsed (status, the first of each header name as
+    sent, body pieces) and the future its caller awaits."""
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.head_size += len(name) + len(value)
-        if self.head_size > MAX_HEAD_BYTES:
-            self.error = PeerQueryError(f"response headers over {MAX_HEAD_BYTES} bytes")
-            raise self.error
-        lower = name.lower()
-        if lower not in self.names:
-            self.names.add(lower)
-            self.headers[name.decode("latin-1")] = value.decode("latin-1")
+    __slots__ = ("request", "max_body", "waiter", "timer", "retried", "status", "headers", "names", "body", "size",
+                 "head_size", "started", "keep_alive", "delimited_by_close")
 
-    def on_headers_complete(self) -> None:
-        self.keep_alive = self.parser.should_keep_alive()
-        self.delimited_by_close = b"content-length" not in self.names and b"transfer-encoding" not in self.names
+    def __init__(self, request: bytes, max_body: int, waiter):
+        self.request, self.max_body, self.waiter = request, max_body, waiter
+        self.timer = None
+        self.retried = False
+        self.reset()
 
-    def on_body(self, chunk: bytes) -> None:
-        self.size += len(chunk)
-        if self.size > self.max_body:
-            self.error = PeerQueryError(f"body over the limit of {self.max_body} bytes")
-            raise self.error
-        self.body.append(chunk)
+    def reset(self) -> None:
+        self.status, self.headers, self.names, self.body, self.size, self.head_size = 0, {}, set(), [], 0, 0
+        self.started = False                 # a byte of its response arrived
+        self.keep_alive = self.delimited_by_close = None   # known when its headers are complete
 
-    def on_message_complete(self) -> None:
-        self.complete = True
+    def finish(self, error) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        waiter = self.waiter
+        if not waiter.done():
+            if error is None:
+                waiter.set_result((self.status, self.headers, b"".join(self.body)))
+            else:
+                waiter.set_exception(error)
 
 
 class _PeerConnection(asyncio.Protocol):
-    """One kept-alive connection to a peer, one query at a time: the response's bytes go straight into its
-    httptools parser (no stream buffer), and :meth:`send`'s future ends when the response is complete, failed, or
-    the connection ended (a :class:`_ClosedWhileIdle` when nothing came back)."""
+    """One connection to a peer: queries written in order (one write per loop turn), responses parsed in order.
+    ``pending[0]`` is the query whose response is being received. The httptools parser's callbacks are this
+    object's ``on_*`` methods; they fill ``pending[0]``."""
 
-    def __init__(self):
+    def __init__(self, pool: "PeerConnections"):
+        self.pool = pool
+        self.loop = pool.loop
         self.transport = None
-        self.closed = False
-        self.response: Optional[_Response] = None
-        self.parser = None
-        self.waiter = None          # the future of the query in progress
-        self.received = 0
+        self.closed = False          # ended, failed, or the peer said it closes: takes no more queries
+        self.ended = False
+        self.connecting = None       # the task opening the connection, until it is open
+        self.pending: deque = deque()
+        self.unsent: list = []
+        self.flush_scheduled = False
+        self.error = None            # what a callback raised (httptools reports it as a parser error)
+        self.parser = httptools.HttpResponseParser(self)
 
+    # -- queries --------------------------------------------------------------------------------------------------
+    def submit(self, query: _Query) -> None:
+        self.pending.append(query)
+        self.unsent.append(query.request)
+        if not self.flush_scheduled and self.transport is not None:
+            self.flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flush_scheduled = False
+        if self.unsent and not self.closed and self.transport is not None:
+            data = b"".join(self.unsent) if len(self.unsent) > 1 else self.unsent[0]
+            self.unsent.clear()
+            self.transport.write(data)
+
+    def takes_more(self) -> bool:
+        return not self.closed and len(self.pending) < MAX_PIPELINED
+
+    # -- asyncio.Protocol -----------------------------------------------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
-
-    def usable(self) -> bool:
-        return not self.closed and not self.transport.is_closing()
-
-    def send(self, request: bytes, response: _Response, waiter) -> None:
-        self.response, self.waiter, self.received = response, waiter, 0
-        self.parser = response.parser = httptools.HttpResponseParser(response)
-        self.transport.write(request)
+        self.connecting = None
+        if self.closed:              # closed while connecting
+            transport.close()
+        else:
+            self.flush()
 
     def data_received(self, data: bytes) -> None:
-        if self.waiter is None:     # bytes no query asked for: the connection cannot be trusted
-            self.abort()
+        if self.ended:
             return
-        self.received += len(data)
+        if not self.pending:         # bytes no query asked for: the connection cannot be trusted
+            self.fail(PeerQueryError("the peer sent bytes no query asked for"))
+            return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._finish(self.response.error or PeerQueryError(f"not an HTTP response: {exc}"))
-            self.abort()
-            return
-        if self.response.complete:
-            self._finish(None)
+            self.fail(self.error or PeerQueryError(f"not an HTTP response: {exc}"))
 
     def eof_received(self) -> bool:
         self._ended()
@@ -113,102 +140,177 @@ class _PeerConnection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self._ended()
 
+    # -- httptools callbacks (for pending[0]) ---------------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        if not self.pending:
+            self.error = PeerQueryError("the peer sent a response no query asked for")
+            raise self.error
+        self.pending[0].started = True
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        query = self.pending[0]
+        query.head_size += len(name) + len(value)
+        if query.head_size > MAX_HEAD_BYTES:
+            self.error = PeerQueryError(f"response headers over {MAX_HEAD_BYTES} bytes")
+            raise self.error
+        lower = name.lower()
+        if lower not in query.names:
+            query.names.add(lower)
+            query.headers[name.decode("latin-1")] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        query = self.pending[0]
+        query.status = self.parser.get_status_code()
+        query.keep_alive = self.parser.should_keep_alive()
+        query.delimited_by_close = b"content-length" not in query.names and b"transfer-encoding" not in query.names
+
+    def on_body(self, chunk: bytes) -> None:
+        query = self.pending[0]
+        query.size += len(chunk)
+        if query.size > query.max_body:
+            self.error = PeerQueryError(f"body over the limit of {query.max_body} bytes")
+            raise self.error
+        query.body.append(chunk)
+
+    def on_message_complete(self) -> None:
+        query = self.pending.popleft()
+        if not query.keep_alive:
+            self.closed = True       # the queries behind it go to another connection
+        query.finish(None)
+        if self.closed:              # an orderly close: the queries behind it were not refused, only not read
+            self.end(self.pool.requeue)
+
+    # -- ends -----------------------------------------------------------------------------------------------------
     def _ended(self) -> None:
-        self.closed = True
-        if self.waiter is None:
+        """The peer closed the connection: a close-delimited body is complete; any other partial response failed;
+        the queries of which nothing came back are sent again (a connection closed while idle)."""
+        if self.pending:
+            query = self.pending[0]
+            if query.started:
+                self.pending.popleft()
+                if query.delimited_by_close:
+                    query.finish(None)
+                else:
+                    query.finish(PeerQueryError("the peer closed the connection mid-response"))
+        self.end(self.pool.resend)
+
+    def fail(self, error: BaseException) -> None:
+        """``pending[0]`` failed with ``error``; the connection is dropped, the queries behind it sent again."""
+        if self.pending:
+            self.pending.popleft().finish(error)
+        self.end(self.pool.resend)
+
+    def end(self, resend) -> None:
+        """Drop the connection; ``resend(query)`` for every query still pending on it."""
+        if self.ended:
             return
-        response = self.response
-        if self.received == 0:
-            self._finish(_ClosedWhileIdle())
-        elif not response.delimited_by_close:   # (None: the headers were not complete)
-            self._finish(PeerQueryError("the peer closed the connection mid-response"))
-        else:
-            response.keep_alive = False   # a body delimited by the connection's end, now complete
-            self._finish(None)
-
-    def _finish(self, error) -> None:
-        waiter, self.waiter = self.waiter, None
-        if waiter is not None and not waiter.done():
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(error)
-
-    def abort(self) -> None:
-        self.closed = True
-        self.waiter = None
+        self.ended = self.closed = True
+        self.pool.forget(self)
+        pending, self.pending = list(self.pending), deque()
+        self.unsent.clear()
         if self.transport is not None:
             self.transport.abort()
+        elif self.connecting is not None and self.connecting is not asyncio.current_task():
+            self.connecting.cancel()     # still connecting (a time-out, or the pool closed): no more wait
+        for query in pending:
+            resend(query)
 
-    def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.close()
+    def abort(self) -> None:
+        self.end(lambda query: query.finish(PeerQueryError("the connection to the peer was closed")))
 
 
-def _expire(waiter) -> None:
-    if not waiter.done():
-        waiter.set_exception(asyncio.TimeoutError())
+def get_request(url: str, netloc: str, fields: str) -> bytes:
+    """The bytes of ``GET url`` sent to a proxy: ``Host: netloc`` (the URL's authority), then ``fields`` (header
+    lines, each ending in CRLF)."""
+    return f"GET {url} HTTP/1.1\r\nHost: {netloc}\r\n{fields}\r\n".encode("latin-1")
 
 
 class PeerConnections:
-    """Kept-alive connections to one peer (``http://host:port``) for its queries."""
+    """Pipelined kept-alive connections to one peer (``http://host:port``) for its queries."""
 
-    def __init__(self, peer_url: str, *, max_idle: int = 256):
+    def __init__(self, peer_url: str, *, max_connections: int = 8):
         parts = urlsplit(peer_url)
         self.host, self.port = parts.hostname, parts.port or 80
-        self.max_idle = max_idle
-        self.idle: list = []         # _PeerConnections ready for a request
+        self.max_connections = max_connections
+        self.connections: list = []  # _PeerConnections open or opening, taking queries
         self.opened = 0              # connections opened, over the pool's life (the tests read it)
+        self.loop = None
 
     async def query(self, url: str, headers: dict, *, timeout: float, max_body: int):
         """``GET url`` through the peer: (status, headers, body). PeerQueryError (or OSError) on failure,
         asyncio.TimeoutError after ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        host = urlsplit(url).netloc
-        request = (f"GET {url} HTTP/1.1\r\nHost: {host}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-                   + "\r\n").encode("latin-1")
-        while self.idle:
-            connection = self.idle.pop()
-            if not connection.usable():
-                connection.close()
-                continue
-            try:
-                return await self._exchange(loop, connection, request, max_body, deadline)
-            except _ClosedWhileIdle:
-                continue   # the peer closed it meanwhile: another, or a new one
-        _, connection = await asyncio.wait_for(loop.create_connection(_PeerConnection, self.host, self.port),
-                                               max(0.0, deadline - loop.time()))
+        fields = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        return await self.send(get_request(url, urlsplit(url).netloc, fields), timeout=timeout, max_body=max_body)
+
+    async def send(self, request: bytes, *, timeout: float, max_body: int):
+        """:meth:`query` with the request's bytes made already (:func:`get_request`)."""
+        loop = self.loop = asyncio.get_running_loop()
+        query = _Query(request, max_body, loop.create_future())
+        query.timer = loop.call_later(timeout, self._expire, query)
+        self._send(query)
+        try:
+            return await query.waiter
+        except asyncio.CancelledError:   # its answer, in the pipeline, is read and dropped
+            if query.timer is not None:
+                query.timer.cancel()
+                query.timer = None
+            raise
+
+    def _send(self, query: _Query) -> None:
+        for connection in self.connections:
+            if connection.takes_more():
+                connection.submit(query)
+                return
+        if len(self.connections) < self.max_connections or not self.connections:
+            connection = _PeerConnection(self)
+            self.connections.append(connection)
+            connection.submit(query)
+            connection.connecting = self.loop.create_task(self._connect(connection))
+        else:   # every connection holds MAX_PIPELINED queries: the least busy takes one more
+            min(self.connections, key=lambda c: len(c.pending)).submit(query)
+
+    async def _connect(self, connection: _PeerConnection) -> None:
         self.opened += 1
         try:
-            return await self._exchange(loop, connection, request, max_body, deadline)
-        except _ClosedWhileIdle as exc:
-            raise PeerQueryError("the peer closed the connection without answering") from exc
+            await self.loop.create_connection(lambda: connection, self.host, self.port)
+        except asyncio.CancelledError:
+            pass
+        except OSError as exc:
+            error = PeerQueryError(f"cannot connect to the peer: {exc}")
+            connection.end(lambda query: query.finish(error))
 
-    async def _exchange(self, loop, connection: _PeerConnection, request: bytes, max_body: int, deadline: float):
-        response = _Response(max_body)
-        waiter = loop.create_future()
-        connection.send(request, response, waiter)
-        timer = loop.call_at(deadline, _expire, waiter)
-        try:
-            await waiter
-        except BaseException:      # failed, timed out or cancelled: the connection is not reused
-            connection.abort()
-            raise
-        finally:
-            timer.cancel()
-        if response.keep_alive and connection.usable() and len(self.idle) < self.max_idle:
-            self.idle.append(connection)
-        else:
-            connection.close()
-        return response.parser.get_status_code(), response.headers, b"".join(response.body)
+    def requeue(self, query: _Query) -> None:
+        """A query behind a response that closed its connection (``Connection: close``): sent on another."""
+        if not query.waiter.done():
+            query.reset()
+            self._send(query)
+
+    def resend(self, query: _Query) -> None:
+        """A query of which nothing came back before its connection ended: sent once more, then a failure."""
+        if query.waiter.done():
+            return
+        if query.retried:
+            query.finish(PeerQueryError("the peer closed the connection without answering"))
+            return
+        query.retried = True
+        query.reset()
+        self._send(query)
+
+    def forget(self, connection: _PeerConnection) -> None:
+        if connection in self.connections:
+            self.connections.remove(connection)
+
+    def _expire(self, query: _Query) -> None:
+        """A query's time is up: it fails, and its connection (whose answers come in order, so the queries behind
+        it wait too) is dropped; the others it held are sent again."""
+        query.timer = None
+        query.finish(asyncio.TimeoutError())
+        for connection in self.connections:
+            if query in connection.pending:
+                connection.end(self.resend)
+                return
 
     def close(self) -> None:
-        for connection in self.idle:
-            connection.close()
-        self.idle.clear()
-
-
-class _ClosedWhileIdle(Exception):
-    """A reused connection gave nothing back: the peer closed it while it was idle."""
+        for connection in list(self.connections):
+            connection.abort()
+        self.connections.clear()

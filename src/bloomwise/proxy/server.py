@@ -158,7 +158,7 @@ class BloomwiseProxy:
             "notifies_sent", "notifies_received", "digests_served", "loops_refused", "summaries_served",
             "clients_refused", "destinations_refused", "connect_refused", "collapsed_requests", "purges",
             "peer_queries_sent", "header_timeouts", "bad_requests", "withdrawn_expiring",
-            "access_log_errors", "fast_hits", "fast_remote_hits")}
+            "access_log_errors", "fast_hits", "fast_remote_hits", "fast_peer_misses")}
         #: where a miss's time goes: the summary decision (node.route) against the whole miss (peers + origin)
         self.timing = {"misses": 0, "miss_seconds": 0.0, "route_seconds": 0.0}
         self.session = None          # to peers and the parent (configured by the operator)
@@ -180,6 +180,8 @@ class BloomwiseProxy:
         #: the URLs being fetched now (collapsed forwarding): key -> an Event set when the fetch ended
         self._in_flight: dict = {}
         self._peer_details: dict = {}   # peer URL -> its Cache-Status detail
+        #: the lean path's remote-hit heads, per (peer, status, reply headers, body length, storing allowed)
+        self._remote_hit_heads: dict = {}
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     @property
@@ -233,7 +235,8 @@ class BloomwiseProxy:
                 handed_over=aiohttp_connection, header_timeout=self.config.header_timeout,
                 on_header_timeout=self._header_timed_out, idle_timeout=IDLE_CONNECTION_TIMEOUT,
                 log_access=self.log_access if self.config.access_log else None,
-                lean_miss=self.lean_miss if self.config.lean_misses else None, peer_address=self.is_peer_address)
+                lean_miss=self.lean_miss if self.config.lean_misses else None, peer_address=self.is_peer_address,
+                not_cached=(self.not_cached_headers, NOT_CACHED_BODY), drop=self._drop)
         self.config.destinations.add_own_endpoints(s.getsockname()[:2] for s in sockets)
         if not self.config.name:
             self.node.name = self.url
@@ -709,9 +712,10 @@ class BloomwiseProxy:
         self.node.record_origin_fetch(key)
         return await self._fetch_and_respond(request, url, key, store=True, forwarded_because=forwarded_because)
 
-    async def _ask_peers(self, url: str, key: str, started: float):
+    async def _ask_peers(self, url: str, key: str, started: float, netloc: Optional[str] = None):
         """The routing decision (timed from ``started``) and the peers it names, asked as it says: ``(link,
-        (status, headers, body))`` of the first that has ``url``, or None (each answer is recorded)."""
+        (status, headers, body))`` of the first that has ``url`` (whose authority is ``netloc``, when known), or
+        None (each answer is recorded)."""
         node = self.node
         order = node.route(key)
         self.timing["route_seconds"] += time.perf_counter() - started
@@ -720,13 +724,13 @@ class BloomwiseProxy:
         if node.policy.sequential:  # paradox: one at a time in the optimal order, stop at the first hit
             answers = []
             for link in links:
-                answers.append(await self._ask_peer(link, url, key, state))
+                answers.append(await self._ask_peer(link, url, key, state, netloc))
                 if answers[-1] is not None:
                     break
         elif len(links) == 1:  # (one peer: asked without gather's task)
-            answers = [await self._ask_peer(links[0], url, key, state)]
+            answers = [await self._ask_peer(links[0], url, key, state, netloc)]
         else:  # icp, summary: every listed peer at once
-            answers = await asyncio.gather(*(self._ask_peer(link, url, key, state) for link in links))
+            answers = await asyncio.gather(*(self._ask_peer(link, url, key, state, netloc) for link in links))
         for link, answer in zip(links, answers):
             if answer is not None:
                 return link, answer
@@ -736,6 +740,11 @@ class BloomwiseProxy:
                             reply_headers: dict, body: bytes, forwarded_because: str) -> dict:
         """A peer's answer to a miss: stored when the request and the reply allow it; the client's headers."""
         stored = self._store(key, method, request_headers, status, reply_headers, body)
+        return self._remote_hit_client_headers(link, status, reply_headers, stored, forwarded_because)
+
+    def _remote_hit_client_headers(self, link: PeerLink, status: int, reply_headers: dict, stored: bool,
+                                   forwarded_because: str) -> dict:
+        """The client's headers of a peer's answer (``stored``: whether this proxy kept a copy)."""
         cache_status = (f"fwd={forwarded_because}; fwd-status={status}{'; stored' if stored else ''}; "
                         f"detail={self._peer_detail(link.url)}")
         headers = self._client_headers(reply_headers, "REMOTE_HIT", cache_status)
@@ -760,13 +769,13 @@ class BloomwiseProxy:
         received = time.perf_counter()
         if not self.links:
             return None
-        parts = urlsplit(url)
-        try:
-            port = parts.port or 80
-        except ValueError:
+        parts = http_cache.absolute_target(url)
+        if parts is None:
             return None
-        refusal, _ = await self.config.destinations.check(parts.hostname, port)
-        if refusal is not None or self.node.cache.peek(key) is not None:
+        checked = self.config.destinations.recent_check(parts.hostname, parts.port)
+        if checked is None:
+            checked = await self.config.destinations.check(parts.hostname, parts.port)
+        if checked[0] is not None or self.node.cache.peek(key) is not None:
             return None
         self.node.lookup(key)        # counts the request and its local miss, as the aiohttp path does
         leader = self._in_flight.get(key)
@@ -783,24 +792,53 @@ class BloomwiseProxy:
             leader = self._in_flight[key] = asyncio.Event()
         started = time.perf_counter()
         try:
-            hit = await self._ask_peers(url, key, started)
+            hit = await self._ask_peers(url, key, started, parts.netloc)
         except BaseException:
             self._end_miss(key, leader, started)
             raise
         if hit is not None:
             link, (status, reply_headers, body) = hit
-            if fast_hits.serialisable_headers(reply_headers, link.url):
-                try:
-                    headers = self._remote_hit_headers(key, "GET", request_headers, link, status, reply_headers, body,
-                                                       "uri-miss")
-                finally:
-                    self._end_miss(key, leader, started)
-                return LeanAnswer(status, headers, body, "TCP_MISS", f"SIBLING_HIT/{urlsplit(link.url).hostname}",
-                                  "remote_hit", received)
+            try:
+                answer = self._lean_remote_hit(key, request_headers, link, status, reply_headers, body, received)
+            except BaseException:
+                self._end_miss(key, leader, started)
+                raise
+            if answer is not None:
+                self._end_miss(key, leader, started)
+                return answer
         return PeersAsked(key, hit, leader, started, received, self._end_miss)
 
-    async def _ask_peer(self, link: PeerLink, url: str, key: str, state: RequestState):
-        """Ask one peer for ``url`` with only-if-cached: (status, headers, body) on a hit, None otherwise."""
+    def _lean_remote_hit(self, key: str, request_headers, link: PeerLink, status: int, reply_headers: dict,
+                         body: bytes, received: float) -> Optional[LeanAnswer]:
+        """A peer's answer to a lean miss, stored if allowed, as the :class:`LeanAnswer` the lean path sends (None:
+        headers aiohttp would serialise otherwise). The answer's head is a function of the reply's headers, its
+        length, whether the request allows storing and whether it was stored: made once per distinct set of
+        these (:class:`RemoteHitHeads`) while the reply carries its own Date (else a fresh Date goes in)."""
+        allows_storing = http_cache.request_allows_storing("GET", request_headers)
+        memo_key = (link.url, status, tuple(reply_headers.items()), len(body), allows_storing)
+        heads = self._remote_hit_heads.get(memo_key)
+        if heads is None:
+            if not fast_hits.serialisable_headers(reply_headers, link.url):
+                return None
+            storable = (allows_storing and len(body) <= self.config.max_object_size
+                        and http_cache.response_is_storable("GET", request_headers, status, reply_headers))
+            heads = RemoteHitHeads(storable, f"SIBLING_HIT/{urlsplit(link.url).hostname}")
+            if any(name.lower() == "date" for name in reply_headers):
+                if len(self._remote_hit_heads) >= REMOTE_HIT_HEADS:
+                    self._remote_hit_heads.clear()
+                self._remote_hit_heads[memo_key] = heads
+        stored = heads.storable and self._admit(key, reply_headers, body)
+        headers, head = heads.by_stored[stored]
+        if headers is None:
+            headers = self._remote_hit_client_headers(link, status, reply_headers, stored, "uri-miss")
+            if memo_key in self._remote_hit_heads:   # the reply's own Date: the head is the same each time
+                head = fast_hits.response_head(status, headers, len(body), b"")
+            heads.by_stored[stored] = (headers, head)
+        return LeanAnswer(status, headers, body, "TCP_MISS", heads.hierarchy, "remote_hit", received, head=head)
+
+    async def _ask_peer(self, link: PeerLink, url: str, key: str, state: RequestState, netloc: Optional[str] = None):
+        """Ask one peer for ``url`` (whose authority is ``netloc``, when known) with only-if-cached: (status,
+        headers, body) on a hit, None otherwise."""
         import aiohttp
 
         started = time.perf_counter()
@@ -811,8 +849,11 @@ class BloomwiseProxy:
                 connections = self.peer_connections.get(link.url)
                 if connections is None:
                     connections = self.peer_connections[link.url] = peer_client.PeerConnections(link.url)
-                status, reply_headers, body = await connections.query(
-                    url, headers, timeout=self.config.peer_timeout, max_body=self.config.max_object_size)
+                if netloc is None:
+                    netloc = urlsplit(url).netloc
+                request = peer_client.get_request(url, netloc, f"Cache-Control: only-if-cached\r\nVia: {headers['Via']}\r\n")
+                status, reply_headers, body = await connections.send(
+                    request, timeout=self.config.peer_timeout, max_body=self.config.max_object_size)
                 elapsed = time.perf_counter() - started
             else:
                 async with self.session.get(url, proxy=link.url, headers=headers,
@@ -848,11 +889,14 @@ class BloomwiseProxy:
             doc = None
         if doc is None:
             _log_as(request, "TCP_MISS")
-            return web.Response(status=504, text="not cached here (only-if-cached)\n",
-                                headers={"X-Cache": f"MISS from {self.url}",
-                                         "Cache-Status": f"{self._status_name}; detail=only-if-cached"})
+            return web.Response(status=504, body=NOT_CACHED_BODY, headers=self.not_cached_headers())
         _log_as(request, "TCP_HIT")
         return self._respond_document(doc, "HIT")
+
+    def not_cached_headers(self) -> dict:
+        """The headers of the 504 that answers a peer query for a document not stored (fresh) here."""
+        return {"X-Cache": f"MISS from {self.url}", "Cache-Status": f"{self._status_name}; detail=only-if-cached",
+                "Content-Type": "text/plain; charset=utf-8"}
 
     def _purge(self, url: str):
         """PURGE url (allowed clients only): remove it; the next summary, published now, leaves it out."""
@@ -946,6 +990,11 @@ class BloomwiseProxy:
             return False
         if len(body) > self.config.max_object_size:
             return False
+        return self._admit(key, reply_headers, body)
+
+    def _admit(self, key: str, reply_headers: dict, body: bytes) -> bool:
+        """Store a reply the storing rules allow (its end-to-end headers, without the hops' own); True if
+        stored."""
         stored_headers = http_cache.end_to_end_headers(reply_headers)
         for name in ("X-Cache", "Via", "Date", "Cache-Status", "X-Bloomwise-Peer"):
             stored_headers.pop(name, None)
@@ -1074,6 +1123,24 @@ except ImportError:  # aiohttp before 3.12 (or none: this module is imported onl
 #: Squid result code -> the outcome label of the request-duration histogram (a SIBLING_HIT is a remote hit)
 _OUTCOMES = {"TCP_HIT": "hit", "TCP_CF_MISS": "collapsed", "TCP_MISS": "miss", "TCP_REFRESH_MISS": "miss",
              "TCP_CLIENT_REFRESH_MISS": "miss"}
+#: the body of the 504 that answers a peer query for a document not stored here
+NOT_CACHED_BODY = b"not cached here (only-if-cached)\n"
+#: distinct remote-hit heads remembered at most (then forgotten at once): a peer's reply changes with its Age
+REMOTE_HIT_HEADS = 4096
+
+
+class RemoteHitHeads:
+    """What a lean remote hit's answer looks like for one peer reply: whether it may be stored, its access-log
+    hierarchy, and per ``stored`` (False, True) the client's headers and their serialised head (None until made;
+    the head stays None when the reply has no Date of its own)."""
+
+    __slots__ = ("storable", "hierarchy", "by_stored")
+
+    def __init__(self, storable: bool, hierarchy: str):
+        self.storable, self.hierarchy = storable, hierarchy
+        self.by_stored = [(None, None), (None, None)]
+
+
 #: the Cache-Status of a collapsed request's answer (the document its leader stored)
 COLLAPSED_STATUS = "fwd=uri-miss; fwd-status=200; collapsed"
 #: seconds an idle kept-alive client connection stays open (Squid's client_idle_pconn_timeout is 2 minutes)
