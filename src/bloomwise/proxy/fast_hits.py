@@ -43,6 +43,7 @@ then reading pauses until it drains.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import time
@@ -88,7 +89,7 @@ def serialisable_headers(headers: dict, *more: str) -> bool:
     """Whether :func:`response_head` serialises ``headers`` (and header values ``more``) as aiohttp would: string
     names and values, ASCII, none of the control characters aiohttp refuses."""
     try:
-        return _clean_header_text("".join(k + v for k, v in headers.items()) + "".join(more))
+        return _clean_header_text("".join(headers) + "".join(headers.values()) + "".join(more))
     except TypeError:   # a name or value that is not a string
         return False
 
@@ -112,8 +113,12 @@ def response_head(status: int, headers: dict, body_length: int, date: bytes) -> 
     kept-alive HTTP/1.1 connection, ``date`` (IMF-fixdate) its Date when ``headers`` has none. The headers must
     be :func:`serialisable_headers`."""
     merged = _as_aiohttp_sends(headers, body_length, date.decode("ascii"))
-    return (f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in merged.items())
-            + "\r\n").encode("ascii")
+    return (_status_line(status) + "".join([f"{k}: {v}\r\n" for k, v in merged.items()]) + "\r\n").encode("ascii")
+
+
+@functools.lru_cache(maxsize=64)
+def _status_line(status: int) -> str:
+    return f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
 
 
 class PreparedHit:

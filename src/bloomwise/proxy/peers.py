@@ -55,6 +55,8 @@ class PeerLink:
     def __init__(self, proxy, url: str):
         self.proxy = proxy
         self.url = url.rstrip("/")
+        #: the access log's hierarchy field of a remote hit it served (Squid's peer code and host)
+        self.hierarchy = f"SIBLING_HIT/{urlsplit(self.url).hostname}"
         self.kind: Optional[str] = None       # "bloomwise" or "squid", once known
         self.rtt_ms: Optional[float] = None
         self.healthy = True

@@ -173,6 +173,7 @@ class BloomwiseProxy:
         self._flush_task = None
         self.metrics = ProxyMetrics()
         self._status_name_of = self._status_name_text = None
+        self._url_of = self._url_text = None
         self._digest_cache: Optional[tuple] = None
         self._publish_timer = None
         self._last_publish = 0.0
@@ -186,8 +187,11 @@ class BloomwiseProxy:
     # -- lifecycle --------------------------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
-        return f"http://{host}:{self.config.port}"
+        where = (self.config.host, self.config.port)
+        if self._url_of != where:   # made once the port is known (read on every response)
+            host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
+            self._url_of, self._url_text = where, f"http://{host}:{self.config.port}"
+        return self._url_text
 
     @property
     def name(self) -> str:
@@ -707,7 +711,7 @@ class BloomwiseProxy:
             link, (status, reply_headers, body) = hit
             headers = self._remote_hit_headers(key, request.method, request.headers, link, status, reply_headers,
                                                body, forwarded_because)
-            _log_as(request, "TCP_MISS", f"SIBLING_HIT/{urlsplit(link.url).hostname}")
+            _log_as(request, "TCP_MISS", link.hierarchy)
             return web.Response(status=status, body=body, headers=headers)
         self.node.record_origin_fetch(key)
         return await self._fetch_and_respond(request, url, key, store=True, forwarded_because=forwarded_because)
@@ -822,7 +826,7 @@ class BloomwiseProxy:
                 return None
             storable = (allows_storing and len(body) <= self.config.max_object_size
                         and http_cache.response_is_storable("GET", request_headers, status, reply_headers))
-            heads = RemoteHitHeads(storable, f"SIBLING_HIT/{urlsplit(link.url).hostname}")
+            heads = RemoteHitHeads(storable, link.hierarchy)
             if any(name.lower() == "date" for name in reply_headers):
                 if len(self._remote_hit_heads) >= REMOTE_HIT_HEADS:
                     self._remote_hit_heads.clear()
