@@ -31,28 +31,39 @@ def test_read_a_real_squid_digest_and_route_to_squid_sibling():
         try:
             async with origin_and_proxies(config(name="B", summary_interval=0.5)) as (origin, (b,), session):
                 paths = [f"/doc/{i}" for i in range(5)]
-                for path in paths:                              # warm the Squid
+                at_once = [f"/doc/{i}" for i in range(5, 25)]   # asked together: B pipelines its queries
+                for path in paths + at_once:                    # warm the Squid
                     await get_checked(session, squid.proxy_url, origin, path)
                 served = origin.served["doc"]
-                assert served == len(paths)
+                assert served == len(paths + at_once)
                 # (0) its digest, read with bloomwise's reader, holds the warmed URLs
                 data = await eventually(
-                    lambda: _digest_with(squid, [origin.url + p for p in paths]), timeout=30, interval=0.5,
+                    lambda: _digest_with(squid, [origin.url + p for p in paths + at_once]), timeout=30, interval=0.5,
                     what="the warmed URLs in Squid's digest")
                 digest = CacheDigest.from_bytes(data)
                 assert digest.bits_per_entry == 5 and digest.version_current == 5
                 # (1) B takes the Squid as a peer: finds it is a Squid, fetches its digest, routes by it
                 link = b.add_peer(squid.proxy_url)
                 await eventually(lambda: link.kind == "squid" and all(
-                    f"GET {origin.url}{p}" in b.node.peer(squid.proxy_url).summary for p in paths),
+                    f"GET {origin.url}{p}" in b.node.peer(squid.proxy_url).summary for p in paths + at_once),
                     timeout=30, what="Squid's digest at B")
                 for path in paths:
                     headers = await get_checked(session, b.url, origin, path)
                     assert headers["X-Cache"].startswith("REMOTE_HIT"), headers["X-Cache"]
                     assert headers["X-Bloomwise-Peer"] == squid.proxy_url
                 assert origin.served["doc"] == served               # every one came from the Squid
+                # twenty at once (no-store: B keeps none): their queries share B's connections to the Squid, several
+                # in flight on one, and each gets its own document
+                replies = await asyncio.gather(*(get(session, b.url, origin.url + path,
+                                                     headers={"Cache-Control": "no-store"}) for path in at_once))
+                for path, (status, headers, body) in zip(at_once, replies):
+                    assert status == 200 and headers["X-Cache"].startswith("REMOTE_HIT"), (path, headers)
+                    assert body == document_body(path, origin.mean_size)
+                assert origin.served["doc"] == served
+                assert b.peer_connections[squid.proxy_url].opened < len(at_once)
                 stats = b.stats()
-                assert stats["remote_hits"] == len(paths) and stats["peers"][squid.proxy_url]["kind"] == "squid"
+                assert stats["remote_hits"] == len(paths + at_once)
+                assert stats["peers"][squid.proxy_url]["kind"] == "squid"
                 # Squid answered those only-if-cached queries from its cache (its log daemon writes a line a
                 # little after the answer, so wait for it)
                 for path in paths:
