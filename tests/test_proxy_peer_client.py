@@ -3,9 +3,10 @@ framing a peer may send, and failures as PeerQueryError, never a hang or a wrong
 import asyncio
 
 import pytest
+from multidict import CIMultiDict
 
 from proxy_support import config, get_checked, origin_and_proxies, run, summary_settled
-from bloomwise.proxy import peer_client
+from bloomwise.proxy import http_cache, peer_client
 from bloomwise.proxy.peer_client import PeerConnections, PeerQueryError
 
 pytestmark = pytest.mark.skipif(not peer_client.AVAILABLE, reason="the peer client needs httptools (proxy extra)")
@@ -241,3 +242,29 @@ def test_a_peer_that_refuses_connections_fails_every_query_at_once():
             connections.close()
 
     run(scenario())
+
+
+def test_a_field_sent_twice_is_both_lines_joined():
+    async def scenario():
+        answer = (b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 2\r\ncache-control: private\r\n"
+                  b"Set-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\nok")
+        server, url, _ = await scripted_peer([answer])
+        connections = PeerConnections(url)
+        try:
+            status, headers, body = await connections.query("http://o/x", {}, timeout=5, max_body=100)
+        finally:
+            connections.close()
+            server.close()
+        assert headers["Cache-Control"] == "max-age=60, private" and "cache-control" not in headers
+        assert headers["Set-Cookie"] == "a=1"    # never joined (RFC 9110 section 5.3): kept as first sent
+        assert http_cache.cache_control(headers) == {"max-age": "60", "private": None}
+
+    run(scenario())
+
+
+def test_storing_rules_read_every_cache_control_field():
+    both = CIMultiDict([("Cache-Control", "max-age=5"), ("cache-control", "no-store")])
+    assert http_cache.cache_control(both) == {"max-age": "5", "no-store": None}
+    assert not http_cache.request_allows_storing("GET", both)
+    assert not http_cache.response_is_storable("GET", {}, 200, CIMultiDict([("Cache-Control", "max-age=60"),
+                                                                              ("Cache-Control", "private")]))

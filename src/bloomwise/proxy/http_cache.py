@@ -85,14 +85,24 @@ def _get(headers: Mapping[str, str], name: str) -> Optional[str]:
     return value
 
 
+def _field_lines(headers: Mapping[str, str], name: str) -> list:
+    """Every field line of ``name``: a multi-valued mapping (aiohttp's request and reply headers) keeps each one,
+    and a field sent twice means both lines, joined (RFC 9110 section 5.3); a dict holds one."""
+    getall = getattr(headers, "getall", None)
+    if getall is not None:
+        return getall(name, [])
+    value = _get(headers, name)
+    return [] if value is None else [value]
+
+
 def cache_control(headers: Mapping[str, str]) -> dict:
-    """The ``Cache-Control`` directives as {name (lower case): value or None}.
+    """The ``Cache-Control`` directives as {name (lower case): value or None}, from every ``Cache-Control`` field.
 
     >>> cache_control({"cache-control": 'max-age=5, No-Store, private="x"'})
     {'max-age': '5', 'no-store': None, 'private': 'x'}
     """
     out = {}
-    for values in (_get(headers, "Cache-Control") or "",):
+    for values in _field_lines(headers, "Cache-Control"):
         for part in values.split(","):
             name, sep, value = part.strip().partition("=")
             if name:

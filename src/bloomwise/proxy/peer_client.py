@@ -48,8 +48,8 @@ class _Unanswered(Exception):
 
 
 class _Query:
-    """One query in flight: its request bytes, its response as parsed (status, the first of each header name as
-    sent, body pieces) and the future its caller awaits."""
+    """One query in flight: its request bytes, its response as parsed (status, headers by their first name as
+    sent, a field sent twice joined with ", " but for Set-Cookie, body pieces) and the future its caller awaits."""
 
     __slots__ = ("request", "max_body", "waiter", "timer", "retried", "status", "headers", "names", "body", "size",
                  "head_size", "started", "keep_alive", "delimited_by_close")
@@ -157,6 +157,11 @@ class _PeerConnection(asyncio.Protocol):
         if lower not in query.names:
             query.names.add(lower)
             query.headers[name.decode("latin-1")] = value.decode("latin-1")
+        elif lower != b"set-cookie":   # a field sent twice is both lines, joined (RFC 9110 section 5.3)
+            for key in query.headers:
+                if key.lower() == lower.decode("latin-1"):
+                    query.headers[key] += ", " + value.decode("latin-1")
+                    break
 
     def on_headers_complete(self) -> None:
         query = self.pending[0]
