@@ -51,12 +51,11 @@ class _Query:
     """One query in flight: its request bytes, its response as parsed (status, headers by their first name as
     sent, a field sent twice joined with ", " but for Set-Cookie, body pieces) and the future its caller awaits."""
 
-    __slots__ = ("request", "max_body", "waiter", "timer", "retried", "status", "headers", "names", "body", "size",
+    __slots__ = ("request", "max_body", "waiter", "deadline", "retried", "status", "headers", "names", "body", "size",
                  "head_size", "started", "keep_alive", "delimited_by_close")
 
-    def __init__(self, request: bytes, max_body: int, waiter):
-        self.request, self.max_body, self.waiter = request, max_body, waiter
-        self.timer = None
+    def __init__(self, request: bytes, max_body: int, waiter, deadline: float):
+        self.request, self.max_body, self.waiter, self.deadline = request, max_body, waiter, deadline
         self.retried = False
         self.reset()
 
@@ -66,9 +65,6 @@ class _Query:
         self.keep_alive = self.delimited_by_close = None   # known when its headers are complete
 
     def finish(self, error) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
         waiter = self.waiter
         if not waiter.done():
             if error is None:
@@ -89,6 +85,7 @@ class _PeerConnection(asyncio.Protocol):
         self.closed = False          # ended, failed, or the peer said it closes: takes no more queries
         self.ended = False
         self.connecting = None       # the task opening the connection, until it is open
+        self.timer = None            # fires at the earliest deadline of the queries in flight (or earlier)
         self.pending: deque = deque()
         self.unsent: list = []
         self.flush_scheduled = False
@@ -99,6 +96,10 @@ class _PeerConnection(asyncio.Protocol):
     def submit(self, query: _Query) -> None:
         self.pending.append(query)
         self.unsent.append(query.request)
+        if self.timer is None or query.deadline < self.timer.when():
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer = self.loop.call_at(query.deadline, self._check_deadlines)
         if not self.flush_scheduled and self.transport is not None:
             self.flush_scheduled = True
             self.loop.call_soon(self.flush)
@@ -109,6 +110,21 @@ class _PeerConnection(asyncio.Protocol):
             data = b"".join(self.unsent) if len(self.unsent) > 1 else self.unsent[0]
             self.unsent.clear()
             self.transport.write(data)
+
+    def _check_deadlines(self) -> None:
+        """Queries past their deadline fail (asyncio.TimeoutError) and the connection is dropped: the answers behind
+        theirs would wait for them; the others it held are sent again. Else the timer waits for the next deadline
+        (one timer per connection, not one per query: under load it fires about once per time-out)."""
+        self.timer = None
+        now = self.loop.time()
+        waiting = [query for query in self.pending if not query.waiter.done()]
+        late = [query for query in waiting if query.deadline <= now + 0.001]   # (a timer may fire a little early)
+        if late:
+            for query in late:
+                query.finish(asyncio.TimeoutError())
+            self.end(self.pool.resend)
+        elif waiting:
+            self.timer = self.loop.call_at(min(query.deadline for query in waiting), self._check_deadlines)
 
     def takes_more(self) -> bool:
         return not self.closed and len(self.pending) < MAX_PIPELINED
@@ -210,6 +226,9 @@ class _PeerConnection(asyncio.Protocol):
         if self.ended:
             return
         self.ended = self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         self.pool.forget(self)
         pending, self.pending = list(self.pending), deque()
         self.unsent.clear()
@@ -250,16 +269,9 @@ class PeerConnections:
     async def send(self, request: bytes, *, timeout: float, max_body: int):
         """:meth:`query` with the request's bytes made already (:func:`get_request`)."""
         loop = self.loop = asyncio.get_running_loop()
-        query = _Query(request, max_body, loop.create_future())
-        query.timer = loop.call_later(timeout, self._expire, query)
+        query = _Query(request, max_body, loop.create_future(), loop.time() + timeout)
         self._send(query)
-        try:
-            return await query.waiter
-        except asyncio.CancelledError:   # its answer, in the pipeline, is read and dropped
-            if query.timer is not None:
-                query.timer.cancel()
-                query.timer = None
-            raise
+        return await query.waiter    # cancelled: its answer, in the pipeline, is read and dropped
 
     def _send(self, query: _Query) -> None:
         for connection in self.connections:
@@ -304,16 +316,6 @@ class PeerConnections:
     def forget(self, connection: _PeerConnection) -> None:
         if connection in self.connections:
             self.connections.remove(connection)
-
-    def _expire(self, query: _Query) -> None:
-        """A query's time is up: it fails, and its connection (whose answers come in order, so the queries behind
-        it wait too) is dropped; the others it held are sent again."""
-        query.timer = None
-        query.finish(asyncio.TimeoutError())
-        for connection in self.connections:
-            if query in connection.pending:
-                connection.end(self.resend)
-                return
 
     def close(self) -> None:
         for connection in list(self.connections):
