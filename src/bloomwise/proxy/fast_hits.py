@@ -617,8 +617,8 @@ class HitConnection(asyncio.Protocol):
         elapsed = time.perf_counter() - outcome.received
         config.metrics.observe_request(outcome.outcome, elapsed)
         if config.log_access is not None:
-            content_type = CIMultiDict(outcome.headers).get("Content-Type", "-" if not outcome.body
-                                                            else "application/octet-stream")
+            content_type = next((v for k, v in outcome.headers.items() if k.lower() == "content-type"),
+                                "-" if not outcome.body else "application/octet-stream")
             config.log_access(now - elapsed, elapsed, self.client, outcome.code, outcome.status, len(outcome.body),
                               "GET", miss.target, outcome.hierarchy, content_type.split(";", 1)[0].strip() or "-")
         self.buffer = self.buffer[miss.head_length:]
