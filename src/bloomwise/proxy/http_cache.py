@@ -42,7 +42,7 @@ __all__ = ["cache_control", "request_may_use_cache", "request_allows_storing", "
 HOP_BY_HOP = frozenset(h.lower() for h in (
     "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "TE", "Trailer",
     "Transfer-Encoding", "Upgrade"))
-HOP_BY_HOP_AND_LENGTH = HOP_BY_HOP | {"content-length"}
+_HOP_BY_HOP_AND_LENGTH = HOP_BY_HOP | {"content-length"}
 #: The heuristic freshness (RFC 9111 section 4.2.2): this fraction of the time since Last-Modified, capped.
 HEURISTIC_FRACTION = 0.1
 HEURISTIC_MAX_SECONDS = 86400.0
@@ -232,6 +232,6 @@ def is_fresh(stored_headers: Mapping[str, str], stored_at: float, *, now: Option
 def end_to_end_headers(headers: Mapping[str, str]) -> dict:
     """The headers without hop-by-hop ones (and without those ``Connection`` names), as a plain dict."""
     connection = _get(headers, "Connection")
-    dropped = HOP_BY_HOP_AND_LENGTH if not connection else HOP_BY_HOP_AND_LENGTH | {
+    dropped = _HOP_BY_HOP_AND_LENGTH if not connection else _HOP_BY_HOP_AND_LENGTH | {
         t.strip().lower() for t in connection.split(",") if t.strip()}
     return {k: v for k, v in headers.items() if k.lower() not in dropped}
