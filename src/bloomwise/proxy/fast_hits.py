@@ -17,7 +17,10 @@ receives the unserved bytes as if it had read them, and keeps the connection to 
 than a fresh hit is aiohttp's code, unchanged, and a hit answered here is byte for byte what aiohttp would have sent
 (except ``Date`` and ``Age``, which are the time's): :class:`PreparedHit` builds the head once per stored copy with
 the same header code and aiohttp's own header order, and leaves three holes filled per hit (``ttl`` of
-``Cache-Status``, ``Age``, ``Date``, the last formatted once per second). One ``writelines`` per hit.
+``Cache-Status``, ``Age``, ``Date``, the last formatted once per second). The answers to pipelined requests go out
+in one ``writelines`` per batch (a peer's pipelined queries: one write for all). A peer's query for a document not
+stored here, or stale (dropped first, as the aiohttp path does), gets aiohttp's 504 from here too, so that a peer's
+pipelined connection stays here through its false hits.
 
 Remote hits too (``lean_miss``, given by the proxy): a plain ``GET http://...`` (kept alive, no body, a
 ``Cache-Control`` the cache may answer, e.g. ``no-store``) that finds nothing stored goes to the proxy's
@@ -37,8 +40,8 @@ it): with ``L`` the freshness lifetime and ``A0`` the ``Age`` the copy arrived w
 ``expires = stored_at + L - A0``.
 
 Bounds per connection: a request head over :data:`MAX_HEAD_BYTES` is handed over (aiohttp refuses it with its own
-limits); pipelined requests are answered in order while the transport's write buffer is under its high-water mark,
-then reading pauses until it drains.
+limits); pipelined requests are answered in order, in batches of up to :data:`MAX_BATCHED_BYTES`, while the
+transport's write buffer is under its high-water mark, then reading pauses until it drains.
 """
 from __future__ import annotations
 
@@ -328,7 +331,8 @@ class _Head:
         elif name == b"via":
             self.via = value if self.via is None else self.via + b"," + value
         elif name == b"authorization":
-            self.authorization = value if self.authorization is None else self.authorization
+            if self.authorization is None:
+                self.authorization = value
         elif name in _HANDED_OVER_HEADERS or (name == b"content-length" and value.strip() != b"0"):
             self.other = True
 

@@ -36,8 +36,8 @@ from typing import Mapping, NamedTuple, Optional
 from urllib.parse import urlsplit
 
 __all__ = ["cache_control", "request_may_use_cache", "request_allows_storing", "response_is_storable",
-           "freshness_lifetime", "is_fresh", "current_age", "lifetime_and_age", "remaining_freshness", "expires_at", "end_to_end_headers",
-           "HOP_BY_HOP", "only_if_cached", "TargetParts", "absolute_target"]
+           "freshness_lifetime", "is_fresh", "current_age", "lifetime_and_age", "remaining_freshness", "expires_at",
+           "end_to_end_headers", "HOP_BY_HOP", "only_if_cached", "TargetParts", "absolute_target"]
 
 HOP_BY_HOP = frozenset(h.lower() for h in (
     "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "TE", "Trailer",

@@ -13,7 +13,9 @@ exchange about one segment each way per turn instead of C.
 Responses are parsed with httptools as their bytes arrive (an ``asyncio.Protocol`` per connection, no stream
 buffers; ``Content-Length``, chunked or close-delimited bodies), each bounded by ``max_body`` bytes. Failures are
 :class:`PeerQueryError` (refused connection, garbage, a body over the bound, a peer closing mid-response) or
-``asyncio.TimeoutError``; the connection is then dropped. A query behind the failed one, of which nothing came back
+``asyncio.TimeoutError`` (the query alone: the answers behind its own would wait for it, so its connection is
+dropped too, with one loop timer per connection); a failed connection is dropped. A query behind the failed one,
+of which nothing came back
 (or every query on a connection the peer closed while it was idle), is sent once more on another connection: a
 ``GET`` with ``only-if-cached`` is safe to repeat. The queries behind a response that says ``Connection: close``
 (a peer's limit of requests per connection) go to another connection, however often that happens: each such close
@@ -41,10 +43,6 @@ MAX_PIPELINED = 32
 
 class PeerQueryError(OSError):
     """A peer query that did not get a complete HTTP response."""
-
-
-class _Unanswered(Exception):
-    """Nothing of a query's response came back before its connection ended: it may be sent again."""
 
 
 class _Query:

@@ -855,7 +855,8 @@ class BloomwiseProxy:
                     connections = self.peer_connections[link.url] = peer_client.PeerConnections(link.url)
                 if netloc is None:
                     netloc = urlsplit(url).netloc
-                request = peer_client.get_request(url, netloc, f"Cache-Control: only-if-cached\r\nVia: {headers['Via']}\r\n")
+                fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+                request = peer_client.get_request(url, netloc, fields)
                 status, reply_headers, body = await connections.send(
                     request, timeout=self.config.peer_timeout, max_body=self.config.max_object_size)
                 elapsed = time.perf_counter() - started
