@@ -17,7 +17,7 @@ from proxy_support import (config, eventually, exchange, get_checked, get_line, 
                            origin_served, read_response, run, summary_settled)
 from bloomwise.cache import DocumentCache, SummaryPublisher
 from bloomwise.cli import proxy as proxy_cli
-from bloomwise.proxy import fast_hits
+from bloomwise.proxy import fast_hits, peer_client
 from bloomwise.proxy.access import ClientPolicy
 from bloomwise.proxy.origin import document_body
 from bloomwise.proxy.peers import SUMMARY_CONTENT_TYPE
@@ -169,6 +169,10 @@ class ScriptedPeer:
                     writer.write(b"\x00\x17garbage that is not HTTP\r\n\r\n\xff\xfe")
                 elif self.mode == "odd-hit":   # a header value that is not ASCII: aiohttp serialises the reply
                     writer.write(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nX-Label: caf\xc3\xa9\r\n"
+                                 b"Content-Length: %d\r\n\r\n" % len(SLOW_BODY) + SLOW_BODY)
+                elif self.mode == "split-cc":   # private in the middle of three Cache-Control fields
+                    writer.write(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nCache-Control: private\r\n"
+                                 b"Cache-Control: max-age=600\r\nConnection: close\r\n"
                                  b"Content-Length: %d\r\n\r\n" % len(SLOW_BODY) + SLOW_BODY)
                 elif self.mode == "slow-hit":
                     await asyncio.sleep(0.5)
@@ -410,5 +414,24 @@ def test_a_remembered_remote_hit_head_is_reused_only_where_the_answer_is_the_sam
                     if same_second == 2:
                         break
             assert same_second == 2
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("client", ["pipelined", "aiohttp"])
+def test_a_reply_that_says_private_in_any_of_its_cache_control_fields_is_not_stored(client, monkeypatch):
+    if client == "aiohttp":   # as without the proxy extra's httptools: peer queries go through aiohttp's client
+        monkeypatch.setattr(peer_client, "AVAILABLE", False)
+
+    async def scenario():
+        async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
+                origin, (asker,), session):
+            key = f"GET {origin.url}/doc/5"
+            async with scripted_peer_of(asker, "split-cc", [key]) as peer:
+                [(head, body)] = await exchange(asker.config.port, get_line(origin.url + "/doc/5"), 1)
+                assert x_cache(head) == "REMOTE_HIT" and body == SLOW_BODY
+                assert b"Cache-Control: max-age=600, private, max-age=600\r\n" in head
+                assert b"; stored" not in head and key not in asker.node.cache
+                assert peer.queries == {origin.url + "/doc/5": 1}
 
     run(scenario())

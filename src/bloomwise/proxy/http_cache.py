@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 __all__ = ["cache_control", "request_may_use_cache", "request_allows_storing", "response_is_storable",
            "freshness_lifetime", "is_fresh", "current_age", "lifetime_and_age", "remaining_freshness", "expires_at",
-           "end_to_end_headers", "HOP_BY_HOP", "only_if_cached", "TargetParts", "absolute_target"]
+           "end_to_end_headers", "HOP_BY_HOP", "only_if_cached", "TargetParts", "absolute_target", "joined_fields"]
 
 HOP_BY_HOP = frozenset(h.lower() for h in (
     "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "TE", "Trailer",
@@ -93,6 +93,26 @@ def _field_lines(headers: Mapping[str, str], name: str) -> list:
         return getall(name, [])
     value = _get(headers, name)
     return [] if value is None else [value]
+
+
+def joined_fields(headers) -> dict:
+    """A multi-valued mapping (aiohttp's) as a dict: a field sent twice is both lines joined with ", " (RFC 9110
+    section 5.3), under the first name as sent; Set-Cookie, which cannot be joined, keeps its first line.
+
+    >>> from multidict import CIMultiDict
+    >>> joined_fields(CIMultiDict([("Cache-Control", "max-age=60"), ("cache-control", "private"), ("A", "1")]))
+    {'Cache-Control': 'max-age=60, private', 'A': '1'}
+    """
+    out, names = {}, {}
+    for name, value in headers.items():
+        lower = name.lower()
+        first = names.get(lower)
+        if first is None:
+            names[lower] = name
+            out[name] = value
+        elif lower != "set-cookie":
+            out[first] += ", " + value
+    return out
 
 
 def cache_control(headers: Mapping[str, str]) -> dict:

@@ -865,7 +865,7 @@ class BloomwiseProxy:
                                             timeout=aiohttp.ClientTimeout(total=self.config.peer_timeout)) as reply:
                     body = await _read_body(reply, self.config.max_object_size)
                     elapsed = time.perf_counter() - started
-                    status, reply_headers = reply.status, dict(reply.headers)
+                    status, reply_headers = reply.status, http_cache.joined_fields(reply.headers)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, PeerFailure) as exc:
             self.counters["peer_failures"] += 1
             link.note_failure(f"query: {type(exc).__name__}: {exc}".rstrip(": "))
