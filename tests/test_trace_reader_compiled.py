@@ -294,3 +294,13 @@ def test_closed_zstd_stream_holds_no_decoder(tmp_path):
     assert zstd_objects()  # the open stream holds its decoder (so the check below can see one)
     stream.close()
     assert zstd_objects() == []
+
+
+def test_time_fields_without_the_digits_float_needs_are_malformed_as_in_python(tmp_path):
+    """An exponent, a mantissa or a sign without digits: float() refuses them, so do both readers (the compiled
+    parser's digit checks; the line goes to the Python reader's per-line code)."""
+    path = tmp_path / "no-digits.csv"
+    path.write_bytes(b"time,object,size\n1,a,5\n1e,b,6\n2e+,c,7\n.,d,8\n+,e,9\n-.e1,f,10\n3,g,11\n")
+    (_, _, _, times, numbers, _, _, _), counts = assert_same(path)
+    assert numbers.tolist() == [2, 8] and times.tolist() == [1.0, 3.0]
+    assert counts["malformed"] == 5

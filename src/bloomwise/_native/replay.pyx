@@ -477,8 +477,11 @@ cdef inline void mark_dirty(Summary* s, uint64_t position) noexcept nogil:
         s.dirty_count += 1
 
 
-cdef inline void filter_add(Summary* s, uint64_t h, bint all_changes) noexcept nogil:
-    """CountingCore._add_hash with 4-bit counters: +1 unless saturated."""
+cdef inline void filter_change(Summary* s, uint64_t h, int delta, bint all_changes) noexcept nogil:
+    """CountingCore._add_hash (``delta`` +1) or ._remove_hash of a key present (``delta`` -1; partitioned: one
+    probe per slice, so its counters are >= 1), with 4-bit counters: each counter moves by ``delta`` unless
+    saturated (sticky). A counter leaving 0 or reaching it flips its bit; ``all_changes`` marks every changed
+    counter's chunk dirty, else only the flipped bits'."""
     cdef uint64_t pos[MAX_HASHES]
     cdef uint32_t i
     cdef uint8_t c
@@ -486,27 +489,9 @@ cdef inline void filter_add(Summary* s, uint64_t h, bint all_changes) noexcept n
     for i in range(s.g.num_hashes):
         c = s.cells[pos[i]]
         if c != COUNTER_MAX:
-            s.cells[pos[i]] = c + 1
-            if c == 0:
-                s.words[pos[i] >> 6] |= (<uint64_t>1) << (pos[i] & 63)
-                mark_dirty(s, pos[i])
-            elif all_changes:
-                mark_dirty(s, pos[i])
-
-
-cdef inline void filter_remove(Summary* s, uint64_t h, bint all_changes) noexcept nogil:
-    """CountingCore._remove_hash of a key present (partitioned: one probe per slice, so its counters are >= 1):
-    -1 unless saturated (sticky)."""
-    cdef uint64_t pos[MAX_HASHES]
-    cdef uint32_t i
-    cdef uint8_t c
-    positions(&s.g, h, pos)
-    for i in range(s.g.num_hashes):
-        c = s.cells[pos[i]]
-        if c != COUNTER_MAX:
-            s.cells[pos[i]] = c - 1
-            if c == 1:
-                s.words[pos[i] >> 6] &= ~((<uint64_t>1) << (pos[i] & 63))
+            s.cells[pos[i]] = c + delta
+            if c == 0 or c + delta == 0:
+                s.words[pos[i] >> 6] ^= (<uint64_t>1) << (pos[i] & 63)
                 mark_dirty(s, pos[i])
             elif all_changes:
                 mark_dirty(s, pos[i])
@@ -969,7 +954,7 @@ cdef class CooperativeCaches:
             raise MemoryError(f"no memory for a filter of {num_cells} counters")
         e = store.oldest
         while e != NONE:
-            filter_add(s, store.entries[e].filter_hash, False)
+            filter_change(s, store.entries[e].filter_hash, 1, False)
             e = store.entries[e].younger
         s.expected = store.count
         s.resizes += 1
@@ -1245,10 +1230,10 @@ cdef class CooperativeCaches:
             if summaries:
                 h = bw_xxh3(name, name_length, node.seed)
                 s.entries[e].filter_hash = h
-                filter_add(node, h, counters)
+                filter_change(node, h, 1, counters)
             while s.used > capacity:
                 if summaries:
-                    filter_remove(node, s.entries[s.oldest].filter_hash, counters)
+                    filter_change(node, s.entries[s.oldest].filter_hash, -1, counters)
                 directory_remove(&self.directory, s.entries[s.oldest].key, p)
                 evict_oldest(s)
                 node.changes += 1

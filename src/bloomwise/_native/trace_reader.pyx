@@ -235,10 +235,17 @@ cdef class CsvChunkParser:
         return CHUNK_DONE, position, filled
 
 
+cdef inline Py_ssize_t skip_digits(const uint8_t* text, Py_ssize_t i, Py_ssize_t length) noexcept nogil:
+    """The position of the first byte at or after ``i`` that is not an ASCII digit (``length`` at most)."""
+    while i < length and 48 <= text[i] <= 57:
+        i += 1
+    return i
+
+
 cdef bint parse_stamp(const uint8_t* text, Py_ssize_t length, double* out) except -1:
     """A time field in [0, inf) of the form [+-]?(D+(.D*)?|.D+)([eE][+-]?D+)?, as float() reads it; False for
     anything else (the caller defers the line)."""
-    cdef Py_ssize_t i = 0, digits = 0, mantissa_digits = 0
+    cdef Py_ssize_t i = 0, end, mantissa_digits
     cdef double value = 0.0
     cdef char buffer[_SHORT_STAMP + 1]
     if length == 0 or length > _SHORT_STAMP:
@@ -252,25 +259,21 @@ cdef bint parse_stamp(const uint8_t* text, Py_ssize_t length, double* out) excep
     i = 0
     if text[i] == 43 or text[i] == 45:  # + -
         i += 1
-    while i < length and 48 <= text[i] <= 57:
-        i += 1
-        mantissa_digits += 1
+    end = skip_digits(text, i, length)
+    mantissa_digits, i = end - i, end
     if i < length and text[i] == 46:  # .
-        i += 1
-        while i < length and 48 <= text[i] <= 57:
-            i += 1
-            mantissa_digits += 1
+        end = skip_digits(text, i + 1, length)
+        mantissa_digits, i = mantissa_digits + end - (i + 1), end
     if mantissa_digits == 0:
         return False
     if i < length and (text[i] == 101 or text[i] == 69):  # e E
         i += 1
         if i < length and (text[i] == 43 or text[i] == 45):
             i += 1
-        while i < length and 48 <= text[i] <= 57:
-            i += 1
-            digits += 1
-        if digits == 0:
+        end = skip_digits(text, i, length)
+        if end == i:
             return False
+        i = end
     if i != length:
         return False
     for i in range(length):
