@@ -193,6 +193,16 @@ class ScriptedPeer:
 
 
 @contextlib.asynccontextmanager
+async def asker_with_scripted_peer(mode: str, paths, **settings):
+    """An origin of 50 documents, a proxy "asker" (``config(**settings)``; summaries pulled at start only) and a
+    ScriptedPeer(mode) holding the origin's ``paths``, as its peer: yields (origin, asker, session, peer)."""
+    async with origin_and_proxies(config(name="asker", summary_interval=30.0, **settings), documents=50) as (
+            origin, (asker,), session):
+        async with scripted_peer_of(asker, mode, [f"GET {origin.url}{p}" for p in paths]) as peer:
+            yield origin, asker, session, peer
+
+
+@contextlib.asynccontextmanager
 async def scripted_peer_of(asker, mode: str, keys):
     """A ScriptedPeer(mode, keys) added as ``asker``'s peer, once ``asker`` holds its summary; stopped on exit."""
     peer = await ScriptedPeer(mode, keys).start()
@@ -207,31 +217,29 @@ async def scripted_peer_of(asker, mode: str, keys):
 @pytest.mark.parametrize("mode", ["die", "garbage", "miss"])
 def test_a_peer_that_fails_or_misses_is_asked_once_and_the_origin_fetched_once(mode):
     async def scenario():
-        async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
-                origin, (asker,), session):
-            paths = ["/doc/5", "/doc/6"]
-            async with scripted_peer_of(asker, mode, [f"GET {origin.url}{p}" for p in paths]) as peer:
-                served_before = await origin_served(session, origin)
-                [(head, body)] = await exchange(asker.config.port, get_line(origin.url + paths[0]), 1)
-                assert head.startswith(b"HTTP/1.1 200") and x_cache(head) == "MISS"
-                assert body == document_body(paths[0], origin.mean_size)
-                assert peer.queries == {origin.url + paths[0]: 1}            # asked once
-                served = await origin_served(session, origin)
-                assert served["doc"] - served_before["doc"] == 1              # fetched once
-                stats = asker.stats()
-                assert stats["origin_fetches"] == 1 and stats["remote_hits"] == 0 and stats["requests"] == 1
-                assert stats["requests_total"] == 1 and stats["fast_remote_hits"] == 0
-                assert stats["peer_queries_sent"] == 1 and stats["timing"]["misses"] == 1
-                if mode == "miss":
-                    assert stats["false_hits"] == 1 and stats["peers"][peer.url]["healthy"] is True
-                else:
-                    assert stats["peer_failures"] == 1 and stats["peers"][peer.url]["healthy"] is False
-                assert f"GET {origin.url}{paths[0]}" in asker.node.cache       # the origin's copy stored
-                assert asker.fetches_in_flight == 0                                        # the miss ended
-                # the next one on the same connection kind: still served, the peer asked again only if healthy
-                [(head, body)] = await exchange(asker.config.port, get_line(origin.url + paths[1]), 1)
-                assert body == document_body(paths[1], origin.mean_size)
-                assert peer.queries[origin.url + paths[1]] == (1 if mode == "miss" else 0)
+        paths = ["/doc/5", "/doc/6"]
+        async with asker_with_scripted_peer(mode, paths) as (origin, asker, session, peer):
+            served_before = await origin_served(session, origin)
+            [(head, body)] = await exchange(asker.config.port, get_line(origin.url + paths[0]), 1)
+            assert head.startswith(b"HTTP/1.1 200") and x_cache(head) == "MISS"
+            assert body == document_body(paths[0], origin.mean_size)
+            assert peer.queries == {origin.url + paths[0]: 1}            # asked once
+            served = await origin_served(session, origin)
+            assert served["doc"] - served_before["doc"] == 1              # fetched once
+            stats = asker.stats()
+            assert stats["origin_fetches"] == 1 and stats["remote_hits"] == 0 and stats["requests"] == 1
+            assert stats["requests_total"] == 1 and stats["fast_remote_hits"] == 0
+            assert stats["peer_queries_sent"] == 1 and stats["timing"]["misses"] == 1
+            if mode == "miss":
+                assert stats["false_hits"] == 1 and stats["peers"][peer.url]["healthy"] is True
+            else:
+                assert stats["peer_failures"] == 1 and stats["peers"][peer.url]["healthy"] is False
+            assert f"GET {origin.url}{paths[0]}" in asker.node.cache       # the origin's copy stored
+            assert asker.fetches_in_flight == 0                                        # the miss ended
+            # the next one on the same connection kind: still served, the peer asked again only if healthy
+            [(head, body)] = await exchange(asker.config.port, get_line(origin.url + paths[1]), 1)
+            assert body == document_body(paths[1], origin.mean_size)
+            assert peer.queries[origin.url + paths[1]] == (1 if mode == "miss" else 0)
 
     run(scenario())
 
@@ -239,21 +247,19 @@ def test_a_peer_that_fails_or_misses_is_asked_once_and_the_origin_fetched_once(m
 @pytest.mark.parametrize("leaving", ["fin", "reset"])
 def test_a_client_that_leaves_while_the_peers_are_asked_leaves_no_fetch_in_flight(leaving):
     async def scenario():
-        async with origin_and_proxies(config(name="asker", summary_interval=30.0, peer_timeout=0.5), documents=50) as (
-                origin, (asker,), session):
+        async with asker_with_scripted_peer("miss", ["/doc/7"], peer_timeout=0.5) as (origin, asker, session, peer):
             url = origin.url + "/doc/7"
-            async with scripted_peer_of(asker, "miss", [f"GET {url}"]) as peer:
-                reader, writer = await asyncio.open_connection("127.0.0.1", asker.config.port)
-                writer.write(get_line(url))
-                await writer.drain()
-                if leaving == "reset":    # a close with SO_LINGER 0 sends RST: the proxy loses the connection
-                    writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                                               struct.pack("ii", 1, 0))
-                writer.close()            # gone before the peers answered
-                await eventually(lambda: peer.queries[url] == 1, what="the peer query")
-                await eventually(lambda: asker.fetches_in_flight == 0, what="the miss to end")
-                [(head, body)] = await exchange(asker.config.port, get_line(url), 1)   # not waiting on a lost leader
-                assert body == document_body("/doc/7", origin.mean_size)
+            reader, writer = await asyncio.open_connection("127.0.0.1", asker.config.port)
+            writer.write(get_line(url))
+            await writer.drain()
+            if leaving == "reset":    # a close with SO_LINGER 0 sends RST: the proxy loses the connection
+                writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                                           struct.pack("ii", 1, 0))
+            writer.close()            # gone before the peers answered
+            await eventually(lambda: peer.queries[url] == 1, what="the peer query")
+            await eventually(lambda: asker.fetches_in_flight == 0, what="the miss to end")
+            [(head, body)] = await exchange(asker.config.port, get_line(url), 1)   # not waiting on a lost leader
+            assert body == document_body("/doc/7", origin.mean_size)
 
     run(scenario())
 
@@ -315,23 +321,21 @@ def test_no_lean_misses_leaves_the_peers_to_aiohttp():
 
 def test_requests_pipelined_behind_a_miss_wait_for_it_and_are_answered_in_order():
     async def scenario():
-        async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
-                origin, (asker,), session):
+        async with asker_with_scripted_peer("slow-hit", ["/doc/9"]) as (origin, asker, session, peer):
             url = origin.url + "/doc/9"
-            async with scripted_peer_of(asker, "slow-hit", [f"GET {url}"]) as peer:
-                # the remote hit (its peer answers after 0.5 s); while it is asked, over 64 KiB of requests for the
-                # same URL: the proxy stops reading until the peer has answered, then serves them as local hits
-                behind = 6000
-                raw = get_line(url) * behind
-                assert len(raw) > fast_hits.MAX_BUFFERED_WHILE_ASKING
-                reader, writer = await asyncio.open_connection("127.0.0.1", asker.config.port)
-                try:
-                    writer.write(get_line(url))
-                    await eventually(lambda: peer.queries[url] == 1, what="the peer query")
-                    writer.write(raw)
-                    answers = [await read_response(reader) for _ in range(1 + behind)]
-                finally:
-                    writer.close()
+            # the remote hit (its peer answers after 0.5 s); while it is asked, over 64 KiB of requests for the
+            # same URL: the proxy stops reading until the peer has answered, then serves them as local hits
+            behind = 6000
+            raw = get_line(url) * behind
+            assert len(raw) > fast_hits.MAX_BUFFERED_WHILE_ASKING
+            reader, writer = await asyncio.open_connection("127.0.0.1", asker.config.port)
+            try:
+                writer.write(get_line(url))
+                await eventually(lambda: peer.queries[url] == 1, what="the peer query")
+                writer.write(raw)
+                answers = [await read_response(reader) for _ in range(1 + behind)]
+            finally:
+                writer.close()
             assert [x_cache(h) for h, _ in answers] == ["REMOTE_HIT"] + ["HIT"] * behind
             assert all(body == SLOW_BODY for _, body in answers)
             assert peer.queries == {url: 1}
@@ -343,19 +347,17 @@ def test_requests_pipelined_behind_a_miss_wait_for_it_and_are_answered_in_order(
 
 def test_a_remote_hit_the_lean_path_cannot_serialise_is_answered_by_aiohttp_without_a_second_query():
     async def scenario():
-        async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
-                origin, (asker,), session):
+        async with asker_with_scripted_peer("odd-hit", ["/doc/10"]) as (origin, asker, session, peer):
             url = origin.url + "/doc/10"
-            async with scripted_peer_of(asker, "odd-hit", [f"GET {url}"]) as peer:
-                served_before = await origin_served(session, origin)
-                [(head, body)] = await exchange(asker.config.port, get_line(url), 1)
-                assert x_cache(head) == "REMOTE_HIT" and body == SLOW_BODY and b"\r\nX-Label: caf" in head
-                assert peer.queries == {url: 1}                                  # asked once
-                assert (await origin_served(session, origin)) == served_before
-                stats = asker.stats()
-                assert (stats["remote_hits"], stats["fast_remote_hits"], stats["origin_fetches"]) == (1, 0, 0)
-                assert stats["requests"] == stats["requests_total"] == 1 and stats["timing"]["misses"] == 1
-                assert f"GET {url}" in asker.node.cache and asker.fetches_in_flight == 0
+            served_before = await origin_served(session, origin)
+            [(head, body)] = await exchange(asker.config.port, get_line(url), 1)
+            assert x_cache(head) == "REMOTE_HIT" and body == SLOW_BODY and b"\r\nX-Label: caf" in head
+            assert peer.queries == {url: 1}                                  # asked once
+            assert (await origin_served(session, origin)) == served_before
+            stats = asker.stats()
+            assert (stats["remote_hits"], stats["fast_remote_hits"], stats["origin_fetches"]) == (1, 0, 0)
+            assert stats["requests"] == stats["requests_total"] == 1 and stats["timing"]["misses"] == 1
+            assert f"GET {url}" in asker.node.cache and asker.fetches_in_flight == 0
 
     run(scenario())
 
@@ -424,14 +426,12 @@ def test_a_reply_that_says_private_in_any_of_its_cache_control_fields_is_not_sto
         monkeypatch.setattr(peer_client, "AVAILABLE", False)
 
     async def scenario():
-        async with origin_and_proxies(config(name="asker", summary_interval=30.0), documents=50) as (
-                origin, (asker,), session):
+        async with asker_with_scripted_peer("split-cc", ["/doc/5"]) as (origin, asker, session, peer):
             key = f"GET {origin.url}/doc/5"
-            async with scripted_peer_of(asker, "split-cc", [key]) as peer:
-                [(head, body)] = await exchange(asker.config.port, get_line(origin.url + "/doc/5"), 1)
-                assert x_cache(head) == "REMOTE_HIT" and body == SLOW_BODY
-                assert b"Cache-Control: max-age=600, private, max-age=600\r\n" in head
-                assert b"; stored" not in head and key not in asker.node.cache
-                assert peer.queries == {origin.url + "/doc/5": 1}
+            [(head, body)] = await exchange(asker.config.port, get_line(origin.url + "/doc/5"), 1)
+            assert x_cache(head) == "REMOTE_HIT" and body == SLOW_BODY
+            assert b"Cache-Control: max-age=600, private, max-age=600\r\n" in head
+            assert b"; stored" not in head and key not in asker.node.cache
+            assert peer.queries == {origin.url + "/doc/5": 1}
 
     run(scenario())

@@ -96,15 +96,16 @@ def _field_lines(headers: Mapping[str, str], name: str) -> list:
 
 
 def joined_fields(headers) -> dict:
-    """A multi-valued mapping (aiohttp's) as a dict: a field sent twice is both lines joined with ", " (RFC 9110
-    section 5.3), under the first name as sent; Set-Cookie, which cannot be joined, keeps its first line.
+    """A multi-valued mapping (aiohttp's), or (name, value) pairs as received, as a dict: a field sent twice is both
+    lines joined with ", " (RFC 9110 section 5.3), under the first name as sent; Set-Cookie, which cannot be
+    joined, keeps its first line.
 
     >>> from multidict import CIMultiDict
     >>> joined_fields(CIMultiDict([("Cache-Control", "max-age=60"), ("cache-control", "private"), ("A", "1")]))
     {'Cache-Control': 'max-age=60, private', 'A': '1'}
     """
     out, names = {}, {}
-    for name, value in headers.items():
+    for name, value in (headers.items() if hasattr(headers, "items") else headers):
         lower = name.lower()
         first = names.get(lower)
         if first is None:

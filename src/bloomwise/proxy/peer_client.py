@@ -27,6 +27,8 @@ import asyncio
 from collections import deque
 from urllib.parse import urlsplit
 
+from bloomwise.proxy.http_cache import joined_fields
+
 try:
     import httptools
 except ImportError:  # the proxy extra installs it; without, peer queries go through aiohttp
@@ -46,11 +48,12 @@ class PeerQueryError(OSError):
 
 
 class _Query:
-    """One query in flight: its request bytes, its response as parsed (status, headers by their first name as
-    sent, a field sent twice joined with ", " but for Set-Cookie, body pieces) and the future its caller awaits."""
+    """One query in flight: its request bytes, its response as parsed (status, the header lines as received, then
+    the headers as :func:`~bloomwise.proxy.http_cache.joined_fields` joins them, body pieces) and the future its
+    caller awaits."""
 
-    __slots__ = ("request", "max_body", "waiter", "deadline", "retried", "status", "headers", "names", "body", "size",
-                 "head_size", "started", "keep_alive", "delimited_by_close")
+    __slots__ = ("request", "max_body", "waiter", "deadline", "retried", "status", "fields", "headers", "body",
+                 "size", "head_size", "started", "keep_alive", "delimited_by_close")
 
     def __init__(self, request: bytes, max_body: int, waiter, deadline: float):
         self.request, self.max_body, self.waiter, self.deadline = request, max_body, waiter, deadline
@@ -58,7 +61,7 @@ class _Query:
         self.reset()
 
     def reset(self) -> None:
-        self.status, self.headers, self.names, self.body, self.size, self.head_size = 0, {}, set(), [], 0, 0
+        self.status, self.fields, self.headers, self.body, self.size, self.head_size = 0, [], {}, [], 0, 0
         self.started = False                 # a byte of its response arrived
         self.keep_alive = self.delimited_by_close = None   # known when its headers are complete
 
@@ -167,21 +170,15 @@ class _PeerConnection(asyncio.Protocol):
         if query.head_size > MAX_HEAD_BYTES:
             self.error = PeerQueryError(f"response headers over {MAX_HEAD_BYTES} bytes")
             raise self.error
-        lower = name.lower()
-        if lower not in query.names:
-            query.names.add(lower)
-            query.headers[name.decode("latin-1")] = value.decode("latin-1")
-        elif lower != b"set-cookie":   # a field sent twice is both lines, joined (RFC 9110 section 5.3)
-            for key in query.headers:
-                if key.lower() == lower.decode("latin-1"):
-                    query.headers[key] += ", " + value.decode("latin-1")
-                    break
+        query.fields.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
         query = self.pending[0]
         query.status = self.parser.get_status_code()
         query.keep_alive = self.parser.should_keep_alive()
-        query.delimited_by_close = b"content-length" not in query.names and b"transfer-encoding" not in query.names
+        query.headers = joined_fields(query.fields)
+        names = {name.lower() for name in query.headers}
+        query.delimited_by_close = "content-length" not in names and "transfer-encoding" not in names
 
     def on_body(self, chunk: bytes) -> None:
         query = self.pending[0]
