@@ -60,7 +60,7 @@ def test_read_a_real_squid_digest_and_route_to_squid_sibling():
                     assert status == 200 and headers["X-Cache"].startswith("REMOTE_HIT"), (path, headers)
                     assert body == document_body(path, origin.mean_size)
                 assert origin.served["doc"] == served
-                assert b.peer_connections[squid.proxy_url].opened < len(at_once)
+                assert b.peer_connections[squid.proxy_url].opened <= 2   # (a query per connection: 8)
                 stats = b.stats()
                 assert stats["remote_hits"] == len(paths + at_once)
                 assert stats["peers"][squid.proxy_url]["kind"] == "squid"
