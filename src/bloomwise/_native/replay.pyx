@@ -88,6 +88,33 @@ cdef inline uint64_t slot_of(uint64_t key, uint64_t mask) noexcept nogil:
     return (key ^ (key >> 31)) & mask
 
 
+cdef Slot* empty_slots(uint64_t count) noexcept nogil:
+    """A table of ``count`` empty slots; NULL when out of memory."""
+    cdef Slot* slots = <Slot*>malloc(count * sizeof(Slot))
+    cdef uint64_t i
+    if slots != NULL:
+        for i in range(count):
+            slots[i].entry = NONE
+    return slots
+
+
+cdef Slot* rehashed(Slot* old, uint64_t old_size, uint64_t size) noexcept nogil:
+    """The used slots of ``old`` (``old_size`` of them) re-inserted by linear probing into a new table of ``size``
+    slots (a power of two), ``old`` freed; NULL (``old`` kept) when out of memory."""
+    cdef Slot* slots = empty_slots(size)
+    cdef uint64_t i, j, mask = size - 1
+    if slots == NULL:
+        return NULL
+    for i in range(old_size):
+        if old[i].entry != NONE:
+            j = slot_of(old[i].key, mask)
+            while slots[j].entry != NONE:
+                j = (j + 1) & mask
+            slots[j] = old[i]
+    free(old)
+    return slots
+
+
 cdef inline void add_bytes(uint64_t* low, uint64_t* high, int64_t size) noexcept nogil:
     cdef uint64_t before = low[0]
     low[0] = before + <uint64_t>size
@@ -96,13 +123,10 @@ cdef inline void add_bytes(uint64_t* low, uint64_t* high, int64_t size) noexcept
 
 
 cdef int store_init(Store* s) noexcept nogil:
-    cdef uint64_t i
-    s.slots = <Slot*>malloc(INITIAL_SLOTS * sizeof(Slot))
+    s.slots = empty_slots(INITIAL_SLOTS)
     s.entries = <Entry*>malloc(INITIAL_ENTRIES * sizeof(Entry))
     if s.slots == NULL or s.entries == NULL:
         return -1
-    for i in range(INITIAL_SLOTS):
-        s.slots[i].entry = NONE
     s.mask = INITIAL_SLOTS - 1
     s.allocated = INITIAL_ENTRIES
     s.free_list = s.oldest = s.youngest = NONE
@@ -122,21 +146,11 @@ cdef inline int32_t store_find(const Store* s, uint64_t key) noexcept nogil:
 
 cdef int grow_slots(Store* s) noexcept nogil:
     """Double the table and re-insert every key."""
-    cdef uint64_t old_size = s.mask + 1, size = 2 * old_size, mask = size - 1, i, j
-    cdef Slot* old = s.slots
-    cdef Slot* slots = <Slot*>malloc(size * sizeof(Slot))
+    cdef uint64_t size = 2 * (s.mask + 1)
+    cdef Slot* slots = rehashed(s.slots, s.mask + 1, size)
     if slots == NULL:
         return -1
-    for i in range(size):
-        slots[i].entry = NONE
-    for i in range(old_size):
-        if old[i].entry != NONE:
-            j = slot_of(old[i].key, mask)
-            while slots[j].entry != NONE:
-                j = (j + 1) & mask
-            slots[j] = old[i]
-    free(old)
-    s.slots, s.mask = slots, mask
+    s.slots, s.mask = slots, size - 1
     return 0
 
 
@@ -629,14 +643,11 @@ cdef struct Directory:
 
 
 cdef int directory_init(Directory* d, int num_caches) noexcept nogil:
-    cdef uint64_t i
     d.width = (num_caches + 63) // 64
-    d.slots = <Slot*>malloc(INITIAL_SLOTS * sizeof(Slot))
+    d.slots = empty_slots(INITIAL_SLOTS)
     d.rows = <uint64_t*>malloc(INITIAL_ENTRIES * d.width * sizeof(uint64_t))
     if d.slots == NULL or d.rows == NULL:
         return -1
-    for i in range(INITIAL_SLOTS):
-        d.slots[i].entry = NONE
     d.mask = INITIAL_SLOTS - 1
     d.allocated = INITIAL_ENTRIES
     d.free_list = NONE
@@ -658,10 +669,9 @@ cdef inline const uint64_t* directory_find(const Directory* d, uint64_t key) noe
 
 cdef int directory_add(Directory* d, uint64_t key, int cache) noexcept nogil:
     """Note that ``cache`` holds ``key``; -1 when out of memory."""
-    cdef uint64_t i = slot_of(key, d.mask), size, j, old_size
+    cdef uint64_t i = slot_of(key, d.mask), size
     cdef int32_t e, w
     cdef Slot* slots
-    cdef Slot* old
     cdef uint64_t* grown
     while True:
         e = d.slots[i].entry
@@ -672,21 +682,10 @@ cdef int directory_add(Directory* d, uint64_t key, int cache) noexcept nogil:
             return 0
         i = (i + 1) & d.mask
     if 2 * (<uint64_t>d.count + 1) > d.mask + 1:  # grow the table, then find the key's slot again
-        old_size = d.mask + 1
-        size = 2 * old_size
-        slots = <Slot*>malloc(size * sizeof(Slot))
+        size = 2 * (d.mask + 1)
+        slots = rehashed(d.slots, d.mask + 1, size)
         if slots == NULL:
             return -1
-        for j in range(size):
-            slots[j].entry = NONE
-        old = d.slots
-        for j in range(old_size):
-            if old[j].entry != NONE:
-                i = slot_of(old[j].key, size - 1)
-                while slots[i].entry != NONE:
-                    i = (i + 1) & (size - 1)
-                slots[i] = old[j]
-        free(old)
         d.slots, d.mask = slots, size - 1
         i = slot_of(key, d.mask)
         while d.slots[i].entry != NONE:
