@@ -32,6 +32,8 @@ setup(
          native("replay", ["-ffp-contract=off"]),
          # csv trace lines -> the replay's arrays (bloomwise.cache.traces.cachesim.CsvTraceReader.record_arrays)
          native("trace_reader"),
+         # HTTP/1.1 responses off a byte stream (bloomwise.proxy.peer_client's peer queries)
+         native("http1"),
          # the selective filters' decisions: the same double operations as numpy, so no fused multiply-adds
          native("decide", ["-ffp-contract=off"])],
         compiler_directives={

@@ -420,11 +420,7 @@ def test_a_remembered_remote_hit_head_is_reused_only_where_the_answer_is_the_sam
     run(scenario())
 
 
-@pytest.mark.parametrize("client", ["pipelined", "aiohttp"])
-def test_a_reply_that_says_private_in_any_of_its_cache_control_fields_is_not_stored(client, monkeypatch):
-    if client == "aiohttp":   # as without the proxy extra's httptools: peer queries go through aiohttp's client
-        monkeypatch.setattr(peer_client, "AVAILABLE", False)
-
+def test_a_reply_that_says_private_in_any_of_its_cache_control_fields_is_not_stored():
     async def scenario():
         async with asker_with_scripted_peer("split-cc", ["/doc/5"]) as (origin, asker, session, peer):
             key = f"GET {origin.url}/doc/5"

@@ -238,17 +238,21 @@ class HitPathConfig:
         a plain miss to its peers (:meth:`bloomwise.proxy.server.BloomwiseProxy.lean_miss`): None (not taken:
         handed over as it came), an answer with ``status, headers, body, hierarchy, received`` to send, or a
         state with ``end()`` that the handed-over protocol's ``resume_miss`` receives.
+    :param lean_miss_now: None, or the proxy's ``f(url, key, request_headers, done)`` that takes a plain miss the
+        same way without a task when it can (:meth:`bloomwise.proxy.server.BloomwiseProxy.lean_miss_now`):
+        ``done(outcome)`` later, and it returns an object with ``cancel()``; None when it cannot (then
+        ``lean_miss`` runs in a task).
     """
 
     def __init__(self, *, node, counters, metrics, client_allowed, own_url, own_port, client_headers, handed_over,
-                 header_timeout, on_header_timeout, idle_timeout, log_access, lean_miss=None, peer_address=None,
-                 not_cached=None, drop=None):
+                 header_timeout, on_header_timeout, idle_timeout, log_access, lean_miss=None, lean_miss_now=None,
+                 peer_address=None, not_cached=None, drop=None):
         self.node, self.counters, self.metrics = node, counters, metrics
         self.client_allowed, self.own_url, self.own_port = client_allowed, own_url, own_port
         self.client_headers, self.handed_over = client_headers, handed_over
         self.header_timeout, self.on_header_timeout, self.idle_timeout = header_timeout, on_header_timeout, idle_timeout
         self.log_access = log_access
-        self.lean_miss = lean_miss
+        self.lean_miss, self.lean_miss_now = lean_miss, lean_miss_now
         self.peer_address = peer_address
         self.not_cached, self.drop = not_cached, drop
         self._not_cached_head = (None, None)   # (headers, head parts around the Date) of the 504
@@ -381,7 +385,7 @@ class HitConnection(asyncio.Protocol):
         self.idle_deadline = None       # loop time an idle kept-alive connection is closed
         self.timer = None
         self.loop = None
-        self.asking = None              # the task asking the peers for the request at the buffer's start
+        self.asking = None              # the peers asked for the request at the buffer's start (cancel() drops it)
         self.eof = False                # the client ended its side while the peers were asked
         self.held = False               # reading paused: too much buffered while the peers were asked
         self.out = []                   # answers not yet written (one write per batch of pipelined requests)
@@ -469,7 +473,7 @@ class HitConnection(asyncio.Protocol):
                     self._hand_over()
                 else:   # a miss the proxy takes to its peers: this connection waits for it
                     self.head_deadline = self.idle_deadline = None
-                    self.asking = self.loop.create_task(self._ask_peers(answer))
+                    self._take_miss(answer)
                 return
             start = end + 4
             self.scanned = 0
@@ -580,22 +584,37 @@ class HitConnection(asyncio.Protocol):
                               "text/plain")
         return True
 
+    def _take_miss(self, miss: _Miss) -> None:
+        """The proxy takes ``miss`` to its peers: without a task when it can (``lean_miss_now``), else in one."""
+        lean_miss_now = self.config.lean_miss_now
+        asking = None
+        if lean_miss_now is not None:
+            asking = lean_miss_now(miss.target, miss.key, miss.headers, lambda outcome: self._asked(miss, outcome))
+        self.asking = asking if asking is not None else self.loop.create_task(self._ask_peers(miss))
+
     async def _ask_peers(self, miss: _Miss) -> None:
-        """The proxy takes ``miss`` to its peers (``lean_miss``); then its remote hit is sent from here, or the
-        connection is handed over (untouched, or with the peers' outcome for the aiohttp path to finish)."""
-        config = self.config
-        outcome = None
         try:
-            outcome = await config.lean_miss(miss.target, miss.key, miss.headers)
-        except Exception:  # a bug: logged; the client gets a 500 and the connection closes
-            log.exception("error asking the peers for %s", miss.target[:200])
+            outcome = await self.config.lean_miss(miss.target, miss.key, miss.headers)
+        except asyncio.CancelledError:
+            self.asking = None
+            raise
+        except Exception as exc:  # a bug: answered with a 500 (_asked)
+            outcome = exc
+        self._asked(miss, outcome)
+
+    def _asked(self, miss: _Miss, outcome) -> None:
+        """The proxy's outcome of ``miss`` (``lean_miss``): its remote hit sent from here, or the connection handed
+        over (untouched, or with the peers' outcome for the aiohttp path to finish); an exception (a bug) is
+        logged, and the client gets a 500 and the connection closes."""
+        config = self.config
+        self.asking = None
+        if isinstance(outcome, Exception):
+            log.error("error asking the peers for %s", miss.target[:200], exc_info=outcome)
             if self.transport is not None:
                 self.transport.write(b"HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n"
                                      b"Content-Length: 0\r\n\r\n")
                 self.transport.close()
             return
-        finally:
-            self.asking = None
         transport = self.transport
         if outcome is None:                  # not taken: aiohttp answers it from the start
             if transport is not None:

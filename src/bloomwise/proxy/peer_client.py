@@ -10,8 +10,9 @@ made in one turn of the event loop leave in one write per connection, and the pe
 answers them in one write too (the lean hit path batches its answers), so at concurrency C the two proxies
 exchange about one segment each way per turn instead of C.
 
-Responses are parsed with httptools as their bytes arrive (an ``asyncio.Protocol`` per connection, no stream
-buffers; ``Content-Length``, chunked or close-delimited bodies), each bounded by ``max_body`` bytes. Failures are
+Responses are read as their bytes arrive (an ``asyncio.Protocol`` per connection, no stream buffers) by the
+compiled :class:`~bloomwise._native.http1.ResponseReader`: one call per response (``Content-Length``, chunked or
+close-delimited bodies), each body bounded by ``max_body`` bytes. Failures are
 :class:`PeerQueryError` (refused connection, garbage, a body over the bound, a peer closing mid-response) or
 ``asyncio.TimeoutError`` (the query alone: the answers behind its own would wait for it, so its connection is
 dropped too, with one loop timer per connection); a failed connection is dropped. A query behind the failed one,
@@ -27,16 +28,12 @@ import asyncio
 from collections import deque
 from urllib.parse import urlsplit
 
-from bloomwise.proxy.http_cache import joined_fields
-
-try:
-    import httptools
-except ImportError:  # the proxy extra installs it; without, peer queries go through aiohttp
-    httptools = None
+from bloomwise._native.http1 import ResponseError, ResponseReader
 
 __all__ = ["AVAILABLE", "PeerConnections", "PeerQueryError", "MAX_PIPELINED", "get_request"]
 
-AVAILABLE = httptools is not None
+#: pipelined peer queries need nothing beyond the compiled core (kept for callers that ask)
+AVAILABLE = True
 #: bytes of response head (status line and headers) accepted at most
 MAX_HEAD_BYTES = 65536
 #: queries in flight on one connection before another connection is opened
@@ -48,36 +45,31 @@ class PeerQueryError(OSError):
 
 
 class _Query:
-    """One query in flight: its request bytes, its response as parsed (status, the header lines as received, then
-    the headers as :func:`~bloomwise.proxy.http_cache.joined_fields` joins them, body pieces) and the future its
-    caller awaits."""
+    """One query in flight: its request bytes, the bound of its body, the future its caller awaits (its result:
+    ``(status, headers, body)``) and its deadline."""
 
-    __slots__ = ("request", "max_body", "waiter", "deadline", "retried", "status", "fields", "headers", "body",
-                 "size", "head_size", "started", "keep_alive", "delimited_by_close")
+    __slots__ = ("request", "max_body", "waiter", "deadline", "retried", "started")
 
     def __init__(self, request: bytes, max_body: int, waiter, deadline: float):
         self.request, self.max_body, self.waiter, self.deadline = request, max_body, waiter, deadline
         self.retried = False
-        self.reset()
+        self.started = False                 # a byte of its response arrived
 
     def reset(self) -> None:
-        self.status, self.fields, self.headers, self.body, self.size, self.head_size = 0, [], {}, [], 0, 0
-        self.started = False                 # a byte of its response arrived
-        self.keep_alive = self.delimited_by_close = None   # known when its headers are complete
+        self.started = False
 
-    def finish(self, error) -> None:
+    def finish(self, error, response=None) -> None:
         waiter = self.waiter
         if not waiter.done():
             if error is None:
-                waiter.set_result((self.status, self.headers, b"".join(self.body)))
+                waiter.set_result(response)
             else:
                 waiter.set_exception(error)
 
 
 class _PeerConnection(asyncio.Protocol):
-    """One connection to a peer: queries written in order (one write per loop turn), responses parsed in order.
-    ``pending[0]`` is the query whose response is being received. The httptools parser's callbacks are this
-    object's ``on_*`` methods; they fill ``pending[0]``."""
+    """One connection to a peer: queries written in order (one write per loop turn), responses read in order.
+    ``pending[0]`` is the query whose response is being received."""
 
     def __init__(self, pool: "PeerConnections"):
         self.pool = pool
@@ -90,8 +82,7 @@ class _PeerConnection(asyncio.Protocol):
         self.pending: deque = deque()
         self.unsent: list = []
         self.flush_scheduled = False
-        self.error = None            # what a callback raised (httptools reports it as a parser error)
-        self.parser = httptools.HttpResponseParser(self)
+        self.reader = ResponseReader(MAX_HEAD_BYTES)
 
     # -- queries --------------------------------------------------------------------------------------------------
     def submit(self, query: _Query) -> None:
@@ -142,13 +133,29 @@ class _PeerConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.ended:
             return
-        if not self.pending:         # bytes no query asked for: the connection cannot be trusted
+        pending, reader = self.pending, self.reader
+        if not pending:              # bytes no query asked for: the connection cannot be trusted
             self.fail(PeerQueryError("the peer sent bytes no query asked for"))
             return
+        reader.feed(data)
         try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self.fail(self.error or PeerQueryError(f"not an HTTP response: {exc}"))
+            while pending:
+                query = pending[0]
+                response = reader.next(query.max_body)
+                if response is None:
+                    query.started = reader.started
+                    return
+                pending.popleft()
+                query.finish(None, response[:3])
+                if not response[3]:      # Connection: close: the queries behind it go to another connection
+                    self.closed = True
+                    self.end(self.pool.requeue)
+                    return
+        except ResponseError as exc:
+            self.fail(PeerQueryError(f"not an HTTP response: {exc}"))
+            return
+        if reader.buffered:
+            self.fail(PeerQueryError("the peer sent a response no query asked for"))
 
     def eof_received(self) -> bool:
         self._ended()
@@ -157,57 +164,19 @@ class _PeerConnection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self._ended()
 
-    # -- httptools callbacks (for pending[0]) ---------------------------------------------------------------------
-    def on_message_begin(self) -> None:
-        if not self.pending:
-            self.error = PeerQueryError("the peer sent a response no query asked for")
-            raise self.error
-        self.pending[0].started = True
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        query = self.pending[0]
-        query.head_size += len(name) + len(value)
-        if query.head_size > MAX_HEAD_BYTES:
-            self.error = PeerQueryError(f"response headers over {MAX_HEAD_BYTES} bytes")
-            raise self.error
-        query.fields.append((name.decode("latin-1"), value.decode("latin-1")))
-
-    def on_headers_complete(self) -> None:
-        query = self.pending[0]
-        query.status = self.parser.get_status_code()
-        query.keep_alive = self.parser.should_keep_alive()
-        query.headers = joined_fields(query.fields)
-        names = {name.lower() for name in query.headers}
-        query.delimited_by_close = "content-length" not in names and "transfer-encoding" not in names
-
-    def on_body(self, chunk: bytes) -> None:
-        query = self.pending[0]
-        query.size += len(chunk)
-        if query.size > query.max_body:
-            self.error = PeerQueryError(f"body over the limit of {query.max_body} bytes")
-            raise self.error
-        query.body.append(chunk)
-
-    def on_message_complete(self) -> None:
-        query = self.pending.popleft()
-        if not query.keep_alive:
-            self.closed = True       # the queries behind it go to another connection
-        query.finish(None)
-        if self.closed:              # an orderly close: the queries behind it were not refused, only not read
-            self.end(self.pool.requeue)
-
     # -- ends -----------------------------------------------------------------------------------------------------
     def _ended(self) -> None:
         """The peer closed the connection: a close-delimited body is complete; any other partial response failed;
         the queries of which nothing came back are sent again (a connection closed while idle)."""
-        if self.pending:
+        if self.pending and not self.ended:
             query = self.pending[0]
-            if query.started:
-                self.pending.popleft()
-                if query.delimited_by_close:
-                    query.finish(None)
-                else:
-                    query.finish(PeerQueryError("the peer closed the connection mid-response"))
+            try:
+                response = self.reader.at_close(query.max_body)
+            except ResponseError as exc:
+                self.pending.popleft().finish(PeerQueryError(str(exc)))
+            else:
+                if response is not None:
+                    self.pending.popleft().finish(None, response[:3])
         self.end(self.pool.resend)
 
     def fail(self, error: BaseException) -> None:
@@ -263,10 +232,15 @@ class PeerConnections:
 
     async def send(self, request: bytes, *, timeout: float, max_body: int):
         """:meth:`query` with the request's bytes made already (:func:`get_request`)."""
+        return await self.submit(request, timeout=timeout, max_body=max_body)
+
+    def submit(self, request: bytes, *, timeout: float, max_body: int) -> asyncio.Future:
+        """Send ``request`` (made by :func:`get_request`): the future of its ``(status, headers, body)``, failed as
+        :meth:`query` fails. Cancelled: its answer, in the pipeline, is read and dropped."""
         loop = self.loop = asyncio.get_running_loop()
         query = _Query(request, max_body, loop.create_future(), loop.time() + timeout)
         self._send(query)
-        return await query.waiter    # cancelled: its answer, in the pipeline, is read and dropped
+        return query.waiter
 
     def _send(self, query: _Query) -> None:
         for connection in self.connections:

@@ -169,6 +169,7 @@ class BloomwiseProxy:
         self.hit_path: Optional[fast_hits.HitPathConfig] = None   # the lean hit path, when it runs
         #: kept-alive connections for peer queries, per peer URL (bloomwise.proxy.peer_client; else aiohttp's)
         self.peer_connections: dict[str, peer_client.PeerConnections] = {}
+        self._peer_query_fields = None   # the header lines of every peer query (made at the first)
         self._access_log = None      # the --access-log file, in Squid's native format
         self._flush_task = None
         self.metrics = ProxyMetrics()
@@ -239,7 +240,8 @@ class BloomwiseProxy:
                 handed_over=aiohttp_connection, header_timeout=self.config.header_timeout,
                 on_header_timeout=self._header_timed_out, idle_timeout=IDLE_CONNECTION_TIMEOUT,
                 log_access=self.log_access if self.config.access_log else None,
-                lean_miss=self.lean_miss if self.config.lean_misses else None, peer_address=self.is_peer_address,
+                lean_miss=self.lean_miss if self.config.lean_misses else None,
+                lean_miss_now=self.lean_miss_now if self.config.lean_misses else None, peer_address=self.is_peer_address,
                 not_cached=(self.not_cached_headers, NOT_CACHED_BODY), drop=self._drop)
         self.config.destinations.add_own_endpoints(s.getsockname()[:2] for s in sockets)
         if not self.config.name:
@@ -721,9 +723,8 @@ class BloomwiseProxy:
         (status, headers, body))`` of the first that has ``url`` (whose authority is ``netloc``, when known), or
         None (each answer is recorded)."""
         node = self.node
-        order = node.route(key)
+        links = self._route(key)
         self.timing["route_seconds"] += time.perf_counter() - started
-        links = [self.links[p] for p in order if p in self.links]
         state = RequestState()
         if node.policy.sequential:  # paradox: one at a time in the optimal order, stop at the first hit
             answers = []
@@ -739,6 +740,10 @@ class BloomwiseProxy:
             if answer is not None:
                 return link, answer
         return None
+
+    def _route(self, key: str) -> list:
+        """The routing decision: the links of the peers to ask for ``key``, in order."""
+        return [self.links[p] for p in self.node.route(key) if p in self.links]
 
     def _remote_hit_headers(self, key: str, method: str, request_headers, link: PeerLink, status: int,
                             reply_headers: dict, body: bytes, forwarded_because: str) -> dict:
@@ -800,6 +805,35 @@ class BloomwiseProxy:
         except BaseException:
             self._end_miss(key, leader, started)
             raise
+        return self._lean_outcome(key, request_headers, hit, leader, started, received)
+
+    def lean_miss_now(self, url: str, key: str, request_headers, done) -> Optional["_LeanQueries"]:
+        """:meth:`lean_miss` without a task, for the common case: the destination's check is remembered, no fetch
+        of ``url`` is in flight, and the routing decision names one peer, or peers asked one at a time. Their
+        queries are then sent from loop callbacks, and ``done(outcome)`` receives what ``lean_miss`` would return
+        (or the exception of a bug). Returns the request's :class:`_LeanQueries` (``cancel()`` drops it: the miss
+        ends, ``done`` is not called), or None when it did not start (nothing counted): then run ``lean_miss``.
+        """
+        received = time.perf_counter()
+        parts = http_cache.absolute_target(url) if self.links and key not in self._in_flight else None
+        if parts is None:
+            return None
+        checked = self.config.destinations.recent_check(parts.hostname, parts.port)
+        if checked is None or checked[0] is not None or self.node.cache.peek(key) is not None:
+            return None
+        started = time.perf_counter()
+        links = self._route(key)
+        if not links or (len(links) > 1 and not self.node.policy.sequential):
+            return None
+        self.timing["route_seconds"] += time.perf_counter() - started
+        self.node.lookup(key)        # counts the request and its local miss, as lean_miss does
+        leader = self._in_flight[key] = asyncio.Event()
+        return _LeanQueries(self, url, key, parts.netloc, request_headers, links, leader, started, received,
+                            done).ask_next()
+
+    def _lean_outcome(self, key: str, request_headers, hit, leader: asyncio.Event, started: float,
+                      received: float) -> LeanMissOutcome:
+        """What :meth:`lean_miss` returns once the peers answered (``hit``: as :meth:`_ask_peers` returns it)."""
         if hit is not None:
             link, (status, reply_headers, body) = hit
             try:
@@ -843,33 +877,40 @@ class BloomwiseProxy:
     async def _ask_peer(self, link: PeerLink, url: str, key: str, state: RequestState, netloc: Optional[str] = None):
         """Ask one peer for ``url`` (whose authority is ``netloc``, when known) with only-if-cached: (status,
         headers, body) on a hit, None otherwise."""
-        import aiohttp
-
         started = time.perf_counter()
-        self.counters["peer_queries_sent"] += 1
-        headers = {"Cache-Control": "only-if-cached", "Via": self._via()}
+        answered = self._peer_query(link, url, urlsplit(url).netloc if netloc is None else netloc)
         try:
-            if peer_client.AVAILABLE:
-                connections = self.peer_connections.get(link.url)
-                if connections is None:
-                    connections = self.peer_connections[link.url] = peer_client.PeerConnections(link.url)
-                if netloc is None:
-                    netloc = urlsplit(url).netloc
-                fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-                request = peer_client.get_request(url, netloc, fields)
-                status, reply_headers, body = await connections.send(
-                    request, timeout=self.config.peer_timeout, max_body=self.config.max_object_size)
-                elapsed = time.perf_counter() - started
-            else:
-                async with self.session.get(url, proxy=link.url, headers=headers,
-                                            timeout=aiohttp.ClientTimeout(total=self.config.peer_timeout)) as reply:
-                    body = await _read_body(reply, self.config.max_object_size)
-                    elapsed = time.perf_counter() - started
-                    status, reply_headers = reply.status, http_cache.joined_fields(reply.headers)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, PeerFailure) as exc:
+            await answered
+        except PEER_QUERY_FAILURES:
+            pass                     # recorded by _peer_answer
+        return self._peer_answer(link, key, state, started, answered)
+
+    def _peer_query(self, link: PeerLink, url: str, netloc: str) -> asyncio.Future:
+        """Send ``GET url`` (whose authority is ``netloc``) to one peer with only-if-cached, on its pipelined
+        connections: the future of its ``(status, headers, body)``."""
+        self.counters["peer_queries_sent"] += 1
+        connections = self.peer_connections.get(link.url)
+        if connections is None:
+            connections = self.peer_connections[link.url] = peer_client.PeerConnections(link.url)
+        fields = self._peer_query_fields
+        if fields is None:
+            fields = self._peer_query_fields = f"Cache-Control: only-if-cached\r\nVia: {self._via()}\r\n"
+        return connections.submit(peer_client.get_request(url, netloc, fields), timeout=self.config.peer_timeout,
+                                  max_body=self.config.max_object_size)
+
+    def _peer_answer(self, link: PeerLink, key: str, state: RequestState, started: float,
+                     answered: asyncio.Future) -> Optional[tuple]:
+        """Record the answer to a query that :meth:`_peer_query` sent at ``started`` (``answered``, done): the
+        peer's health, round-trip time and the node's count. (status, headers, body) on a hit, None otherwise."""
+        error = answered.exception()
+        if error is not None:
+            if not isinstance(error, PEER_QUERY_FAILURES):
+                raise error
             self.counters["peer_failures"] += 1
-            link.note_failure(f"query: {type(exc).__name__}: {exc}".rstrip(": "))
+            link.note_failure(f"query: {type(error).__name__}: {error}".rstrip(": "))
             return None
+        elapsed = time.perf_counter() - started
+        status, reply_headers, body = answered.result()
         link.note_rtt(elapsed)
         self.metrics.observe("peer_query", elapsed)
         if status == 200:
@@ -1117,6 +1158,56 @@ async def _read_body(reply, limit: int, *, strict: bool = True):
     if length is not None and len(body) != length:
         raise ValueError(f"body of {len(body)} bytes, Content-Length said {length}")
     return body if strict else (body, True)
+
+
+#: how a peer query fails (the peer is marked, the next peer or the origin is asked)
+PEER_QUERY_FAILURES = (asyncio.TimeoutError, OSError, ValueError, PeerFailure)
+
+
+class _LeanQueries:
+    """The peer queries of one lean miss started by :meth:`BloomwiseProxy.lean_miss_now`: the peers ``links``
+    asked one at a time from loop callbacks, until one has the document; then ``done(outcome)``."""
+
+    __slots__ = ("proxy", "url", "key", "netloc", "request_headers", "links", "leader", "started", "received",
+                 "done", "state", "asked", "asked_at", "answered")
+
+    def __init__(self, proxy: "BloomwiseProxy", url: str, key: str, netloc: str, request_headers, links: list,
+                 leader: asyncio.Event, started: float, received: float, done):
+        self.proxy, self.url, self.key, self.netloc, self.request_headers = proxy, url, key, netloc, request_headers
+        self.links, self.leader, self.started, self.received, self.done = links, leader, started, received, done
+        self.state = RequestState()
+        self.asked = -1              # the index in links of the peer asked last
+        self.asked_at = 0.0
+        self.answered = None         # the future of its answer
+
+    def ask_next(self) -> "_LeanQueries":
+        self.asked += 1
+        self.asked_at = time.perf_counter()
+        self.answered = self.proxy._peer_query(self.links[self.asked], self.url, self.netloc)
+        self.answered.add_done_callback(self._on_answer)
+        return self
+
+    def cancel(self) -> None:
+        """The client went away: the query in flight is dropped (its answer, when it comes, is not read)."""
+        self.answered.cancel()
+
+    def _on_answer(self, answered: asyncio.Future) -> None:
+        proxy = self.proxy
+        if answered.cancelled():
+            proxy._end_miss(self.key, self.leader, self.started)
+            return
+        try:
+            link = self.links[self.asked]
+            reply = proxy._peer_answer(link, self.key, self.state, self.asked_at, answered)
+            if reply is None and self.asked + 1 < len(self.links):
+                self.ask_next()
+                return
+            outcome = proxy._lean_outcome(self.key, self.request_headers, None if reply is None else (link, reply),
+                                          self.leader, self.started, self.received)
+        except Exception as exc:     # a bug: the miss ends; the lean path answers 500
+            proxy._end_miss(self.key, self.leader, self.started)
+            outcome = exc
+        self.done(outcome)
 
 
 try:  # a request's access-log fields: [Squid result code, hierarchy/peer]
