@@ -431,3 +431,47 @@ def test_a_reply_that_says_private_in_any_of_its_cache_control_fields_is_not_sto
             assert peer.queries == {origin.url + "/doc/5": 1}
 
     run(scenario())
+
+
+def test_a_paradox_miss_asks_its_peers_in_turn_from_callbacks_without_a_task(monkeypatch):
+    """lean_miss_now: one peer at a time (the paradox policy), the next asked from the first's answer, no task."""
+    async def no_task(self, miss):
+        raise AssertionError("the lean miss went through lean_miss in a task")
+
+    async def scenario():
+        path = "/doc/9"
+        async with asker_with_scripted_peer("miss", [path], policy="paradox") as (origin, asker, session, first):
+            async with scripted_peer_of(asker, "miss", [f"GET {origin.url}{path}"]) as second:
+                await get_checked(session, asker.url, origin, "/doc/1")   # the origin's address checked once
+                monkeypatch.setattr(fast_hits.HitConnection, "_ask_peers", no_task)
+                [(head, body)] = await exchange(asker.config.port, get_line(origin.url + path), 1)
+                assert x_cache(head) == "MISS" and body == document_body(path, origin.mean_size)
+                assert first.queries[origin.url + path] == second.queries[origin.url + path] == 1  # in turn, once
+                stats = asker.stats()
+                assert (stats["peer_queries_sent"], stats["false_hits"], stats["origin_fetches"]) == (2, 2, 2)
+                assert stats["requests"] == stats["requests_total"] == 2 and stats["timing"]["misses"] == 2
+                assert asker.fetches_in_flight == 0
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_a_bug_on_a_lean_remote_hit_is_a_500_and_ends_the_miss(checked, monkeypatch):
+    """In a task (the destination not checked yet: lean_miss) and from callbacks (checked: lean_miss_now)."""
+    async def scenario():
+        async with asker_with_scripted_peer("split-cc", ["/doc/4"]) as (origin, asker, session, peer):
+            if checked:
+                await get_checked(session, asker.url, origin, "/doc/1")
+
+            def broken(*args, **kwargs):
+                raise RuntimeError("a bug in the remote hit")
+
+            monkeypatch.setattr(asker, "_lean_remote_hit", broken)
+            reader, writer = await asyncio.open_connection("127.0.0.1", asker.config.port)
+            writer.write(get_line(origin.url + "/doc/4"))
+            head = await asyncio.wait_for(reader.read(), 5)          # answered, then closed
+            writer.close()
+            assert head.startswith(b"HTTP/1.1 500 ") and b"Connection: close" in head
+            assert asker.fetches_in_flight == 0 and asker.stats()["timing"]["misses"] == 1 + checked
+
+    run(scenario())

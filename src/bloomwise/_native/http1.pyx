@@ -227,6 +227,8 @@ cdef class ResponseReader:
         if had == 0:
             end = self._end_of(p, start, n, start)
             if end >= 0:
+                if end - start > limit:
+                    self._over_limit()
                 self._complete(p + start, end - start)
                 return end - start
             if n - start > limit:

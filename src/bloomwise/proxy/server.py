@@ -1204,8 +1204,9 @@ class _LeanQueries:
                 return
             outcome = proxy._lean_outcome(self.key, self.request_headers, None if reply is None else (link, reply),
                                           self.leader, self.started, self.received)
-        except Exception as exc:     # a bug: the miss ends; the lean path answers 500
-            proxy._end_miss(self.key, self.leader, self.started)
+        except Exception as exc:     # a bug: the miss ends (once); the lean path answers 500
+            if not self.leader.is_set():
+                proxy._end_miss(self.key, self.leader, self.started)
             outcome = exc
         self.done(outcome)
 
