@@ -124,11 +124,20 @@ def cache_control(headers: Mapping[str, str]) -> dict:
     """
     out = {}
     for values in _field_lines(headers, "Cache-Control"):
-        for part in values.split(","):
-            name, sep, value = part.strip().partition("=")
-            if name:
-                out[name.strip().lower()] = value.strip().strip('"') if sep else None
+        out.update(_directives(values))
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _directives(line: str) -> tuple:
+    """One Cache-Control field line's directives, as (name in lower case, value or None) pairs (the same few lines
+    come again and again: parsed once)."""
+    out = []
+    for part in line.split(","):
+        name, sep, value = part.strip().partition("=")
+        if name:
+            out.append((name.strip().lower(), value.strip().strip('"') if sep else None))
+    return tuple(out)
 
 
 def only_if_cached(headers: Mapping[str, str]) -> bool:
