@@ -188,3 +188,78 @@ def test_buffered_counts_the_bytes_after_the_last_response():
     reader.feed(b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 2")
     assert reader.next(0) == (204, {}, b"", True)
     assert reader.buffered == len(b"HTTP/1.1 2")
+
+
+# -- plain_get: the lean hit path's request heads ---------------------------------------------------------------------
+
+from bloomwise._native.http1 import plain_get  # noqa: E402
+
+TARGET = "http://origin.test:8080/doc/1?x=%20y#f"
+
+
+def get_head(*lines, target=TARGET, start="GET {} HTTP/1.1"):
+    return (start.format(target) + "\r\n" + "".join(f"{line}\r\n" for line in lines) + "\r\n").encode("latin-1")
+
+
+def test_a_plain_get_gives_its_target_and_the_fields_the_lean_path_reads():
+    head = get_head("Host: origin.test:8080", "cache-control:  no-store ", "User-Agent: wrk", "VIA: 1.1 a",
+                    "Cache-Control: max-age=5", "Authorization: Basic eA==", "via: 1.1 b", "authorization: second",
+                    "Content-Length: 0")
+    assert plain_get(head) == (TARGET.encode(), b"no-store,max-age=5", b"1.1 a,1.1 b", b"Basic eA==")
+    assert plain_get(get_head()) == (TARGET.encode(), None, None, None)
+
+
+@pytest.mark.parametrize("head", [
+    get_head(start="POST {} HTTP/1.1"), get_head(start="get {} HTTP/1.1"), get_head(start="GET {} HTTP/1.0"),
+    get_head(start="GET  {} HTTP/1.1"), get_head(target="/doc/1"), get_head(target="https://origin.test/"),
+    get_head(target='http://o.test/"q"'), get_head(target="http://o.test/<a>"), get_head(target="http://o.test/\x80"),
+    get_head("Content-Length: 5"), get_head("Content-Length: 00"), get_head("Content-Length: 0", "Content-Length: 0"), get_head("Transfer-Encoding: chunked"),
+    get_head("Connection: close"), get_head("connection: keep-alive"), get_head("Expect: 100-continue"),
+    get_head("Pragma: no-cache"), get_head("Upgrade: websocket"), get_head("Proxy-Connection: keep-alive"),
+    get_head("Keep-Alive: timeout=5"), get_head("TE: trailers"), get_head("Bad Name: x"), get_head(": x"),
+    get_head("X-A: a\x01b"), get_head("X-A: a", " folded"), get_head("NoColon"),
+    get_head("X-A: a").replace(b"X-A: a\r\n", b"X-A: a\n"), get_head()[:-2],
+])
+def test_anything_else_is_left_to_aiohttp(head):
+    assert plain_get(head) is None
+
+
+FIELD_NAME = st.sampled_from(["Host", "User-Agent", "Accept", "Cache-Control", "cache-control", "Via", "VIA",
+                              "Authorization", "X-Trace", "Content-Length"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(FIELD_NAME, VALUE.filter(lambda v: "\x7f" not in v)), max_size=8),
+       st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'()*+,;=%", max_size=40))
+def test_plain_get_reads_as_a_reference_reader_and_only_what_httptools_reads_as_a_kept_alive_get(fields, path):
+    fields = [(n, "0" if n == "Content-Length" else v) for n, v in fields]
+    target = "http://h.test/" + path
+    head = get_head(*(f"{n}: {v}" for n, v in fields), target=target)
+    if sum(n == "Content-Length" for n, _ in fields) > 1:   # llhttp refuses it: aiohttp's to answer
+        assert plain_get(head) is None
+        return
+    joined = {}
+    for name, value in fields:
+        lower = name.lower()
+        if lower in ("cache-control", "via"):
+            joined[lower] = value if lower not in joined else joined[lower] + "," + value
+        elif lower == "authorization":
+            joined.setdefault(lower, value)
+    expected = (target.encode(), *(joined[n].encode("latin-1") if n in joined else None
+                                   for n in ("cache-control", "via", "authorization")))
+    assert plain_get(head) == expected
+    if httptools is not None:
+        class Sink:
+            url, done = b"", False
+
+            def on_url(self, url):
+                self.url += url
+
+            def on_message_complete(self):
+                self.done = True
+
+        sink = Sink()
+        parser = httptools.HttpRequestParser(sink)
+        parser.feed_data(head)
+        assert (sink.done, sink.url, parser.get_method(), parser.get_http_version(), parser.should_keep_alive()) \
+            == (True, target.encode(), b"GET", "1.1", True)

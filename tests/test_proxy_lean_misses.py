@@ -17,12 +17,11 @@ from proxy_support import (config, eventually, exchange, get_checked, get_line, 
                            origin_served, read_response, run, summary_settled)
 from bloomwise.cache import DocumentCache, SummaryPublisher
 from bloomwise.cli import proxy as proxy_cli
-from bloomwise.proxy import fast_hits, peer_client
+from bloomwise.proxy import fast_hits
 from bloomwise.proxy.access import ClientPolicy
 from bloomwise.proxy.origin import document_body
 from bloomwise.proxy.peers import SUMMARY_CONTENT_TYPE
 
-pytestmark = pytest.mark.skipif(not fast_hits.AVAILABLE, reason="the lean path needs httptools (proxy extra)")
 
 CONCURRENCY = 32
 

@@ -9,7 +9,6 @@ from proxy_support import config, get_checked, origin_and_proxies, run, summary_
 from bloomwise.proxy import http_cache, peer_client
 from bloomwise.proxy.peer_client import PeerConnections, PeerQueryError
 
-pytestmark = pytest.mark.skipif(not peer_client.AVAILABLE, reason="the peer client needs httptools (proxy extra)")
 
 
 def test_remote_hits_reuse_one_connection_to_the_peer():

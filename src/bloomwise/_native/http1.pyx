@@ -418,3 +418,94 @@ cdef class ResponseReader:
         self.state = BODY_CLOSE
         self.delimited_by_close = True
         self.keep_alive = False
+
+
+# -- requests: the lean hit path's plain GET -------------------------------------------------------------------------
+
+cdef bint[256] URI_BYTE
+for _c in range(256):
+    URI_BYTE[_c] = (48 <= _c <= 57 or 65 <= _c <= 90 or 97 <= _c <= 122
+                    or _c in b"-._~:/?#[]@!$&'()*+,;=%")
+
+
+cdef inline bint name_is(const char* p, Py_ssize_t n, const char* lower) nogil:
+    """``p[:n]`` is the lower-case NUL-terminated ``lower``, ignoring ASCII case."""
+    cdef Py_ssize_t i
+    cdef char c
+    for i in range(n):
+        c = p[i]
+        if c'A' <= c <= c'Z':
+            c = c + 32
+        if lower[i] == 0 or c != lower[i]:
+            return False
+    return lower[n] == 0
+
+
+cdef inline bytes joined(object before, const char* p, Py_ssize_t start, Py_ssize_t end):
+    value = PyBytes_FromStringAndSize(p + start, end - start)
+    return value if before is None else before + b"," + value
+
+
+def plain_get(bytes head):
+    """A request head (its bytes up to and including the blank line) that is a plain ``GET http://... HTTP/1.1``:
+    ``(target, cache_control, via, authorization)``, the header values as bytes without the whitespace around them
+    (None when absent; repeated Cache-Control and Via fields joined with ","; the first Authorization). None for
+    anything else, which a general parser decides: another method or version; a target that is not absolute
+    ``http://`` or holds a byte RFC 3986 does not; a body (Content-Length but 0, or twice); Connection, Expect, Pragma,
+    Upgrade, Proxy-Connection, Transfer-Encoding, Keep-Alive or TE; a line not ending in CRLF, obsolete folding,
+    a header name that is not a token or a value with a control character."""
+    cdef const char* p = PyBytes_AS_STRING(head)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(head), i, e, colon, vs, ve, k
+    cdef Py_ssize_t target_end
+    cdef bint seen_length = False
+    cache_control = via = authorization = None
+    if n < 4 or p[n - 4] != c'\r' or p[n - 3] != c'\n' or p[n - 2] != c'\r' or p[n - 1] != c'\n':
+        return None
+    if n < 11 or p[0] != c'G' or p[1] != c'E' or p[2] != c'T' or p[3] != c' ' or p[4] != c'h' or p[5] != c't' \
+            or p[6] != c't' or p[7] != c'p' or p[8] != c':' or p[9] != c'/' or p[10] != c'/':
+        return None
+    i = 4
+    while i < n and URI_BYTE[<unsigned char>p[i]]:
+        i += 1
+    target_end = i
+    if n - i < 11 or p[i] != c' ' or p[i + 1] != c'H' or p[i + 2] != c'T' or p[i + 3] != c'T' or p[i + 4] != c'P' \
+            or p[i + 5] != c'/' or p[i + 6] != c'1' or p[i + 7] != c'.' or p[i + 8] != c'1' or p[i + 9] != c'\r' \
+            or p[i + 10] != c'\n':
+        return None
+    i += 11
+    while i < n - 2:                                 # header lines, up to the blank one
+        e = line_end(p, i, n)
+        if e < 0 or p[e - 1] != c'\r':
+            return None
+        colon = i
+        while colon < e and TCHAR[<unsigned char>p[colon]]:
+            colon += 1
+        if colon == i or p[colon] != c':':
+            return None
+        vs = colon + 1
+        ve = e - 1
+        for k in range(vs, ve):
+            if not FIELD_BYTE[<unsigned char>p[k]]:
+                return None
+        while vs < ve and is_ows(p[vs]):
+            vs += 1
+        while ve > vs and is_ows(p[ve - 1]):
+            ve -= 1
+        if name_is(p + i, colon - i, "cache-control"):
+            cache_control = joined(cache_control, p, vs, ve)
+        elif name_is(p + i, colon - i, "via"):
+            via = joined(via, p, vs, ve)
+        elif name_is(p + i, colon - i, "authorization"):
+            if authorization is None:
+                authorization = PyBytes_FromStringAndSize(p + vs, ve - vs)
+        elif name_is(p + i, colon - i, "content-length"):
+            if ve - vs != 1 or p[vs] != c'0' or seen_length:   # a body, or a repeated length: aiohttp's
+                return None
+            seen_length = True
+        elif (name_is(p + i, colon - i, "connection") or name_is(p + i, colon - i, "expect")
+              or name_is(p + i, colon - i, "pragma") or name_is(p + i, colon - i, "upgrade")
+              or name_is(p + i, colon - i, "proxy-connection") or name_is(p + i, colon - i, "transfer-encoding")
+              or name_is(p + i, colon - i, "keep-alive") or name_is(p + i, colon - i, "te")):
+            return None
+        i = e + 1
+    return PyBytes_FromStringAndSize(p + 4, target_end - 4), cache_control, via, authorization

@@ -92,8 +92,7 @@ def add_proxy_options(parser: argparse.ArgumentParser, *, listen: bool = True) -
                         help="omega, the cost of an origin fetch in milliseconds (peers cost their measured "
                              "round-trip time; default 100)")
     parser.add_argument("--no-fast-hits", dest="fast_hits", action="store_false",
-                        help="answer fresh hits with aiohttp too, not with the lean hit path (to compare; the lean "
-                             "path needs httptools)")
+                        help="answer fresh hits with aiohttp too, not with the lean hit path (to compare)")
     parser.add_argument("--no-lean-misses", dest="lean_misses", action="store_false",
                         help="leave misses to aiohttp: the lean path then does not ask the peers itself nor send their "
                              "remote hits (to compare)")

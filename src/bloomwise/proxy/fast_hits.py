@@ -4,7 +4,8 @@ aiohttp's server costs about 100 us of Python per request (request object, heade
 header serialisation), which caps a one-process proxy near Squid's memory-hit rate on a 2-core machine. A hit needs
 none of it: the response is the stored document with a few per-hit fields. :class:`HitConnection` is the
 ``asyncio.Protocol`` of every client connection; it splits the byte stream into request heads (``\\r\\n\\r\\n``),
-parses each with httptools (llhttp, the parser of Node.js), and answers by itself only when all of these hold:
+reads each with the compiled :func:`~bloomwise._native.http1.plain_get` (one call per head: a plain ``GET`` or
+not), and answers by itself only when all of these hold:
 
 - the client may use the proxy (``--allow-clients``), or it is a configured peer and the request is its query;
 - ``GET http://...`` HTTP/1.1, kept alive, no body, no ``Connection``/``Expect``/``Pragma`` header, a
@@ -54,13 +55,9 @@ from email.utils import formatdate
 from http import HTTPStatus
 from typing import Callable, Optional, Union
 
+from bloomwise._native.http1 import plain_get
 from bloomwise.cache.traces import request_key
 from bloomwise.proxy import http_cache
-
-try:
-    import httptools
-except ImportError:  # the proxy extra installs it; without, every request goes to aiohttp
-    httptools = None
 
 try:
     from aiohttp.http import SERVER_SOFTWARE
@@ -68,13 +65,11 @@ try:
 except ImportError:  # the proxy needs aiohttp anyway: this module is used only with it
     SERVER_SOFTWARE, CIMultiDict = None, None
 
-__all__ = ["AVAILABLE", "HitPathConfig", "HitConnection", "PreparedHit", "MAX_HEAD_BYTES", "serialisable_headers",
+__all__ = ["HitPathConfig", "HitConnection", "PreparedHit", "MAX_HEAD_BYTES", "serialisable_headers",
            "response_head", "LeanAnswer", "PeersAsked", "LeanMissOutcome"]
 
 log = logging.getLogger("bloomwise.proxy")
 
-#: httptools (and aiohttp) importable: the lean hit path can run
-AVAILABLE = httptools is not None and CIMultiDict is not None
 #: a request head longer than this without its blank line goes to aiohttp, which applies its own limits
 MAX_HEAD_BYTES = 16384
 #: request headers that send a request to aiohttp (lower case); Cache-Control and Via are checked by value
@@ -309,49 +304,29 @@ class HitPathConfig:
             connection.close()
 
 
-class _Head:
-    """The parts of one request head the hit path looks at (httptools callbacks)."""
+@functools.lru_cache(maxsize=256)
+def _cache_control_kind(value: bytes) -> str:
+    """What a request's Cache-Control (its fields joined) makes of it on the lean path: ``"peer query"`` (exactly
+    ``only-if-cached``), ``"miss"`` (the cache may answer it, e.g. ``no-store``: a hit goes to aiohttp, a miss to the
+    peers) or ``"aiohttp"`` (anything else: ``no-cache``, ``max-age=0``, ``only-if-cached`` among others)."""
+    directives = value.strip().lower()
+    if directives == b"only-if-cached":
+        return "peer query"
+    if b"only-if-cached" in directives or not http_cache.request_may_use_cache(
+            "GET", {"Cache-Control": directives.decode("latin-1")}):
+        return "aiohttp"
+    return "miss"
 
-    __slots__ = ("url", "complete", "cache_control", "via", "other", "authorization")
 
-    def __init__(self):
-        self.reset()
-
-    def reset(self) -> None:
-        self.url = b""
-        self.complete = False
-        self.cache_control = None
-        self.via = None
-        self.other = False   # a header that sends the request to aiohttp
-        self.authorization = None
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        name = name.lower()
-        if name == b"cache-control":
-            self.cache_control = value if self.cache_control is None else self.cache_control + b"," + value
-        elif name == b"via":
-            self.via = value if self.via is None else self.via + b"," + value
-        elif name == b"authorization":
-            if self.authorization is None:
-                self.authorization = value
-        elif name in _HANDED_OVER_HEADERS or (name == b"content-length" and value.strip() != b"0"):
-            self.other = True
-
-    def on_message_complete(self) -> None:
-        self.complete = True
-
-    def storing_headers(self) -> dict:
-        """The request headers the storing rules read (http_cache.request_allows_storing): Cache-Control (every
-        field of it, joined) and Authorization."""
-        headers = {}
-        if self.cache_control is not None:
-            headers["Cache-Control"] = self.cache_control.decode("latin-1")
-        if self.authorization is not None:
-            headers["Authorization"] = self.authorization.decode("latin-1")
-        return headers
+def storing_headers(cache_control: Optional[bytes], authorization: Optional[bytes]) -> dict:
+    """The request headers the storing rules read (http_cache.request_allows_storing): Cache-Control (every field
+    of it, joined) and Authorization."""
+    headers = {}
+    if cache_control is not None:
+        headers["Cache-Control"] = cache_control.decode("latin-1")
+    if authorization is not None:
+        headers["Authorization"] = authorization.decode("latin-1")
+    return headers
 
 
 class _Miss:
@@ -390,8 +365,6 @@ class HitConnection(asyncio.Protocol):
         self.held = False               # reading paused: too much buffered while the peers were asked
         self.out = []                   # answers not yet written (one write per batch of pipelined requests)
         self.out_bytes = 0
-        self.head = _Head()                                   # one parser per connection: a head without a
-        self.parser = httptools.HttpRequestParser(self.head)  # body completes its message and resets it
 
     # -- asyncio.Protocol -----------------------------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -496,37 +469,27 @@ class HitConnection(asyncio.Protocol):
         """Answer one request head if it is a fresh hit (True, the answer batched in ``out``); a :class:`_Miss`
         when it is a plain miss the proxy's ``lean_miss`` may take; False (nothing sent) otherwise."""
         started = time.perf_counter()
-        head, parser = self.head, self.parser
-        head.reset()
-        try:
-            parser.feed_data(head_bytes)
-        except (httptools.HttpParserError, httptools.HttpParserUpgrade):  # CONNECT, Upgrade: aiohttp's
+        plain = plain_get(head_bytes)
+        if plain is None:            # not a plain GET http://...: aiohttp's
             return False
-        if (not head.complete or head.other or parser.get_method() != b"GET" or parser.get_http_version() != "1.1"
-                or not parser.should_keep_alive() or not head.url.startswith(b"http://")):
-            return False
+        url, cache_control, via, authorization = plain
         config = self.config
         peer_query = False
         may_hit = True          # False: a request that the aiohttp path answers if a copy is stored
-        if head.cache_control is not None:
-            directives = head.cache_control.strip().lower()
-            if directives == b"only-if-cached":
+        if cache_control is not None:
+            kind = _cache_control_kind(cache_control)
+            if kind == "peer query":
                 peer_query = True
-            elif config.lean_miss is None or not http_cache.request_may_use_cache(
-                    "GET", {"Cache-Control": directives.decode("latin-1")}) or b"only-if-cached" in directives:
+            elif kind == "aiohttp" or config.lean_miss is None:
                 return False
             else:
                 may_hit = False
         if not self.allowed and not (peer_query and config.peer_address is not None
                                      and config.peer_address(self.client)):
             return False            # only a configured peer's queries, from a client not allowed (as aiohttp's path)
-        if head.via is not None and (config.own_url.encode() in head.via
-                                     or f"bloomwise-{config.own_port}".encode() in head.via):
+        if via is not None and (config.own_url.encode() in via or f"bloomwise-{config.own_port}".encode() in via):
             return False
-        try:
-            target = head.url.decode("ascii")
-        except UnicodeDecodeError:
-            return False
+        target = url.decode("ascii")
         key = request_key("GET", target)
         node = config.node
         doc = node.cache.peek(key)
@@ -535,7 +498,7 @@ class HitConnection(asyncio.Protocol):
                 return self._not_cached(key, target, started, stale=False)
             if peer_query or config.lean_miss is None or not config.serves_target(target):
                 return False
-            return _Miss(target, key, head.storing_headers(), len(head_bytes))
+            return _Miss(target, key, storing_headers(cache_control, authorization), len(head_bytes))
         if not may_hit:
             return False
         now = time.time()

@@ -150,7 +150,6 @@ async def run_origin(num_documents: int, mean_size: int, host: str, port: int,
 def main(argv=None) -> int:
     """``python -m bloomwise.proxy.origin --listen 127.0.0.1:0 --documents D``: prints the URL, serves."""
     import argparse
-    import sys
 
     parser = argparse.ArgumentParser(prog="python -m bloomwise.proxy.origin", description=__doc__.split("\n")[0])
     parser.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (port 0: any free port)")

@@ -30,10 +30,8 @@ from urllib.parse import urlsplit
 
 from bloomwise._native.http1 import ResponseError, ResponseReader
 
-__all__ = ["AVAILABLE", "PeerConnections", "PeerQueryError", "MAX_PIPELINED", "get_request"]
+__all__ = ["PeerConnections", "PeerQueryError", "MAX_PIPELINED", "get_request"]
 
-#: pipelined peer queries need nothing beyond the compiled core (kept for callers that ask)
-AVAILABLE = True
 #: bytes of response head (status line and headers) accepted at most
 MAX_HEAD_BYTES = 65536
 #: queries in flight on one connection before another connection is opened

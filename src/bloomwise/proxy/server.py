@@ -45,7 +45,6 @@ import asyncio
 import json
 import logging
 import re
-import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -107,7 +106,7 @@ class ProxyConfig:
     #: link-local and metadata addresses): bloomwise.proxy.access
     clients: Optional[ClientPolicy] = None
     destinations: Optional[DestinationPolicy] = None
-    #: fresh hits answered by the lean hit path (bloomwise.proxy.fast_hits; needs httptools), not by aiohttp
+    #: fresh hits answered by the lean hit path (bloomwise.proxy.fast_hits), not by aiohttp
     fast_hits: bool = True
     #: with fast_hits, plain misses routed to a peer are asked by the lean path too, which answers remote hits
     #: itself (BloomwiseProxy.lean_miss); False: the lean path hands every miss to aiohttp
@@ -224,10 +223,7 @@ class BloomwiseProxy:
         def hit_path_connection():  # fresh hits answered there, every other request handed to aiohttp
             return fast_hits.HitConnection(self.hit_path)
 
-        lean = self.config.fast_hits and fast_hits.AVAILABLE
-        if self.config.fast_hits and not lean:
-            log.info("httptools is not installed: every request goes through aiohttp (pip install "
-                     "'bloomwise[proxy]' for the lean hit path)")
+        lean = self.config.fast_hits
         self._listener = await asyncio.get_running_loop().create_server(
             hit_path_connection if lean else aiohttp_connection, self.config.host, self.config.port,
             reuse_address=True, backlog=1024)
@@ -658,10 +654,10 @@ class BloomwiseProxy:
                 return response
             leader = None      # its answer could not be shared: this request fetches its own
         else:
-            leader = self._in_flight[key] = asyncio.Event()
+            leader = self._in_flight[key] = FetchInFlight()
         return await self._lead_miss(request, url, key, leader, time.perf_counter(), forwarded_because)
 
-    async def _lead_miss(self, request, url: str, key: str, leader: Optional[asyncio.Event], started: float,
+    async def _lead_miss(self, request, url: str, key: str, leader: Optional[FetchInFlight], started: float,
                          forwarded_because: str, peers_asked: Optional[PeersAsked] = None):
         """A miss from ``started`` to its end (timed; ``leader``, the collapsed-forwarding event, set at the end)."""
         try:
@@ -672,7 +668,7 @@ class BloomwiseProxy:
             else:
                 self._end_miss(key, leader, started)
 
-    def _end_miss(self, key: str, leader: Optional[asyncio.Event], started: float) -> None:
+    def _end_miss(self, key: str, leader: Optional[FetchInFlight], started: float) -> None:
         timing = self.timing
         timing["misses"] += 1
         timing["miss_seconds"] += time.perf_counter() - started
@@ -681,7 +677,7 @@ class BloomwiseProxy:
                 del self._in_flight[key]
             leader.set()
 
-    async def _follow(self, request, key: str, leader: asyncio.Event):
+    async def _follow(self, request, key: str, leader: FetchInFlight):
         """A miss for a URL another request is fetching: its stored answer when it comes (counted as collapsed),
         or None when it was not stored (uncacheable, too large, failed): then this request fetches on its own."""
         doc = await self._followed_document(key, leader)
@@ -690,7 +686,7 @@ class BloomwiseProxy:
         _log_as(request, "TCP_CF_MISS")
         return self._respond_document(doc, "MISS", COLLAPSED_STATUS)
 
-    async def _followed_document(self, key: str, leader: asyncio.Event):
+    async def _followed_document(self, key: str, leader: FetchInFlight):
         """The document the leader of ``key``'s fetch stored, fresh (counted as a collapsed request), or None."""
         try:
             await asyncio.wait_for(leader.wait(), self.config.origin_timeout + self.config.peer_timeout)
@@ -798,7 +794,7 @@ class BloomwiseProxy:
                 return PeersAsked(key, None, None, time.perf_counter(), received, None, collapsed=doc)
             leader = None            # its answer could not be shared: this request fetches its own
         else:
-            leader = self._in_flight[key] = asyncio.Event()
+            leader = self._in_flight[key] = FetchInFlight()
         started = time.perf_counter()
         try:
             hit = await self._ask_peers(url, key, started, parts.netloc)
@@ -827,11 +823,11 @@ class BloomwiseProxy:
             return None
         self.timing["route_seconds"] += time.perf_counter() - started
         self.node.lookup(key)        # counts the request and its local miss, as lean_miss does
-        leader = self._in_flight[key] = asyncio.Event()
+        leader = self._in_flight[key] = FetchInFlight()
         return _LeanQueries(self, url, key, parts.netloc, request_headers, links, leader, started, received,
                             done).ask_next()
 
-    def _lean_outcome(self, key: str, request_headers, hit, leader: asyncio.Event, started: float,
+    def _lean_outcome(self, key: str, request_headers, hit, leader: FetchInFlight, started: float,
                       received: float) -> LeanMissOutcome:
         """What :meth:`lean_miss` returns once the peers answered (``hit``: as :meth:`_ask_peers` returns it)."""
         if hit is not None:
@@ -1160,6 +1156,32 @@ async def _read_body(reply, limit: int, *, strict: bool = True):
     return body if strict else (body, True)
 
 
+class FetchInFlight:
+    """The collapsed-forwarding mark of a URL being fetched (``BloomwiseProxy._in_flight``): the requests that
+    follow its leader ``wait()`` until the leader's miss ends (``set()``). An ``asyncio.Event`` with the event made
+    only when a follower waits: most fetches have none."""
+
+    __slots__ = ("_done", "_event")
+
+    def __init__(self):
+        self._done = False
+        self._event = None
+
+    def is_set(self) -> bool:
+        return self._done
+
+    def set(self) -> None:
+        self._done = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        if not self._done:
+            if self._event is None:
+                self._event = asyncio.Event()
+            await self._event.wait()
+
+
 #: how a peer query fails (the peer is marked, the next peer or the origin is asked)
 PEER_QUERY_FAILURES = (asyncio.TimeoutError, OSError, ValueError, PeerFailure)
 
@@ -1172,7 +1194,7 @@ class _LeanQueries:
                  "done", "state", "asked", "asked_at", "answered")
 
     def __init__(self, proxy: "BloomwiseProxy", url: str, key: str, netloc: str, request_headers, links: list,
-                 leader: asyncio.Event, started: float, received: float, done):
+                 leader: FetchInFlight, started: float, received: float, done):
         self.proxy, self.url, self.key, self.netloc, self.request_headers = proxy, url, key, netloc, request_headers
         self.links, self.leader, self.started, self.received, self.done = links, leader, started, received, done
         self.state = RequestState()
