@@ -1,5 +1,7 @@
 # cython: language_level=3
-"""HTTP/1.1 responses read off a byte stream (RFC 9112), for the proxy's peer queries (bloomwise.proxy.peer_client).
+"""HTTP/1.1 for the proxy's hot paths (RFC 9112): responses read off a byte stream (the peer queries of
+bloomwise.proxy.peer_client), and the plain ``GET`` request heads the lean hit path answers itself
+(:func:`plain_get`, for bloomwise.proxy.fast_hits).
 
 A :class:`ResponseReader` is fed the bytes of one connection as they arrive and gives back its responses one by
 one, in order: the status, the header fields as a dict, the body, and whether the connection stays open. It
