@@ -263,3 +263,23 @@ def test_plain_get_reads_as_a_reference_reader_and_only_what_httptools_reads_as_
         parser.feed_data(head)
         assert (sink.done, sink.url, parser.get_method(), parser.get_http_version(), parser.should_keep_alive()) \
             == (True, target.encode(), b"GET", "1.1", True)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.binary(max_size=64), max_size=6), st.sampled_from([0, 10, 10**6]))
+def test_arbitrary_bytes_are_read_or_refused_never_anything_else(pieces, max_body):
+    """Untrusted input: whatever the bytes and their cuts, responses or a ResponseError (and plain_get: a tuple or
+    None), never another exception."""
+    reader = ResponseReader(max_head_bytes=128)
+    try:
+        for piece in pieces:
+            reader.feed(piece)
+            while reader.next(max_body) is not None:
+                pass
+        reader.at_close(max_body)
+    except ResponseError:
+        pass
+    head = b"".join(pieces)
+    for request in (head, b"GET http://h.test/ HTTP/1.1\r\n" + head + b"\r\n\r\n"):
+        plain = plain_get(request)
+        assert plain is None or (len(plain) == 4 and plain[0].startswith(b"http://"))
