@@ -17,7 +17,7 @@ from proxy_support import (config, eventually, exchange, get_checked, get_line, 
                            origin_served, read_response, run, summary_settled)
 from bloomwise.cache import DocumentCache, SummaryPublisher
 from bloomwise.cli import proxy as proxy_cli
-from bloomwise.proxy import fast_hits
+from bloomwise.proxy import fast_hits, http_cache
 from bloomwise.proxy.access import ClientPolicy
 from bloomwise.proxy.origin import document_body
 from bloomwise.proxy.peers import SUMMARY_CONTENT_TYPE
@@ -434,7 +434,7 @@ def test_a_reply_that_says_private_in_any_of_its_cache_control_fields_is_not_sto
 
 def test_a_paradox_miss_asks_its_peers_in_turn_from_callbacks_without_a_task(monkeypatch):
     """lean_miss_now: one peer at a time (the paradox policy), the next asked from the first's answer, no task."""
-    async def no_task(self, miss):
+    async def no_task(url, key, request_headers):
         raise AssertionError("the lean miss went through lean_miss in a task")
 
     async def scenario():
@@ -442,7 +442,7 @@ def test_a_paradox_miss_asks_its_peers_in_turn_from_callbacks_without_a_task(mon
         async with asker_with_scripted_peer("miss", [path], policy="paradox") as (origin, asker, session, first):
             async with scripted_peer_of(asker, "miss", [f"GET {origin.url}{path}"]) as second:
                 await get_checked(session, asker.url, origin, "/doc/1")   # the origin's address checked once
-                monkeypatch.setattr(fast_hits.HitConnection, "_ask_peers", no_task)
+                monkeypatch.setattr(asker.hit_path, "lean_miss", no_task)   # the task's path: a 500
                 [(head, body)] = await exchange(asker.config.port, get_line(origin.url + path), 1)
                 assert x_cache(head) == "MISS" and body == document_body(path, origin.mean_size)
                 assert first.queries[origin.url + path] == second.queries[origin.url + path] == 1  # in turn, once
@@ -465,7 +465,7 @@ def test_a_bug_on_a_lean_remote_hit_is_a_500_and_ends_the_miss(checked, monkeypa
             def broken(*args, **kwargs):
                 raise RuntimeError("a bug in the remote hit")
 
-            monkeypatch.setattr(asker, "_lean_remote_hit", broken)
+            monkeypatch.setattr(http_cache, "request_allows_storing", broken)   # read by every remote hit
             reader, writer = await asyncio.open_connection("127.0.0.1", asker.config.port)
             writer.write(get_line(origin.url + "/doc/4"))
             head = await asyncio.wait_for(reader.read(), 5)          # answered, then closed
