@@ -24,6 +24,7 @@ answer is untrusted, so every length is bounded and checked before use:
 
 Everything else is a :class:`ResponseError` naming what was wrong; after one, the connection cannot be trusted.
 """
+from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeLatin1
 from libc.string cimport memchr
@@ -82,19 +83,23 @@ cdef Py_ssize_t blank_line_end(const char* p, Py_ssize_t start, Py_ssize_t n) no
         i += 1
 
 
-cdef Py_ssize_t value_bounds(const char* p, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t* end) except -1:
-    """A field value in ``p[start:stop]``: its start, and its end in ``end``, without the whitespace around it;
-    ResponseError for a byte a field value cannot hold."""
+cdef Py_ssize_t value_bounds(const char* p, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t* end) nogil:
+    """A field value in ``p[start:stop]``: its start, and its end in ``end``, without the whitespace around it; -1
+    for a byte a field value cannot hold (a control character but tab)."""
     cdef Py_ssize_t k
     for k in range(start, stop):
         if not FIELD_BYTE[<unsigned char>p[k]]:
-            raise ResponseError("a control character in a header value")
+            return -1
     while start < stop and is_ows(p[start]):
         start += 1
     while stop > start and is_ows(p[stop - 1]):
         stop -= 1
     end[0] = stop
     return start
+
+
+cdef int bad_value() except -1:
+    raise ResponseError("a control character in a header value")
 
 
 cdef class ResponseReader:
@@ -225,7 +230,7 @@ cdef class ResponseReader:
         cdef Py_ssize_t limit = MAX_CHUNK_LINE if self.state == CHUNK_SIZE or self.state == CHUNK_END \
             else self.max_head_bytes
         cdef const char* q
-        cdef bytes whole
+        cdef Py_ssize_t take
         if had == 0:
             end = self._end_of(p, start, n, start)
             if end >= 0:
@@ -237,20 +242,20 @@ cdef class ResponseReader:
                 self._over_limit()
             line.extend(chunk[start:] if start else chunk)
             return n - start
-        line.extend(chunk[start:] if start else chunk)
-        whole = bytes(line)
-        q = PyBytes_AS_STRING(whole)
-        end = self._end_of(q, 0, len(whole), self.scanned)
+        take = min(n - start, limit + 1 - had)  # the end lies within limit bytes, or the part is over it
+        line.extend(chunk[start:start + take])
+        q = PyByteArray_AS_STRING(line)         # read in place: no copy of what came before
+        end = self._end_of(q, 0, had + take, self.scanned)
         if end < 0:
-            if len(whole) > limit:
+            if had + take > limit:
                 self._over_limit()
-            self.scanned = max(0, len(whole) - 2)
-            return n - start
+            self.scanned = max(0, had + take - 2)
+            return take
         if end > limit:
             self._over_limit()
+        self._complete(q, end)                  # (before the buffer is emptied: q points into it)
         del line[:]
         self.scanned = 0
-        self._complete(q, end)
         return end - had            # the bytes of this chunk that the completed part took
 
     cdef Py_ssize_t _end_of(self, const char* p, Py_ssize_t start, Py_ssize_t n, Py_ssize_t search_from) nogil:
@@ -345,6 +350,8 @@ cdef class ResponseReader:
                 if not any_field:
                     raise ResponseError("a header line starts with whitespace")
                 vs = value_bounds(p, i, stop, &ve)
+                if vs < 0:
+                    bad_value()
                 if ve > vs and last_name is not None:
                     headers[last_name] = headers[last_name] + " " + PyUnicode_DecodeLatin1(p + vs, ve - vs, NULL)
                 i = e + 1
@@ -357,6 +364,8 @@ cdef class ResponseReader:
                                     + repr(PyBytes_FromStringAndSize(p + i, min(stop - i, 80)))[1:])
             name = PyUnicode_DecodeLatin1(p + i, colon - i, NULL)
             vs = value_bounds(p, colon + 1, stop, &ve)
+            if vs < 0:
+                bad_value()
             value = PyUnicode_DecodeLatin1(p + vs, ve - vs, NULL)
             any_field = True
             lower = name.lower()
@@ -457,7 +466,7 @@ def plain_get(bytes head):
     Upgrade, Proxy-Connection, Transfer-Encoding, Keep-Alive or TE; a line not ending in CRLF, obsolete folding,
     a header name that is not a token or a value with a control character."""
     cdef const char* p = PyBytes_AS_STRING(head)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(head), i, e, colon, vs, ve, k
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(head), i, e, colon, vs, ve
     cdef Py_ssize_t target_end
     cdef bint seen_length = False
     cache_control = via = authorization = None
@@ -484,15 +493,9 @@ def plain_get(bytes head):
             colon += 1
         if colon == i or p[colon] != c':':
             return None
-        vs = colon + 1
-        ve = e - 1
-        for k in range(vs, ve):
-            if not FIELD_BYTE[<unsigned char>p[k]]:
-                return None
-        while vs < ve and is_ows(p[vs]):
-            vs += 1
-        while ve > vs and is_ows(p[ve - 1]):
-            ve -= 1
+        vs = value_bounds(p, colon + 1, e - 1, &ve)
+        if vs < 0:
+            return None
         if name_is(p + i, colon - i, "cache-control"):
             cache_control = joined(cache_control, p, vs, ve)
         elif name_is(p + i, colon - i, "via"):
