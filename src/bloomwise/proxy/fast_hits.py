@@ -72,9 +72,6 @@ log = logging.getLogger("bloomwise.proxy")
 
 #: a request head longer than this without its blank line goes to aiohttp, which applies its own limits
 MAX_HEAD_BYTES = 16384
-#: request headers that send a request to aiohttp (lower case); Cache-Control and Via are checked by value
-_HANDED_OVER_HEADERS = frozenset((b"connection", b"expect", b"pragma", b"upgrade", b"proxy-connection",
-                                  b"transfer-encoding", b"keep-alive", b"te"))
 _FORBIDDEN_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # aiohttp's header injection guard
 
 
