@@ -213,7 +213,8 @@ def test_a_plain_get_gives_its_target_and_the_fields_the_lean_path_reads():
     get_head(start="POST {} HTTP/1.1"), get_head(start="get {} HTTP/1.1"), get_head(start="GET {} HTTP/1.0"),
     get_head(start="GET  {} HTTP/1.1"), get_head(target="/doc/1"), get_head(target="https://origin.test/"),
     get_head(target='http://o.test/"q"'), get_head(target="http://o.test/<a>"), get_head(target="http://o.test/\x80"),
-    get_head("Content-Length: 5"), get_head("Content-Length: 00"), get_head("Content-Length: 0", "Content-Length: 0"), get_head("Transfer-Encoding: chunked"),
+    get_head("Content-Length: 5"), get_head("Content-Length: 00"), get_head("Content-Length: 0", "Content-Length: 0"),
+    get_head("Transfer-Encoding: chunked"),
     get_head("Connection: close"), get_head("connection: keep-alive"), get_head("Expect: 100-continue"),
     get_head("Pragma: no-cache"), get_head("Upgrade: websocket"), get_head("Proxy-Connection: keep-alive"),
     get_head("Keep-Alive: timeout=5"), get_head("TE: trailers"), get_head("Bad Name: x"), get_head(": x"),
@@ -265,8 +266,26 @@ def test_plain_get_reads_as_a_reference_reader_and_only_what_httptools_reads_as_
             == (True, target.encode(), b"GET", "1.1", True)
 
 
-@settings(max_examples=500, deadline=None)
-@given(st.lists(st.binary(max_size=64), max_size=6), st.sampled_from([0, 10, 10**6]))
+#: pieces of responses and requests: a head of them (or arbitrary bytes), then arbitrary pieces, reach every
+#: state of the readers
+STATUS_LINES = st.sampled_from([b"HTTP/1.1 200 OK\r\n", b"HTTP/1.0 200 OK\r\n", b"HTTP/1.1 100 Continue\r\n",
+                                b"HTTP/1.1 204 No Content\r\n", b"GET http://h.test/ HTTP/1.1\r\n"])
+HEADER_LINES = st.sampled_from([b"Content-Length: 5\r\n", b"Transfer-Encoding: chunked\r\n", b"X: \x01\r\n",
+                                b"Connection: close\r\n", b" folded\r\n", b"Cache-Control: no-store\r\n",
+                                b"Bad Name: x\r\n", b"Content-Length: 5, 6\r\n"])
+BODY_PIECES = st.sampled_from([b"\r\n", b"\n", b"5;e\r\nhello\r\n", b"0\r\n", b"zz\r\n", b"hello",
+                               b"T: 1\r\n", b"HTTP/1.1 200 OK\r\n"])
+
+
+@st.composite
+def untrusted_streams(draw):
+    head = [draw(STATUS_LINES)] + draw(st.lists(HEADER_LINES, max_size=3)) + [b"\r\n"]
+    rest = draw(st.lists(st.one_of(st.binary(max_size=40), BODY_PIECES), max_size=8))
+    return draw(st.sampled_from([head + rest, rest]))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(untrusted_streams(), st.sampled_from([0, 10, 10**6]))
 def test_arbitrary_bytes_are_read_or_refused_never_anything_else(pieces, max_body):
     """Untrusted input: whatever the bytes and their cuts, responses or a ResponseError (and plain_get: a tuple or
     None), never another exception."""
