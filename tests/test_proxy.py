@@ -272,3 +272,28 @@ def test_stats_carry_what_the_issue_and_the_page_need():
 def test_an_origin_path_that_names_no_document_is_a_key_error(path):
     with pytest.raises(KeyError):
         document_body(path)
+
+
+def test_an_origin_reply_that_says_private_in_any_of_its_cache_control_fields_is_not_stored():
+    """RFC 9110 section 5.3: a field sent twice is both lines; the storing rules read both (not the last one)."""
+    async def scenario():
+        async def serve(reader, writer):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nCache-Control: private\r\n"
+                         b"Content-Length: 2\r\nConnection: close\r\n\r\nok")
+            await writer.drain()
+            writer.close()
+
+        split_origin = await asyncio.start_server(serve, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{split_origin.sockets[0].getsockname()[1]}/split"
+        try:
+            async with origin_and_proxies(config(), documents=5) as (origin, (proxy,), session):
+                for _ in range(2):
+                    status, headers, body = await get(session, proxy.url, url)
+                    assert (status, body) == (200, b"ok") and headers["X-Cache"].startswith("MISS")
+                    assert headers["Cache-Control"] == "max-age=600, private"
+                assert f"GET {url}" not in proxy.node.cache
+        finally:
+            split_origin.close()
+
+    run(scenario())

@@ -237,7 +237,8 @@ class BloomwiseProxy:
                 on_header_timeout=self._header_timed_out, idle_timeout=IDLE_CONNECTION_TIMEOUT,
                 log_access=self.log_access if self.config.access_log else None,
                 lean_miss=self.lean_miss if self.config.lean_misses else None,
-                lean_miss_now=self.lean_miss_now if self.config.lean_misses else None, peer_address=self.is_peer_address,
+                lean_miss_now=self.lean_miss_now if self.config.lean_misses else None,
+                peer_address=self.is_peer_address,
                 not_cached=(self.not_cached_headers, NOT_CACHED_BODY), drop=self._drop)
         self.config.destinations.add_own_endpoints(s.getsockname()[:2] for s in sockets)
         if not self.config.name:
@@ -972,7 +973,7 @@ class BloomwiseProxy:
         try:
             async with self._fetch_session.request(request.method, url, headers=headers, proxy=parent,
                                                    allow_redirects=False) as reply:
-                reply_headers = dict(reply.headers)
+                reply_headers = http_cache.joined_fields(reply.headers)
                 self.metrics.observe("origin_fetch", time.perf_counter() - started)
                 _log_as(request, None, f"PARENT_HIT/{urlsplit(parent).hostname}" if parent
                         else f"HIER_DIRECT/{urlsplit(url).hostname}")
@@ -991,8 +992,8 @@ class BloomwiseProxy:
     async def _stream(self, request, reply, head: bytes, cache_status: str):
         from aiohttp import web
 
-        response = web.StreamResponse(status=reply.status,
-                                       headers=self._client_headers(dict(reply.headers), "MISS", cache_status))
+        headers = self._client_headers(http_cache.joined_fields(reply.headers), "MISS", cache_status)
+        response = web.StreamResponse(status=reply.status, headers=headers)
         if reply.content_length is not None:
             response.content_length = reply.content_length
         await response.prepare(request)
@@ -1020,7 +1021,7 @@ class BloomwiseProxy:
                 body = await reply.read()
                 _log_as(request, "TCP_MISS", f"PARENT_HIT/{urlsplit(parent).hostname}" if parent
                         else f"HIER_DIRECT/{urlsplit(url).hostname}")
-                return self._respond(reply.status, dict(reply.headers), body, "MISS",
+                return self._respond(reply.status, http_cache.joined_fields(reply.headers), body, "MISS",
                                      f"fwd=method; fwd-status={reply.status}")
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             return _error(502, f"could not forward {request.method} {url[:200]}: {type(exc).__name__}: {exc}",
