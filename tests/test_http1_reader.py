@@ -4,7 +4,7 @@ refused with a ResponseError naming it."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bloomwise._native.http1 import ResponseError, ResponseReader
+from bloomwise._native.http1 import KNOWN_HEAD_BYTES, KNOWN_HEADS_MAX, ResponseError, ResponseReader, known_heads
 
 try:
     import httptools
@@ -77,6 +77,7 @@ def test_any_cut_of_a_stream_of_responses_reads_back_exactly(stream, data):
     cuts = sorted(set(data.draw(st.lists(st.integers(0, len(raw)), max_size=6))))
     pieces = [raw[a:b] for a, b in zip([0] + cuts, cuts + [len(raw)])]
     assert read_all(pieces) == [r[1] for r in stream]
+    assert read_all(pieces) == [r[1] for r in stream]   # again: its heads are known now
 
 
 @pytest.mark.skipif(httptools is None, reason="httptools (proxy extra) is the second reader")
@@ -181,6 +182,38 @@ def test_an_oversized_head_is_refused_before_it_is_all_received():
     reader.feed(b"y" * 600)          # no end of the head in sight, and over the bound: refused now
     with pytest.raises(ResponseError, match="response headers over 1000 bytes"):
         reader.next(100)
+
+
+def test_a_known_head_reads_as_it_did_and_each_caller_gets_its_own_headers():
+    raw = b"HTTP/1.1 200 OK\r\nX-Known: 1\r\nContent-Length: 2\r\n\r\nok"
+    [first] = read_all([raw])
+    known = known_heads()
+    for _ in range(2):                                   # read as known, twice: each caller changes what it got
+        first[1]["X-Known"] = "changed by its caller"
+        del first[1]["Content-Length"]
+        [first] = read_all([raw[:9], raw[9:]])
+        assert first == (200, {"X-Known": "1", "Content-Length": "2"}, b"ok", True)
+    assert known_heads() == known                        # nothing new remembered
+    assert read_all([raw.replace(b"X-Known: 1", b"X-Known: 2")])[0][1]["X-Known"] == "2"
+    assert known_heads() == known + 1 or known_heads() == 1   # (or forgotten at once, the memory full)
+
+
+def test_interim_long_and_refused_heads_are_not_remembered():
+    read_all([b"HTTP/1.1 204 No Content\r\nX-Fill: 0\r\n\r\n"])
+    known = known_heads()
+    read_all([b"HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\n"], close=False)
+    long_head = b"HTTP/1.1 204 No Content\r\nX: " + b"x" * KNOWN_HEAD_BYTES + b"\r\n\r\n"
+    assert read_all([long_head]) == [(204, {"X": "x" * KNOWN_HEAD_BYTES}, b"", True)]
+    for _ in range(2):
+        with pytest.raises(ResponseError, match="conflicting Content-Length"):
+            read_all([b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nx"])
+    assert known_heads() == known
+
+
+def test_the_known_heads_are_bounded():
+    for i in range(KNOWN_HEADS_MAX + 10):
+        read_all([b"HTTP/1.1 204 No Content\r\nX-Head: %d\r\n\r\n" % i])
+        assert 1 <= known_heads() <= KNOWN_HEADS_MAX
 
 
 def test_buffered_counts_the_bytes_after_the_last_response():

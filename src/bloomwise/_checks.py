@@ -189,6 +189,8 @@ def check_positive_number(name: str, value) -> float:
 
 def check_finite_positive(name: str, value) -> float:
     """A finite int or float > 0 (a cost), as a float; ValueError for every other value."""
+    if type(value) is float and 0.0 < value < _INF:    # (the common case, first: NaN fails the comparison)
+        return value
     if not _is_plain_number(value) or not (value > 0.0 and math.isfinite(value)):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)

@@ -23,6 +23,10 @@ answer is untrusted, so every length is bounded and checked before use:
   point 3). The body is at most ``max_body`` bytes, as the caller says per response.
 
 Everything else is a :class:`ResponseError` naming what was wrong; after one, the connection cannot be trusted.
+
+A peer's answers repeat their heads (the same document's, until its Age changes): the heads of final responses
+read well, up to ``KNOWN_HEAD_BYTES`` each, are remembered (``KNOWN_HEADS_MAX`` of them, then forgotten at once),
+and a head received again is taken as it was read, without reading it again. Each caller gets its own dict.
 """
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
@@ -100,6 +104,19 @@ cdef Py_ssize_t value_bounds(const char* p, Py_ssize_t start, Py_ssize_t stop, P
 
 cdef int bad_value() except -1:
     raise ResponseError("a control character in a header value")
+
+
+#: heads of final responses read before (their bytes, at most ``KNOWN_HEAD_BYTES``: what they were read as): a
+#: peer's answers repeat (the same document's, until its Age changes), and a known head is not read again
+cdef dict KNOWN_HEADS = {}
+#: distinct heads remembered at most (then forgotten at once), and the longest one remembered
+KNOWN_HEADS_MAX = 1024
+KNOWN_HEAD_BYTES = 2048
+
+
+def known_heads():
+    """How many heads are remembered now (at most ``KNOWN_HEADS_MAX``)."""
+    return len(KNOWN_HEADS)
 
 
 cdef class ResponseReader:
@@ -322,6 +339,30 @@ cdef class ResponseReader:
         return 0
 
     cdef int _head(self, const char* p, Py_ssize_t n) except -1:
+        """The head of a response: read as a known head was (``KNOWN_HEADS``), or :meth:`_read_head`."""
+        cdef bytes head
+        cdef tuple known
+        if n > KNOWN_HEAD_BYTES:
+            return self._read_head(p, n)
+        head = PyBytes_FromStringAndSize(p, n)
+        found = KNOWN_HEADS.get(head)
+        if found is None:
+            self._read_head(p, n)
+            if self.headers is not None:         # a final response (an interim one leaves headers None)
+                if len(KNOWN_HEADS) >= KNOWN_HEADS_MAX:
+                    KNOWN_HEADS.clear()
+                KNOWN_HEADS[head] = (self.status, self.headers, self.http10, self.keep_alive, self.state,
+                                     self.remaining, self.delimited_by_close)
+                self.headers = dict(self.headers)   # the caller's own: the known one stays as read
+            return 0
+        known = <tuple>found
+        self.status = known[0]
+        self.headers = dict(<dict>known[1])
+        self.http10, self.keep_alive, self.state = known[2], known[3], known[4]
+        self.remaining, self.delimited_by_close = known[5], known[6]
+        return 0
+
+    cdef int _read_head(self, const char* p, Py_ssize_t n) except -1:
         """The status line and header fields; then the framing of the body."""
         cdef Py_ssize_t i = line_end(p, 0, n), e, colon, vs, ve, k
         cdef Py_ssize_t stop = i - 1 if i > 0 and p[i - 1] == c'\r' else i

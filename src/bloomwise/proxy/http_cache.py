@@ -140,6 +140,12 @@ def _directives(line: str) -> tuple:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1024)
+def _says_no_store(line: str) -> bool:
+    """Does this Cache-Control field line hold ``no-store``?"""
+    return any(name == "no-store" for name, _ in _directives(line))
+
+
 def only_if_cached(headers: Mapping[str, str]) -> bool:
     """True if the request says ``Cache-Control: only-if-cached`` (a peer query)."""
     return "only-if-cached" in cache_control(headers)
@@ -160,7 +166,12 @@ def request_may_use_cache(method: str, headers: Mapping[str, str], directives: O
 
 def request_allows_storing(method: str, headers: Mapping[str, str]) -> bool:
     """May the response to this request be stored (GET, no no-store, no Authorization)?"""
-    return method == "GET" and "no-store" not in cache_control(headers) and _get(headers, "Authorization") is None
+    if method != "GET" or _get(headers, "Authorization") is not None:
+        return False
+    for line in _field_lines(headers, "Cache-Control"):
+        if _says_no_store(line):
+            return False
+    return True
 
 
 def _seconds(value: Optional[str]) -> Optional[float]:

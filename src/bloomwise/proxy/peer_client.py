@@ -235,7 +235,9 @@ class PeerConnections:
     def submit(self, request: bytes, *, timeout: float, max_body: int) -> asyncio.Future:
         """Send ``request`` (made by :func:`get_request`): the future of its ``(status, headers, body)``, failed as
         :meth:`query` fails. Cancelled: its answer, in the pipeline, is read and dropped."""
-        loop = self.loop = asyncio.get_running_loop()
+        loop = self.loop
+        if loop is None:
+            loop = self.loop = asyncio.get_running_loop()
         query = _Query(request, max_body, loop.create_future(), loop.time() + timeout)
         self._send(query)
         return query.waiter

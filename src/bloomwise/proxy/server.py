@@ -909,7 +909,7 @@ class BloomwiseProxy:
         elapsed = time.perf_counter() - started
         status, reply_headers, body = answered.result()
         link.note_rtt(elapsed)
-        self.metrics.observe("peer_query", elapsed)
+        self.metrics.peer_query.observe(elapsed)
         if status == 200:
             link.note_success()
             self.node.record_peer_answer(link.url, key, True, state)
