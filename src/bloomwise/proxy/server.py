@@ -983,7 +983,8 @@ class BloomwiseProxy:
                     return await self._stream(request, reply, body, cache_status)
                 if store and self._store(key, request.method, request.headers, reply.status, reply_headers, body):
                     cache_status += "; stored"
-                return self._respond(reply.status, reply_headers, body, "MISS", cache_status)
+                return self._respond(reply.status, reply_headers, body, "MISS", cache_status,
+                                     cookies=reply.headers)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             what = "parent" if parent else "origin"
             return _error(502, f"the {what} could not be reached for {url[:200]}: {type(exc).__name__}: {exc}",
@@ -993,7 +994,7 @@ class BloomwiseProxy:
         from aiohttp import web
 
         headers = self._client_headers(http_cache.joined_fields(reply.headers), "MISS", cache_status)
-        response = web.StreamResponse(status=reply.status, headers=headers)
+        response = web.StreamResponse(status=reply.status, headers=_every_set_cookie(headers, reply.headers))
         if reply.content_length is not None:
             response.content_length = reply.content_length
         await response.prepare(request)
@@ -1022,7 +1023,7 @@ class BloomwiseProxy:
                 _log_as(request, "TCP_MISS", f"PARENT_HIT/{urlsplit(parent).hostname}" if parent
                         else f"HIER_DIRECT/{urlsplit(url).hostname}")
                 return self._respond(reply.status, http_cache.joined_fields(reply.headers), body, "MISS",
-                                     f"fwd=method; fwd-status={reply.status}")
+                                     f"fwd=method; fwd-status={reply.status}", cookies=reply.headers)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             return _error(502, f"could not forward {request.method} {url[:200]}: {type(exc).__name__}: {exc}",
                           **{"Cache-Status": f"{self._status_name}; fwd=method; detail=origin-error"})
@@ -1068,11 +1069,14 @@ class BloomwiseProxy:
         out["Via"] = (out["Via"] + ", " if "Via" in out else "") + self._via()
         return out
 
-    def _respond(self, status: int, headers: dict, body: bytes, cache_state: str, cache_status: str):
+    def _respond(self, status: int, headers: dict, body: bytes, cache_state: str, cache_status: str, *,
+                 cookies=None):
+        """A reply to the client (``cookies``: the origin's own headers, whose every Set-Cookie line it gets)."""
         from aiohttp import web
 
-        return web.Response(status=status, body=body, headers=self._client_headers(headers, cache_state,
-                                                                                   cache_status))
+        headers = self._client_headers(headers, cache_state, cache_status)
+        return web.Response(status=status, body=body,
+                            headers=headers if cookies is None else _every_set_cookie(headers, cookies))
 
     def _respond_document(self, doc, cache_state: str, cache_status: Optional[str] = None, *,
                           age: Optional[float] = None):
@@ -1243,6 +1247,20 @@ except ImportError:  # aiohttp before 3.12 (or none: this module is imported onl
 #: Squid result code -> the outcome label of the request-duration histogram (a SIBLING_HIT is a remote hit)
 _OUTCOMES = {"TCP_HIT": "hit", "TCP_CF_MISS": "collapsed", "TCP_MISS": "miss", "TCP_REFRESH_MISS": "miss",
              "TCP_CLIENT_REFRESH_MISS": "miss"}
+def _every_set_cookie(headers: dict, received):
+    """``headers`` (a dict: one line per name) with every ``Set-Cookie`` line of ``received`` (a multi-valued
+    mapping), which cannot be joined into one (RFC 6265 section 3): a CIMultiDict when there are several."""
+    cookies = received.getall("Set-Cookie", ())
+    if len(cookies) < 2:
+        return headers
+    from multidict import CIMultiDict
+
+    out = CIMultiDict((name, value) for name, value in headers.items() if name.lower() != "set-cookie")
+    for cookie in cookies:
+        out.add("Set-Cookie", cookie)
+    return out
+
+
 #: the body of the 504 that answers a peer query for a document not stored here
 NOT_CACHED_BODY = b"not cached here (only-if-cached)\n"
 #: distinct remote-hit heads remembered at most (then forgotten at once): a peer's reply changes with its Age
