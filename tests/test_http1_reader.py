@@ -198,6 +198,20 @@ def test_a_known_head_reads_as_it_did_and_each_caller_gets_its_own_headers():
     assert known_heads() == known + 1 or known_heads() == 1   # (or forgotten at once, the memory full)
 
 
+def test_head_is_the_head_of_the_response_given_last_when_it_is_remembered():
+    first = b"HTTP/1.1 200 OK\r\nX-Head: 1\r\nContent-Length: 1\r\n\r\n"
+    second = b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n"
+    long_head = b"HTTP/1.1 204 No Content\r\nX: " + b"x" * KNOWN_HEAD_BYTES + b"\r\n\r\n"
+    reader = ResponseReader()
+    assert reader.head is None
+    reader.feed(first + b"a" + second + b"1\r\nb\r\n0\r\n\r\n" + long_head)
+    for head, body in [(first, b"a"), (second, b"b"), (None, b"")]:
+        response = reader.next(100)
+        assert response[2] == body and reader.head == head
+    reader.feed(b"HTTP/1.1 100 Continue\r\n\r\n" + first + b"z")
+    assert reader.next(100)[2] == b"z" and reader.head == first   # (the interim head is not the response's)
+
+
 def test_interim_long_and_refused_heads_are_not_remembered():
     read_all([b"HTTP/1.1 204 No Content\r\nX-Fill: 0\r\n\r\n"])
     known = known_heads()

@@ -419,6 +419,42 @@ def test_a_remembered_remote_hit_head_is_reused_only_where_the_answer_is_the_sam
     run(scenario())
 
 
+def test_replies_of_one_length_with_other_headers_each_reach_their_client():
+    """The remembered remote-hit heads are told apart by the whole reply head: two documents of one length that
+    differ in one header each get their own (asked twice each, so that both heads are remembered)."""
+    async def scenario():
+        async def serve(reader, writer):
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    break
+                name = head.split(b" ", 2)[1].rsplit(b"/", 1)[1]
+                writer.write(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nX-Document: " + name +
+                             b"\r\nContent-Length: 4\r\n\r\nsame")
+                await writer.drain()
+            writer.close()
+
+        same_origin = await asyncio.start_server(serve, "127.0.0.1", 0)
+        base = f"http://127.0.0.1:{same_origin.sockets[0].getsockname()[1]}/same/"
+        try:
+            async with origin_and_proxies(config(name="holder"), config(name="asker"), documents=5) as (
+                    origin, (holder, asker), session):
+                for name in "ab":
+                    async with session.get(base + name, proxy=holder.url) as reply:
+                        assert await reply.read() == b"same"
+                await summary_holds(asker, holder, [base + "a", base + "b"])
+                raw = b"".join(get_line(base + name, "Cache-Control: no-store") for name in "abab")
+                answers = await exchange(asker.config.port, raw, 4)
+                for (head, body), name in zip(answers, "abab"):
+                    assert x_cache(head) == "REMOTE_HIT" and body == b"same"
+                    assert b"\r\nX-Document: " + name.encode() + b"\r\n" in head, head
+        finally:
+            same_origin.close()
+
+    run(scenario())
+
+
 def test_a_reply_that_says_private_in_any_of_its_cache_control_fields_is_not_stored():
     async def scenario():
         async with asker_with_scripted_peer("split-cc", ["/doc/5"]) as (origin, asker, session, peer):

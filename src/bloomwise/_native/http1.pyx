@@ -139,9 +139,13 @@ cdef class ResponseReader:
     cdef readonly bint delimited_by_close
     #: a byte of the response in progress was received
     cdef readonly bint started
+    #: the bytes of the head of the response :meth:`next` gave last, when it is remembered (``KNOWN_HEADS``: equal
+    #: heads, equal status and headers), else None
+    cdef readonly bytes head
     cdef bint http10
 
     def __init__(self, Py_ssize_t max_head_bytes=65536):
+        self.head = None
         self.chunks = []
         self.offset = 0
         self.pending_line = bytearray()
@@ -342,6 +346,7 @@ cdef class ResponseReader:
         """The head of a response: read as a known head was (``KNOWN_HEADS``), or :meth:`_read_head`."""
         cdef bytes head
         cdef tuple known
+        self.head = None
         if n > KNOWN_HEAD_BYTES:
             return self._read_head(p, n)
         head = PyBytes_FromStringAndSize(p, n)
@@ -354,8 +359,10 @@ cdef class ResponseReader:
                 KNOWN_HEADS[head] = (self.status, self.headers, self.http10, self.keep_alive, self.state,
                                      self.remaining, self.delimited_by_close)
                 self.headers = dict(self.headers)   # the caller's own: the known one stays as read
+                self.head = head
             return 0
         known = <tuple>found
+        self.head = head
         self.status = known[0]
         self.headers = dict(<dict>known[1])
         self.http10, self.keep_alive, self.state = known[2], known[3], known[4]

@@ -182,7 +182,7 @@ class LeanAnswer:
 class PeersAsked:
     """A miss the lean path took as far as the peers' answers, for the aiohttp path to finish.
 
-    ``hit`` is ``(link, (status, headers, body))`` from the peer that had the document, or None (the origin is
+    ``hit`` is ``(link, (status, headers, body, head))`` from the peer that had the document, or None (the origin is
     next); ``leader`` is the collapsed-forwarding event this request holds (None: it follows another, or fetches
     on its own); ``started``/``received`` the perf_counter of the miss's start and of the request;
     ``collapsed`` the document of the request it followed, when the lean path could not serialise it (then

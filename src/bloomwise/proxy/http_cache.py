@@ -88,9 +88,10 @@ def _get(headers: Mapping[str, str], name: str) -> Optional[str]:
 def _field_lines(headers: Mapping[str, str], name: str) -> list:
     """Every field line of ``name``: a multi-valued mapping (aiohttp's request and reply headers) keeps each one,
     and a field sent twice means both lines, joined (RFC 9110 section 5.3); a dict holds one."""
-    getall = getattr(headers, "getall", None)
-    if getall is not None:
-        return getall(name, [])
+    if not isinstance(headers, dict):
+        getall = getattr(headers, "getall", None)
+        if getall is not None:
+            return getall(name, [])
     value = _get(headers, name)
     return [] if value is None else [value]
 

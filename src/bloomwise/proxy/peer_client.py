@@ -44,7 +44,7 @@ class PeerQueryError(OSError):
 
 class _Query:
     """One query in flight: its request bytes, the bound of its body, the future its caller awaits (its result:
-    ``(status, headers, body)``) and its deadline."""
+    ``(status, headers, body, head)``, as :meth:`PeerConnections.submit` says) and its deadline."""
 
     __slots__ = ("request", "max_body", "waiter", "deadline", "retried", "started")
 
@@ -144,7 +144,7 @@ class _PeerConnection(asyncio.Protocol):
                     query.started = reader.started
                     return
                 pending.popleft()
-                query.finish(None, response[:3])
+                query.finish(None, (response[0], response[1], response[2], reader.head))
                 if not response[3]:      # Connection: close: the queries behind it go to another connection
                     self.closed = True
                     self.end(self.pool.requeue)
@@ -174,7 +174,7 @@ class _PeerConnection(asyncio.Protocol):
                 self.pending.popleft().finish(PeerQueryError(str(exc)))
             else:
                 if response is not None:
-                    self.pending.popleft().finish(None, response[:3])
+                    self.pending.popleft().finish(None, (response[0], response[1], response[2], self.reader.head))
         self.end(self.pool.resend)
 
     def fail(self, error: BaseException) -> None:
@@ -230,11 +230,13 @@ class PeerConnections:
 
     async def send(self, request: bytes, *, timeout: float, max_body: int):
         """:meth:`query` with the request's bytes made already (:func:`get_request`)."""
-        return await self.submit(request, timeout=timeout, max_body=max_body)
+        return (await self.submit(request, timeout=timeout, max_body=max_body))[:3]
 
     def submit(self, request: bytes, *, timeout: float, max_body: int) -> asyncio.Future:
-        """Send ``request`` (made by :func:`get_request`): the future of its ``(status, headers, body)``, failed as
-        :meth:`query` fails. Cancelled: its answer, in the pipeline, is read and dropped."""
+        """Send ``request`` (made by :func:`get_request`): the future of its ``(status, headers, body, head)``,
+        failed as :meth:`query` fails. ``head`` is the bytes of the response's head when its reader remembers it
+        (``ResponseReader.head``: equal heads, equal status and headers), else None. Cancelled: its answer, in the
+        pipeline, is read and dropped."""
         loop = self.loop
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()

@@ -83,9 +83,9 @@ class PeerLink:
     def note_success(self) -> None:
         if not self.healthy:
             log.info("%s: peer %s is healthy again", self.proxy.name, self.url)
-        self.healthy = True
+            self.healthy = True
+            self.proxy.node.set_peer_health(self.url, True)
         self.consecutive_failures = 0
-        self.proxy.node.set_peer_health(self.url, True)
 
     def note_failure(self, reason: str) -> None:
         self.failures += 1

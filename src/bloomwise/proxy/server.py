@@ -707,7 +707,7 @@ class BloomwiseProxy:
 
         hit = await self._ask_peers(url, key, started) if peers_asked is None else peers_asked.hit
         if hit is not None:
-            link, (status, reply_headers, body) = hit
+            link, (status, reply_headers, body, _) = hit
             headers = self._remote_hit_headers(key, request.method, request.headers, link, status, reply_headers,
                                                body, forwarded_because)
             _log_as(request, "TCP_MISS", link.hierarchy)
@@ -717,7 +717,7 @@ class BloomwiseProxy:
 
     async def _ask_peers(self, url: str, key: str, started: float, netloc: Optional[str] = None):
         """The routing decision (timed from ``started``) and the peers it names, asked as it says: ``(link,
-        (status, headers, body))`` of the first that has ``url`` (whose authority is ``netloc``, when known), or
+        (status, headers, body, head))`` of the first that has ``url`` (whose authority is ``netloc``, when known), or
         None (each answer is recorded)."""
         node = self.node
         links = self._route(key)
@@ -832,9 +832,10 @@ class BloomwiseProxy:
                       received: float) -> LeanMissOutcome:
         """What :meth:`lean_miss` returns once the peers answered (``hit``: as :meth:`_ask_peers` returns it)."""
         if hit is not None:
-            link, (status, reply_headers, body) = hit
+            link, (status, reply_headers, body, head) = hit
             try:
-                answer = self._lean_remote_hit(key, request_headers, link, status, reply_headers, body, received)
+                answer = self._lean_remote_hit(key, request_headers, link, status, reply_headers, body, head,
+                                               received)
             except BaseException:
                 self._end_miss(key, leader, started)
                 raise
@@ -844,13 +845,15 @@ class BloomwiseProxy:
         return PeersAsked(key, hit, leader, started, received, self._end_miss)
 
     def _lean_remote_hit(self, key: str, request_headers, link: PeerLink, status: int, reply_headers: dict,
-                         body: bytes, received: float) -> Optional[LeanAnswer]:
+                         body: bytes, reply_head: Optional[bytes], received: float) -> Optional[LeanAnswer]:
         """A peer's answer to a lean miss, stored if allowed, as the :class:`LeanAnswer` the lean path sends (None:
         headers aiohttp would serialise otherwise). The answer's head is a function of the reply's headers, its
         length, whether the request allows storing and whether it was stored: made once per distinct set of
-        these (:class:`RemoteHitHeads`) while the reply carries its own Date (else a fresh Date goes in)."""
+        these (:class:`RemoteHitHeads`) while the reply carries its own Date (else a fresh Date goes in). The reply's
+        head (``reply_head``, the bytes of it when the reader remembers it) stands for its status and headers."""
         allows_storing = http_cache.request_allows_storing("GET", request_headers)
-        memo_key = (link.url, status, tuple(reply_headers.items()), len(body), allows_storing)
+        memo_key = ((link.url, reply_head, len(body), allows_storing) if reply_head is not None
+                    else (link.url, status, tuple(reply_headers.items()), len(body), allows_storing))
         heads = self._remote_hit_heads.get(memo_key)
         if heads is None:
             if not fast_hits.serialisable_headers(reply_headers, link.url):
@@ -873,7 +876,7 @@ class BloomwiseProxy:
 
     async def _ask_peer(self, link: PeerLink, url: str, key: str, state: RequestState, netloc: Optional[str] = None):
         """Ask one peer for ``url`` (whose authority is ``netloc``, when known) with only-if-cached: (status,
-        headers, body) on a hit, None otherwise."""
+        headers, body, head) on a hit, None otherwise."""
         started = time.perf_counter()
         answered = self._peer_query(link, url, urlsplit(url).netloc if netloc is None else netloc)
         try:
@@ -884,7 +887,7 @@ class BloomwiseProxy:
 
     def _peer_query(self, link: PeerLink, url: str, netloc: str) -> asyncio.Future:
         """Send ``GET url`` (whose authority is ``netloc``) to one peer with only-if-cached, on its pipelined
-        connections: the future of its ``(status, headers, body)``."""
+        connections: the future of its ``(status, headers, body, head)`` (``PeerConnections.submit``)."""
         self.counters["peer_queries_sent"] += 1
         connections = self.peer_connections.get(link.url)
         if connections is None:
@@ -898,7 +901,8 @@ class BloomwiseProxy:
     def _peer_answer(self, link: PeerLink, key: str, state: RequestState, started: float,
                      answered: asyncio.Future) -> Optional[tuple]:
         """Record the answer to a query that :meth:`_peer_query` sent at ``started`` (``answered``, done): the
-        peer's health, round-trip time and the node's count. (status, headers, body) on a hit, None otherwise."""
+        peer's health, round-trip time and the node's count. (status, headers, body, head) on a hit (as
+        ``PeerConnections.submit`` gives it), None otherwise."""
         error = answered.exception()
         if error is not None:
             if not isinstance(error, PEER_QUERY_FAILURES):
@@ -907,13 +911,14 @@ class BloomwiseProxy:
             link.note_failure(f"query: {type(error).__name__}: {error}".rstrip(": "))
             return None
         elapsed = time.perf_counter() - started
-        status, reply_headers, body = answered.result()
+        reply = answered.result()
+        status = reply[0]
         link.note_rtt(elapsed)
         self.metrics.peer_query.observe(elapsed)
         if status == 200:
             link.note_success()
             self.node.record_peer_answer(link.url, key, True, state)
-            return status, reply_headers, body
+            return reply
         if status == 504:
             link.note_success()
             self.node.record_peer_answer(link.url, key, False, state)
