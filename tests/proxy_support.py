@@ -65,6 +65,27 @@ def config(**kw):
     return ProxyConfig(**base)
 
 
+@contextlib.asynccontextmanager
+async def scripted_origin(reply):
+    """An origin on 127.0.0.1 that answers each request with ``reply(head)`` (its request head, bytes), on kept-alive
+    connections until the client ends them: its base URL (``http://127.0.0.1:PORT``)."""
+    async def serve(reader, writer):
+        try:
+            while True:
+                writer.write(reply(await reader.readuntil(b"\r\n\r\n")))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        server.close()
+
+
 async def get(session, proxy_url, url, **kw):
     """GET ``url`` through ``proxy_url``: (status, headers, body)."""
     async with session.get(url, proxy=proxy_url, **kw) as reply:

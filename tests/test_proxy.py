@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from proxy_support import (config, eventually, get, get_checked, origin_and_proxies, run,
+from proxy_support import (config, eventually, get, get_checked, origin_and_proxies, run, scripted_origin,
                            summary_settled)
 from bloomwise.cache.squid_digest import DIGEST_PATH, CacheDigest
 from bloomwise.cache.summary import SummaryUpdate
@@ -279,23 +279,14 @@ def test_every_set_cookie_line_of_an_origin_reaches_the_client(method):
     """Set-Cookie cannot be joined into one line (RFC 6265 section 3): each of the origin's goes to the client, on
     a miss and on a method passed through."""
     async def scenario():
-        async def serve(reader, writer):
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(b"HTTP/1.1 200 OK\r\nSet-Cookie: a=1; Path=/\r\nX-Between: x\r\nSet-Cookie: b=2; Path=/\r\n"
-                         b"set-cookie: c=3\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
-            await writer.drain()
-            writer.close()
-
-        cookie_origin = await asyncio.start_server(serve, "127.0.0.1", 0)
-        url = f"http://127.0.0.1:{cookie_origin.sockets[0].getsockname()[1]}/cookies"
-        try:
-            async with origin_and_proxies(config(), documents=5) as (origin, (proxy,), session):
-                async with session.request(method, url, proxy=proxy.url) as reply:
-                    assert (reply.status, await reply.read()) == (200, b"ok")
-                    assert reply.headers.getall("Set-Cookie") == ["a=1; Path=/", "b=2; Path=/", "c=3"]
-                    assert reply.headers["X-Between"] == "x" and reply.headers["X-Cache"].startswith("MISS")
-        finally:
-            cookie_origin.close()
+        reply = (b"HTTP/1.1 200 OK\r\nSet-Cookie: a=1; Path=/\r\nX-Between: x\r\nSet-Cookie: b=2; Path=/\r\n"
+                 b"set-cookie: c=3\r\nContent-Length: 2\r\n\r\nok")
+        async with scripted_origin(lambda head: reply) as base, \
+                origin_and_proxies(config(), documents=5) as (origin, (proxy,), session):
+            async with session.request(method, base + "/cookies", proxy=proxy.url) as answer:
+                assert (answer.status, await answer.read()) == (200, b"ok")
+                assert answer.headers.getall("Set-Cookie") == ["a=1; Path=/", "b=2; Path=/", "c=3"]
+                assert answer.headers["X-Between"] == "x" and answer.headers["X-Cache"].startswith("MISS")
 
     run(scenario())
 
@@ -303,23 +294,15 @@ def test_every_set_cookie_line_of_an_origin_reaches_the_client(method):
 def test_an_origin_reply_that_says_private_in_any_of_its_cache_control_fields_is_not_stored():
     """RFC 9110 section 5.3: a field sent twice is both lines; the storing rules read both (not the last one)."""
     async def scenario():
-        async def serve(reader, writer):
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nCache-Control: private\r\n"
-                         b"Content-Length: 2\r\nConnection: close\r\n\r\nok")
-            await writer.drain()
-            writer.close()
-
-        split_origin = await asyncio.start_server(serve, "127.0.0.1", 0)
-        url = f"http://127.0.0.1:{split_origin.sockets[0].getsockname()[1]}/split"
-        try:
-            async with origin_and_proxies(config(), documents=5) as (origin, (proxy,), session):
-                for _ in range(2):
-                    status, headers, body = await get(session, proxy.url, url)
-                    assert (status, body) == (200, b"ok") and headers["X-Cache"].startswith("MISS")
-                    assert headers["Cache-Control"] == "max-age=600, private"
-                assert f"GET {url}" not in proxy.node.cache
-        finally:
-            split_origin.close()
+        reply = (b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nCache-Control: private\r\n"
+                 b"Content-Length: 2\r\n\r\nok")
+        async with scripted_origin(lambda head: reply) as base, \
+                origin_and_proxies(config(), documents=5) as (origin, (proxy,), session):
+            url = base + "/split"
+            for _ in range(2):
+                status, headers, body = await get(session, proxy.url, url)
+                assert (status, body) == (200, b"ok") and headers["X-Cache"].startswith("MISS")
+                assert headers["Cache-Control"] == "max-age=600, private"
+            assert f"GET {url}" not in proxy.node.cache
 
     run(scenario())

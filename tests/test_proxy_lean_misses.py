@@ -14,7 +14,7 @@ import struct
 import pytest
 
 from proxy_support import (config, eventually, exchange, get_checked, get_line, normalised, origin_and_proxies,
-                           origin_served, read_response, run, summary_settled)
+                           origin_served, read_response, run, scripted_origin, summary_settled)
 from bloomwise.cache import DocumentCache, SummaryPublisher
 from bloomwise.cli import proxy as proxy_cli
 from bloomwise.proxy import fast_hits, http_cache
@@ -422,35 +422,22 @@ def test_a_remembered_remote_hit_head_is_reused_only_where_the_answer_is_the_sam
 def test_replies_of_one_length_with_other_headers_each_reach_their_client():
     """The remembered remote-hit heads are told apart by the whole reply head: two documents of one length that
     differ in one header each get their own (asked twice each, so that both heads are remembered)."""
-    async def scenario():
-        async def serve(reader, writer):
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    break
-                name = head.split(b" ", 2)[1].rsplit(b"/", 1)[1]
-                writer.write(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nX-Document: " + name +
-                             b"\r\nContent-Length: 4\r\n\r\nsame")
-                await writer.drain()
-            writer.close()
+    def reply(head):   # the document's name (the path's last part) in X-Document, the same 4-byte body
+        return (b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nX-Document: " + head.split(b" ", 2)[1][-1:] +
+                b"\r\nContent-Length: 4\r\n\r\nsame")
 
-        same_origin = await asyncio.start_server(serve, "127.0.0.1", 0)
-        base = f"http://127.0.0.1:{same_origin.sockets[0].getsockname()[1]}/same/"
-        try:
-            async with origin_and_proxies(config(name="holder"), config(name="asker"), documents=5) as (
-                    origin, (holder, asker), session):
-                for name in "ab":
-                    async with session.get(base + name, proxy=holder.url) as reply:
-                        assert await reply.read() == b"same"
-                await summary_holds(asker, holder, [base + "a", base + "b"])
-                raw = b"".join(get_line(base + name, "Cache-Control: no-store") for name in "abab")
-                answers = await exchange(asker.config.port, raw, 4)
-                for (head, body), name in zip(answers, "abab"):
-                    assert x_cache(head) == "REMOTE_HIT" and body == b"same"
-                    assert b"\r\nX-Document: " + name.encode() + b"\r\n" in head, head
-        finally:
-            same_origin.close()
+    async def scenario():
+        async with scripted_origin(reply) as base, origin_and_proxies(
+                config(name="holder"), config(name="asker"), documents=5) as (origin, (holder, asker), session):
+            for name in "ab":
+                async with session.get(f"{base}/same/{name}", proxy=holder.url) as answer:
+                    assert await answer.read() == b"same"
+            await summary_holds(asker, holder, [f"{base}/same/a", f"{base}/same/b"])
+            raw = b"".join(get_line(f"{base}/same/{name}", "Cache-Control: no-store") for name in "abab")
+            answers = await exchange(asker.config.port, raw, 4)
+            for (head, body), name in zip(answers, "abab"):
+                assert x_cache(head) == "REMOTE_HIT" and body == b"same"
+                assert b"\r\nX-Document: " + name.encode() + b"\r\n" in head, head
 
     run(scenario())
 
