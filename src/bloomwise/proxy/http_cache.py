@@ -37,7 +37,8 @@ from urllib.parse import urlsplit
 
 __all__ = ["cache_control", "request_may_use_cache", "request_allows_storing", "response_is_storable",
            "freshness_lifetime", "is_fresh", "current_age", "lifetime_and_age", "remaining_freshness", "expires_at",
-           "end_to_end_headers", "HOP_BY_HOP", "only_if_cached", "TargetParts", "absolute_target", "joined_fields"]
+           "end_to_end_headers", "HOP_BY_HOP", "only_if_cached", "TargetParts", "absolute_target", "joined_fields",
+           "has_field"]
 
 HOP_BY_HOP = frozenset(h.lower() for h in (
     "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "TE", "Trailer",
@@ -78,11 +79,20 @@ def absolute_target(target: str) -> Optional[TargetParts]:
 def _get(headers: Mapping[str, str], name: str) -> Optional[str]:
     value = headers.get(name)
     if value is None:
-        lower = name.lower()
+        lower, length = name.lower(), len(name)
         for k, v in headers.items():
-            if k.lower() == lower:
+            if len(k) == length and k.lower() == lower:
                 return v
     return value
+
+
+def has_field(headers: Mapping[str, str], name: str) -> bool:
+    """Does ``headers`` hold a field ``name`` (in any case)?
+
+    >>> has_field({"date": "Sat, 28 Nov 2026 06:00:00 GMT"}, "Date")
+    True
+    """
+    return _get(headers, name) is not None
 
 
 def _field_lines(headers: Mapping[str, str], name: str) -> list:

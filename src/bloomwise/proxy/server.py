@@ -861,7 +861,7 @@ class BloomwiseProxy:
             storable = (allows_storing and len(body) <= self.config.max_object_size
                         and http_cache.response_is_storable("GET", request_headers, status, reply_headers))
             heads = RemoteHitHeads(storable, link.hierarchy)
-            if any(name.lower() == "date" for name in reply_headers):
+            if http_cache.has_field(reply_headers, "Date"):
                 if len(self._remote_hit_heads) >= REMOTE_HIT_HEADS:
                     self._remote_hit_heads.clear()
                 self._remote_hit_heads[memo_key] = heads
