@@ -4,7 +4,8 @@ refused with a ResponseError naming it."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bloomwise._native.http1 import KNOWN_HEAD_BYTES, KNOWN_HEADS_MAX, ResponseError, ResponseReader, known_heads
+from bloomwise._native.http1 import (KNOWN_HEAD_BYTES, KNOWN_HEAD_FIELDS, KNOWN_HEADS_MAX, ResponseError,
+                                     ResponseReader, known_heads)
 
 try:
     import httptools
@@ -218,6 +219,8 @@ def test_interim_long_and_refused_heads_are_not_remembered():
     read_all([b"HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\n"], close=False)
     long_head = b"HTTP/1.1 204 No Content\r\nX: " + b"x" * KNOWN_HEAD_BYTES + b"\r\n\r\n"
     assert read_all([long_head]) == [(204, {"X": "x" * KNOWN_HEAD_BYTES}, b"", True)]
+    many_fields = b"HTTP/1.1 204 No Content\r\n" + b"".join(b"F%d: v\r\n" % i for i in range(KNOWN_HEAD_FIELDS + 1))
+    assert len(read_all([many_fields + b"\r\n"])[0][1]) == KNOWN_HEAD_FIELDS + 1
     for _ in range(2):
         with pytest.raises(ResponseError, match="conflicting Content-Length"):
             read_all([b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nx"])

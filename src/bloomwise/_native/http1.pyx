@@ -25,8 +25,9 @@ answer is untrusted, so every length is bounded and checked before use:
 Everything else is a :class:`ResponseError` naming what was wrong; after one, the connection cannot be trusted.
 
 A peer's answers repeat their heads (the same document's, until its Age changes): the heads of final responses
-read well, up to ``KNOWN_HEAD_BYTES`` each, are remembered (``KNOWN_HEADS_MAX`` of them, then forgotten at once),
-and a head received again is taken as it was read, without reading it again. Each caller gets its own dict.
+read well, up to ``KNOWN_HEAD_BYTES`` and ``KNOWN_HEAD_FIELDS`` fields each, are remembered (``KNOWN_HEADS_MAX`` of
+them, then forgotten at once), and a head received again is taken as it was read, without reading it again. Each
+caller gets its own dict.
 """
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
@@ -106,12 +107,15 @@ cdef int bad_value() except -1:
     raise ResponseError("a control character in a header value")
 
 
-#: heads of final responses read before (their bytes, at most ``KNOWN_HEAD_BYTES``: what they were read as): a
-#: peer's answers repeat (the same document's, until its Age changes), and a known head is not read again
+#: heads of final responses read before (their bytes, at most ``KNOWN_HEAD_BYTES`` and ``KNOWN_HEAD_FIELDS`` fields:
+#: what they were read as): a peer's answers repeat (the same document's, until its Age changes), and a known head
+#: is not read again
 cdef dict KNOWN_HEADS = {}
-#: distinct heads remembered at most (then forgotten at once), and the longest one remembered
-KNOWN_HEADS_MAX = 1024
+#: distinct heads remembered at most (then forgotten at once), and the largest one remembered: the memory they take
+#: stays under about 5 MB, whatever a peer sends
+KNOWN_HEADS_MAX = 512
 KNOWN_HEAD_BYTES = 2048
+KNOWN_HEAD_FIELDS = 32
 
 
 def known_heads():
@@ -353,7 +357,7 @@ cdef class ResponseReader:
         found = KNOWN_HEADS.get(head)
         if found is None:
             self._read_head(p, n)
-            if self.headers is not None:         # a final response (an interim one leaves headers None)
+            if self.headers is not None and len(self.headers) <= KNOWN_HEAD_FIELDS:   # (an interim: None)
                 if len(KNOWN_HEADS) >= KNOWN_HEADS_MAX:
                     KNOWN_HEADS.clear()
                 KNOWN_HEADS[head] = (self.status, self.headers, self.http10, self.keep_alive, self.state,
