@@ -46,15 +46,11 @@ class _Query:
     """One query in flight: its request bytes, the bound of its body, the future its caller awaits (its result:
     ``(status, headers, body, head)``, as :meth:`PeerConnections.submit` says) and its deadline."""
 
-    __slots__ = ("request", "max_body", "waiter", "deadline", "retried", "started")
+    __slots__ = ("request", "max_body", "waiter", "deadline", "retried")
 
     def __init__(self, request: bytes, max_body: int, waiter, deadline: float):
         self.request, self.max_body, self.waiter, self.deadline = request, max_body, waiter, deadline
         self.retried = False
-        self.started = False                 # a byte of its response arrived
-
-    def reset(self) -> None:
-        self.started = False
 
     def finish(self, error, response=None) -> None:
         waiter = self.waiter
@@ -138,13 +134,10 @@ class _PeerConnection(asyncio.Protocol):
         reader.feed(data)
         try:
             while pending:
-                query = pending[0]
-                response = reader.next(query.max_body)
+                response = reader.next(pending[0].max_body)
                 if response is None:
-                    query.started = reader.started
                     return
-                pending.popleft()
-                query.finish(None, (response[0], response[1], response[2], reader.head))
+                pending.popleft().finish(None, self._reply(response))
                 if not response[3]:      # Connection: close: the queries behind it go to another connection
                     self.closed = True
                     self.end(self.pool.requeue)
@@ -154,6 +147,10 @@ class _PeerConnection(asyncio.Protocol):
             return
         if reader.buffered:
             self.fail(PeerQueryError("the peer sent a response no query asked for"))
+
+    def _reply(self, response: tuple) -> tuple:
+        """A response the reader gave, as :meth:`PeerConnections.submit` gives it: (status, headers, body, head)."""
+        return response[0], response[1], response[2], self.reader.head
 
     def eof_received(self) -> bool:
         self._ended()
@@ -174,7 +171,7 @@ class _PeerConnection(asyncio.Protocol):
                 self.pending.popleft().finish(PeerQueryError(str(exc)))
             else:
                 if response is not None:
-                    self.pending.popleft().finish(None, (response[0], response[1], response[2], self.reader.head))
+                    self.pending.popleft().finish(None, self._reply(response))
         self.end(self.pool.resend)
 
     def fail(self, error: BaseException) -> None:
@@ -270,7 +267,6 @@ class PeerConnections:
     def requeue(self, query: _Query) -> None:
         """A query behind a response that closed its connection (``Connection: close``): sent on another."""
         if not query.waiter.done():
-            query.reset()
             self._send(query)
 
     def resend(self, query: _Query) -> None:
@@ -281,7 +277,6 @@ class PeerConnections:
             query.finish(PeerQueryError("the peer closed the connection without answering"))
             return
         query.retried = True
-        query.reset()
         self._send(query)
 
     def forget(self, connection: _PeerConnection) -> None:

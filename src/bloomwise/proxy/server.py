@@ -1166,6 +1166,20 @@ async def _read_body(reply, limit: int, *, strict: bool = True):
     return body if strict else (body, True)
 
 
+def _every_set_cookie(headers: dict, received):
+    """``headers`` (a dict: one line per name) with every ``Set-Cookie`` line of ``received`` (a multi-valued
+    mapping), which cannot be joined into one (RFC 6265 section 3): a CIMultiDict when there are several."""
+    cookies = received.getall("Set-Cookie", ())
+    if len(cookies) < 2:
+        return headers
+    from multidict import CIMultiDict
+
+    out = CIMultiDict((name, value) for name, value in headers.items() if name.lower() != "set-cookie")
+    for cookie in cookies:
+        out.add("Set-Cookie", cookie)
+    return out
+
+
 class FetchInFlight:
     """The collapsed-forwarding mark of a URL being fetched (``BloomwiseProxy._in_flight``): the requests that
     follow its leader ``wait()`` until the leader's miss ends (``set()``). An ``asyncio.Event`` with the event made
@@ -1252,20 +1266,6 @@ except ImportError:  # aiohttp before 3.12 (or none: this module is imported onl
 #: Squid result code -> the outcome label of the request-duration histogram (a SIBLING_HIT is a remote hit)
 _OUTCOMES = {"TCP_HIT": "hit", "TCP_CF_MISS": "collapsed", "TCP_MISS": "miss", "TCP_REFRESH_MISS": "miss",
              "TCP_CLIENT_REFRESH_MISS": "miss"}
-def _every_set_cookie(headers: dict, received):
-    """``headers`` (a dict: one line per name) with every ``Set-Cookie`` line of ``received`` (a multi-valued
-    mapping), which cannot be joined into one (RFC 6265 section 3): a CIMultiDict when there are several."""
-    cookies = received.getall("Set-Cookie", ())
-    if len(cookies) < 2:
-        return headers
-    from multidict import CIMultiDict
-
-    out = CIMultiDict((name, value) for name, value in headers.items() if name.lower() != "set-cookie")
-    for cookie in cookies:
-        out.add("Set-Cookie", cookie)
-    return out
-
-
 #: the body of the 504 that answers a peer query for a document not stored here
 NOT_CACHED_BODY = b"not cached here (only-if-cached)\n"
 #: distinct remote-hit heads remembered at most (then forgotten at once): a peer's reply changes with its Age
